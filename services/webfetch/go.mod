@@ -1,0 +1,15 @@
+module github.com/brain-tools/suite/services/webfetch
+
+go 1.26.0
+
+require (
+	code.dny.dev/ssrf v0.3.0
+	golang.org/x/net v0.62.0
+)
+
+require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
+
+replace github.com/brain-tools/suite/pkg => ../../pkg

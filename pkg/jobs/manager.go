@@ -1,0 +1,240 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// Func is the work of one job. It runs in its own goroutine with a context
+// that is cancelled when the job is cancelled or the Manager closes, and
+// returns the job's result: is_error false ends the job succeeded, true
+// failed. A nil result counts as a failure. A Func must return soon after
+// its context ends; its result then becomes the cancelled job's result.
+type Func func(ctx context.Context) *tool.Result
+
+// Options configure a Manager. Zero values take the defaults.
+type Options struct {
+	// Retention is how long an ended job stays readable. Default 1 hour.
+	Retention time.Duration
+	// MaxRunningPerTenant caps the running jobs of one tenant. Default 64.
+	MaxRunningPerTenant int
+	// CancelWait is how long Cancel waits for the job's Func to return so
+	// that its own result (partial output, say) is reported. Default 5 s.
+	CancelWait time.Duration
+}
+
+// Manager runs jobs in memory. The zero value is not usable; use
+// NewManager. Jobs do not survive the process.
+type Manager struct {
+	opts   Options
+	now    func() time.Time
+	ctx    context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	jobs   map[string]*job
+	closed bool
+}
+
+type job struct {
+	tenant   string
+	status   Status
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the Func has returned
+	finished chan struct{} // closed when the job reached a final state
+}
+
+var _ Backend = (*Manager)(nil)
+
+// NewManager returns a Manager with opts applied over the defaults.
+func NewManager(opts Options) *Manager {
+	if opts.Retention <= 0 {
+		opts.Retention = time.Hour
+	}
+	if opts.MaxRunningPerTenant <= 0 {
+		opts.MaxRunningPerTenant = 64
+	}
+	if opts.CancelWait <= 0 {
+		opts.CancelWait = 5 * time.Second
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Manager{opts: opts, now: time.Now, ctx: ctx, stop: stop, jobs: map[string]*job{}}
+}
+
+// Start runs fn as a new job of tenant and returns its running status at
+// once. It fails with ErrTooManyJobs when the tenant is at its cap, and
+// after Close.
+func (m *Manager) Start(tenant string, fn Func) (Status, error) {
+	if tenant == "" {
+		return Status{}, fmt.Errorf("start job: tenant is empty")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Status{}, fmt.Errorf("start job: manager is closed")
+	}
+	m.purgeLocked()
+	running := 0
+	for _, j := range m.jobs {
+		if j.tenant == tenant && !j.status.State.Final() {
+			running++
+		}
+	}
+	if running >= m.opts.MaxRunningPerTenant {
+		return Status{}, fmt.Errorf("start job: %w (limit %d)", ErrTooManyJobs, m.opts.MaxRunningPerTenant)
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	j := &job{
+		tenant:   tenant,
+		status:   Status{ID: NewID(), State: Running, CreatedAt: m.now()},
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		finished: make(chan struct{}),
+	}
+	m.jobs[j.status.ID] = j
+	m.wg.Add(1)
+	go m.run(ctx, j, fn)
+	return j.status, nil
+}
+
+func (m *Manager) run(ctx context.Context, j *job, fn Func) {
+	defer m.wg.Done()
+	defer j.cancel()
+	res := safeCall(ctx, fn)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	close(j.done)
+	switch {
+	case j.status.State == Cancelled:
+		// Cancel already ended the job; the Func's own account of how far
+		// it got (an is_error result) replaces the generic one.
+		if res.IsError {
+			j.status.Result = res
+		}
+	case ctx.Err() != nil:
+		// The Manager closed under the job.
+		m.finishLocked(j, Cancelled, cancelledResult(j.status.ID, res))
+	case res.IsError:
+		m.finishLocked(j, Failed, res)
+	default:
+		m.finishLocked(j, Succeeded, res)
+	}
+}
+
+func safeCall(ctx context.Context, fn Func) (res *tool.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = tool.Errorf("job panicked: %v", p)
+		}
+	}()
+	res = fn(ctx)
+	if res == nil {
+		res = tool.Errorf("job ended without a result")
+	}
+	return res
+}
+
+func cancelledResult(id string, res *tool.Result) *tool.Result {
+	if res != nil && res.IsError && len(res.Content) > 0 {
+		return res
+	}
+	return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("job %s was cancelled", id))}, IsError: true}
+}
+
+func (m *Manager) finishLocked(j *job, s State, res *tool.Result) {
+	j.status.State = s
+	j.status.FinishedAt = m.now()
+	j.status.Result = res
+	close(j.finished)
+}
+
+func (m *Manager) lookupLocked(tenant, id string) (*job, error) {
+	m.purgeLocked()
+	j, ok := m.jobs[id]
+	if !ok || j.tenant != tenant {
+		return nil, ErrNotFound
+	}
+	return j, nil
+}
+
+// purgeLocked forgets ended jobs past their retention.
+func (m *Manager) purgeLocked() {
+	cutoff := m.now().Add(-m.opts.Retention)
+	for id, j := range m.jobs {
+		if j.status.State.Final() && j.status.FinishedAt.Before(cutoff) {
+			delete(m.jobs, id)
+		}
+	}
+}
+
+// Status returns the tenant's job id, waiting up to wait for it to end
+// first. ErrNotFound for unknown IDs and for other tenants' jobs.
+func (m *Manager) Status(ctx context.Context, tenant, id string, wait time.Duration) (Status, error) {
+	m.mu.Lock()
+	j, err := m.lookupLocked(tenant, id)
+	m.mu.Unlock()
+	if err != nil {
+		return Status{}, err
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-j.finished:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return j.status, nil
+}
+
+// Cancel ends the tenant's running job id as cancelled and cancels the
+// context of its Func, then waits up to the CancelWait option (or until ctx
+// ends) for the Func to return so that its result is the one reported.
+// Cancelling an ended job returns its status unchanged.
+func (m *Manager) Cancel(ctx context.Context, tenant, id string) (Status, error) {
+	m.mu.Lock()
+	j, err := m.lookupLocked(tenant, id)
+	if err != nil {
+		m.mu.Unlock()
+		return Status{}, err
+	}
+	if !j.status.State.Final() {
+		m.finishLocked(j, Cancelled, cancelledResult(id, nil))
+		j.cancel()
+	}
+	m.mu.Unlock()
+	t := time.NewTimer(m.opts.CancelWait)
+	select {
+	case <-j.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return j.status, nil
+}
+
+// Close cancels every running job and waits for their Funcs to return or
+// for ctx to end. Start fails afterwards; Status and Cancel keep working.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.stop()
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close jobs: %w", ctx.Err())
+	}
+}

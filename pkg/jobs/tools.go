@@ -1,0 +1,317 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// DefaultMaxWait caps a status call's wait_seconds. A status answer is one
+// JSON response, so it must come well within the host's 30 s header limit
+// (tool.HeaderTimeout).
+const DefaultMaxWait = 20 * time.Second
+
+// Spec describes one set of job tools: <Prefix>_start, <Prefix>_status and
+// <Prefix>_cancel.
+type Spec struct {
+	// Prefix names the tools. With "approval" they are approval_start,
+	// approval_status and approval_cancel. Required; the resulting names
+	// must be valid tool names.
+	Prefix string
+	// Noun is what one job is called in descriptions and texts ("approval",
+	// "command"). Default "job".
+	Noun string
+	// IDField is the name of the ID in arguments and structured content.
+	// Default "job_id".
+	IDField string
+	// Start is the start tool. Its handler starts the work without waiting
+	// for it and answers at once, usually with StartedResult. An empty
+	// Binding.Name becomes <Prefix>_start.
+	Start service.Tool
+	// Backend answers status and cancel calls.
+	Backend Backend
+	// MaxWait caps wait_seconds of the status tool. Default DefaultMaxWait;
+	// at most 25 s, so the answer beats the 30 s header limit.
+	MaxWait time.Duration
+	// StatusTimeoutSeconds and CancelTimeoutSeconds set the bindings'
+	// timeout_seconds. Defaults 60 and 30.
+	StatusTimeoutSeconds int
+	CancelTimeoutSeconds int
+}
+
+func (s *Spec) defaults() error {
+	if s.Noun == "" {
+		s.Noun = "job"
+	}
+	if s.IDField == "" {
+		s.IDField = "job_id"
+	}
+	if s.MaxWait <= 0 {
+		s.MaxWait = DefaultMaxWait
+	}
+	if s.StatusTimeoutSeconds == 0 {
+		s.StatusTimeoutSeconds = 60
+	}
+	if s.CancelTimeoutSeconds == 0 {
+		s.CancelTimeoutSeconds = 30
+	}
+	if s.Start.Binding.Name == "" {
+		s.Start.Binding.Name = s.Prefix + "_start"
+	}
+	switch {
+	case !tool.ValidName(s.Prefix + "_status"):
+		return fmt.Errorf("job tools: prefix %q does not make valid tool names", s.Prefix)
+	case s.MaxWait > 25*time.Second:
+		return fmt.Errorf("job tools %s: MaxWait %s is over 25s, too close to the 30 s header limit", s.Prefix, s.MaxWait)
+	case s.Backend == nil:
+		return fmt.Errorf("job tools %s: Backend is nil", s.Prefix)
+	case s.Start.Handler == nil:
+		return fmt.Errorf("job tools %s: Start.Handler is nil", s.Prefix)
+	}
+	return nil
+}
+
+// Tools returns the start, status and cancel tools of spec, in that order.
+// It panics on a Spec that cannot work (an invalid prefix, no Backend, no
+// Start handler), which is a programming error found at start-up.
+//
+// The status tool takes {ID, wait_seconds} and answers StatusJSON as
+// structured_content with a readable text; the cancel tool takes {ID} and
+// answers the same after cancelling. Both answer is_error for an unknown ID
+// or one of another tenant, with the same words, and authorize by the
+// request's tenant_id only.
+func Tools(spec Spec) []service.Tool {
+	if err := spec.defaults(); err != nil {
+		panic(err)
+	}
+	idSchema := map[string]any{
+		"type":        "string",
+		"pattern":     "^[a-z2-7]{26}$",
+		"description": fmt.Sprintf("The %s ID that %s returned.", spec.Noun, spec.Start.Binding.Name),
+	}
+	maxWait := int(spec.MaxWait / time.Second)
+	statusIn := mustJSON(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			spec.IDField: idSchema,
+			"wait_seconds": map[string]any{
+				"type": "integer", "minimum": 0, "maximum": maxWait,
+				"description": fmt.Sprintf("Wait up to this many seconds for the %s to end before answering. Default 0.", spec.Noun),
+			},
+		},
+		"required":             []string{spec.IDField},
+		"additionalProperties": false,
+	})
+	cancelIn := mustJSON(map[string]any{
+		"type":                 "object",
+		"properties":           map[string]any{spec.IDField: idSchema},
+		"required":             []string{spec.IDField},
+		"additionalProperties": false,
+	})
+	out := OutputSchema(spec.IDField)
+
+	status := service.Tool{
+		Binding: tool.Binding{
+			Name: spec.Prefix + "_status",
+			Description: fmt.Sprintf("Tell the state of a %s started with %s: running, succeeded, failed or cancelled, and its result once it has ended. "+
+				"Set wait_seconds to wait for it to end first.", spec.Noun, spec.Start.Binding.Name),
+			InputSchema:    statusIn,
+			OutputSchema:   out,
+			TimeoutSeconds: spec.StatusTimeoutSeconds,
+		},
+		Handler: func(ctx context.Context, call *service.Call) *tool.Result {
+			var args struct {
+				ID   string
+				Wait *int
+			}
+			if r := decodeIDArgs(call.Arguments, spec.IDField, true, maxWait, &args.ID, &args.Wait); r != nil {
+				return r
+			}
+			wait := time.Duration(0)
+			if args.Wait != nil {
+				wait = time.Duration(*args.Wait) * time.Second
+			}
+			st, err := spec.Backend.Status(ctx, call.TenantID, args.ID, wait)
+			return answer(spec, "status", args.ID, st, err, call)
+		},
+	}
+	cancel := service.Tool{
+		Binding: tool.Binding{
+			Name: spec.Prefix + "_cancel",
+			Description: fmt.Sprintf("Cancel a running %s started with %s and tell its state afterwards. "+
+				"Cancelling a %s that has already ended changes nothing.", spec.Noun, spec.Start.Binding.Name, spec.Noun),
+			InputSchema:    cancelIn,
+			OutputSchema:   out,
+			TimeoutSeconds: spec.CancelTimeoutSeconds,
+		},
+		Handler: func(ctx context.Context, call *service.Call) *tool.Result {
+			var id string
+			if r := decodeIDArgs(call.Arguments, spec.IDField, false, 0, &id, nil); r != nil {
+				return r
+			}
+			st, err := spec.Backend.Cancel(ctx, call.TenantID, id)
+			return answer(spec, "cancel", id, st, err, call)
+		},
+	}
+	return []service.Tool{spec.Start, status, cancel}
+}
+
+// decodeIDArgs reads {idField, wait_seconds?} strictly; it answers an
+// is_error result naming the field at fault.
+func decodeIDArgs(raw json.RawMessage, idField string, withWait bool, maxWait int, id *string, wait **int) *tool.Result {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return tool.Errorf("invalid arguments: must be a JSON object")
+	}
+	for k := range m {
+		if k != idField && (!withWait || k != "wait_seconds") {
+			return tool.Errorf("invalid arguments: %s: unknown field", k)
+		}
+	}
+	v, ok := m[idField]
+	if !ok {
+		return tool.Errorf("invalid arguments: %s: required", idField)
+	}
+	if err := json.Unmarshal(v, id); err != nil {
+		return tool.Errorf("invalid arguments: %s: must be a string", idField)
+	}
+	if !ValidID(*id) {
+		return tool.Errorf("invalid arguments: %s: %q is not an ID of this service (26 characters of a-z and 2-7)", idField, *id)
+	}
+	if w, ok := m["wait_seconds"]; ok && withWait {
+		var n int
+		if err := json.Unmarshal(w, &n); err != nil {
+			return tool.Errorf("invalid arguments: wait_seconds: must be an integer")
+		}
+		if n < 0 || n > maxWait {
+			return tool.Errorf("invalid arguments: wait_seconds: must be from 0 to %d, got %d", maxWait, n)
+		}
+		*wait = &n
+	}
+	return nil
+}
+
+func answer(spec Spec, op, id string, st Status, err error, call *service.Call) *tool.Result {
+	if errors.Is(err, ErrNotFound) {
+		return tool.Errorf("%s %s: no %s with this ID for this tenant (it may have ended and been forgotten)", spec.Noun, id, spec.Noun)
+	}
+	if err != nil {
+		call.Logger.Error(spec.Noun+" "+op, "err", err, spec.IDField, id)
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("%s %s of %s: internal error", spec.Noun, op, id))}, IsError: true, UnknownOutcome: op == "cancel"}
+	}
+	res, err := tool.StructuredResult(StatusJSON(spec.IDField, st), StatusText(spec.Noun, st))
+	if err != nil {
+		return tool.Errorf("%s %s of %s: %v", spec.Noun, op, id, err)
+	}
+	return res
+}
+
+// StatusJSON is the structured_content of status and cancel answers:
+//
+//	{"<idField>": ID, "state": "running|succeeded|failed|cancelled",
+//	 "created_at": RFC 3339, "finished_at": RFC 3339 (once ended),
+//	 "result": the job's result object (once ended)}
+func StatusJSON(idField string, st Status) map[string]any {
+	m := map[string]any{
+		idField:      st.ID,
+		"state":      st.State,
+		"created_at": st.CreatedAt.UTC().Format(time.RFC3339Nano),
+	}
+	if !st.FinishedAt.IsZero() {
+		m["finished_at"] = st.FinishedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if st.Result != nil {
+		m["result"] = st.Result
+	}
+	return m
+}
+
+// StatusText renders st for a reader: the state line, then the text blocks
+// of the result once the job has ended.
+func StatusText(noun string, st Status) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: %s", noun, st.ID, st.State)
+	if st.State == Running {
+		fmt.Fprintf(&b, " (started %s)", st.CreatedAt.UTC().Format(time.RFC3339))
+	} else if !st.FinishedAt.IsZero() {
+		fmt.Fprintf(&b, " (ended %s)", st.FinishedAt.UTC().Format(time.RFC3339))
+	}
+	if st.Result != nil {
+		for _, c := range st.Result.Content {
+			if c.Type == tool.TypeText && c.Text != "" {
+				b.WriteString("\n")
+				b.WriteString(c.Text)
+			}
+		}
+	}
+	return b.String()
+}
+
+// StartedResult is the answer of a start tool: structured_content
+// {"<idField>": ID, "state": "running", "created_at": ...} plus extra
+// fields, and a text telling the caller how to follow up.
+func StartedResult(spec Spec, st Status, extra map[string]any) *tool.Result {
+	_ = spec.defaults()
+	m := StatusJSON(spec.IDField, st)
+	for k, v := range extra {
+		m[k] = v
+	}
+	text := fmt.Sprintf("Started %s %s. Ask %s_status with %s %q for its state and result, or %s_cancel to stop it.",
+		spec.Noun, st.ID, spec.Prefix, spec.IDField, st.ID, spec.Prefix)
+	res, err := tool.StructuredResult(m, text)
+	if err != nil {
+		return tool.Errorf("start %s: %v", spec.Noun, err)
+	}
+	return res
+}
+
+// OutputSchema is the JSON Schema of StatusJSON with the given ID field, the
+// output_schema of the status and cancel tools.
+func OutputSchema(idField string) json.RawMessage {
+	return mustJSON(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			idField:       map[string]any{"type": "string"},
+			"state":       map[string]any{"enum": []State{Running, Succeeded, Failed, Cancelled}},
+			"created_at":  map[string]any{"type": "string", "format": "date-time"},
+			"finished_at": map[string]any{"type": "string", "format": "date-time"},
+			"result":      map[string]any{"type": "object"},
+		},
+		"required": []string{idField, "state", "created_at"},
+	})
+}
+
+// StartTool returns a start tool that runs the job the handler prepares on
+// m. prepare checks the call (its arguments, its tenant's rights) and
+// returns the work to run, or an is_error result to answer instead; the job
+// is owned by the call's tenant. The answer is StartedResult.
+func (m *Manager) StartTool(spec Spec, b tool.Binding, prepare func(ctx context.Context, call *service.Call) (Func, *tool.Result)) service.Tool {
+	return service.Tool{Binding: b, Handler: func(ctx context.Context, call *service.Call) *tool.Result {
+		fn, refusal := prepare(ctx, call)
+		if refusal != nil {
+			return refusal
+		}
+		if fn == nil {
+			return tool.Errorf("start %s: nothing to run", spec.Noun)
+		}
+		st, err := m.Start(call.TenantID, fn)
+		if err != nil {
+			return tool.Errorf("start %s: %v", spec.Noun, err)
+		}
+		return StartedResult(spec, st, nil)
+	}}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,228 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// sleepArgs are the arguments of the test's start tool.
+type sleepArgs struct {
+	Millis int `json:"millis"`
+}
+
+func newSleepTools(t *testing.T) []service.Tool {
+	t.Helper()
+	m := NewManager(Options{})
+	t.Cleanup(func() { m.Close(context.Background()) })
+	spec := Spec{Prefix: "sleep", Noun: "nap", Backend: m}
+	spec.Start = m.StartTool(spec, tool.Binding{
+		Description: "Sleep, then say so.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"millis":{"type":"integer"}},"additionalProperties":false}`),
+	}, func(ctx context.Context, call *service.Call) (Func, *tool.Result) {
+		var a sleepArgs
+		if err := json.Unmarshal(call.Arguments, &a); err != nil {
+			return nil, tool.Errorf("invalid arguments: %v", err)
+		}
+		if a.Millis < 0 {
+			return nil, tool.Errorf("invalid arguments: millis: must not be negative")
+		}
+		return func(ctx context.Context) *tool.Result {
+			select {
+			case <-time.After(time.Duration(a.Millis) * time.Millisecond):
+				return tool.TextResult("slept %d ms", a.Millis)
+			case <-ctx.Done():
+				return tool.Errorf("woken early")
+			}
+		}, nil
+	})
+	return Tools(spec)
+}
+
+// harness serves tools over HTTP with the real service runtime, as brain
+// would reach them.
+type harness struct {
+	t   *testing.T
+	url string
+}
+
+func newHarness(t *testing.T, tools []service.Tool) *harness {
+	srv := &service.Server{Name: "jobs-test", Config: service.Config{Token: "k", Heartbeat: time.Second, StreamAfter: 5 * time.Second, MaxRequestBytes: 1 << 20}, Tools: tools}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return &harness{t: t, url: ts.URL}
+}
+
+func (h *harness) call(tenant, name string, args any) (*tool.Result, map[string]any) {
+	h.t.Helper()
+	a, _ := json.Marshal(args)
+	body, _ := json.Marshal(tool.Request{TenantID: tenant, SessionID: "s1", CallID: "c-" + NewID(), Arguments: a})
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/tools/"+name, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		h.t.Fatalf("%s: status %d: %s", name, resp.StatusCode, data)
+	}
+	res, err := tool.DecodeResult(data)
+	if err != nil {
+		h.t.Fatalf("%s: %v: %s", name, err, data)
+	}
+	var sc map[string]any
+	if res.HasStructured() {
+		if err := json.Unmarshal(res.StructuredContent, &sc); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return res, sc
+}
+
+func TestToolsNamesAndSchemas(t *testing.T) {
+	tools := newSleepTools(t)
+	var names []string
+	for _, tl := range tools {
+		names = append(names, tl.Binding.Name)
+		b := tl.Binding
+		b.URL, b.Tenants = "http://127.0.0.1/x", []string{"t"}
+		if err := b.Validate(); err != nil {
+			t.Errorf("binding %s: %v", tl.Binding.Name, err)
+		}
+	}
+	if got := strings.Join(names, ","); got != "sleep_start,sleep_status,sleep_cancel" {
+		t.Fatalf("names = %s", got)
+	}
+	var in map[string]any
+	_ = json.Unmarshal(tools[1].Binding.InputSchema, &in)
+	wait := in["properties"].(map[string]any)["wait_seconds"].(map[string]any)
+	if wait["maximum"] != float64(20) {
+		t.Fatalf("wait_seconds maximum = %v, want 20", wait["maximum"])
+	}
+}
+
+func TestToolsOverHTTP(t *testing.T) {
+	h := newHarness(t, newSleepTools(t))
+
+	res, sc := h.call("alpha", "sleep_start", sleepArgs{Millis: 200})
+	if res.IsError || sc["state"] != "running" {
+		t.Fatalf("start = %+v %v", res, sc)
+	}
+	id := sc["job_id"].(string)
+	if !ValidID(id) || !strings.Contains(res.Content[0].Text, "sleep_status") {
+		t.Fatalf("start answer: id %q, text %q", id, res.Content[0].Text)
+	}
+
+	// Another tenant learns nothing, not even that the ID exists.
+	otherID := NewID()
+	other, _ := h.call("beta", "sleep_status", map[string]any{"job_id": id})
+	unknown, _ := h.call("beta", "sleep_status", map[string]any{"job_id": otherID})
+	if !other.IsError || !unknown.IsError {
+		t.Fatalf("other tenant's status: %+v", other)
+	}
+	if a, b := strings.ReplaceAll(other.Content[0].Text, id, "X"), strings.ReplaceAll(unknown.Content[0].Text, otherID, "X"); a != b {
+		t.Fatalf("other tenant's job and an unknown ID answer differently: %q vs %q", a, b)
+	}
+	if res, _ := h.call("beta", "sleep_cancel", map[string]any{"job_id": id}); !res.IsError {
+		t.Fatalf("other tenant's cancel succeeded: %+v", res)
+	}
+
+	res, sc = h.call("alpha", "sleep_status", map[string]any{"job_id": id, "wait_seconds": 5})
+	if res.IsError || sc["state"] != "succeeded" {
+		t.Fatalf("status after wait = %+v %v", res, sc)
+	}
+	result := sc["result"].(map[string]any)
+	if fmt.Sprint(result["content"]) != "[map[text:slept 200 ms type:text]]" {
+		t.Fatalf("result = %v", result)
+	}
+	if !strings.Contains(res.Content[0].Text, "succeeded") || !strings.Contains(res.Content[0].Text, "slept 200 ms") {
+		t.Fatalf("status text = %q", res.Content[0].Text)
+	}
+	if _, ok := sc["finished_at"]; !ok {
+		t.Fatalf("no finished_at in %v", sc)
+	}
+}
+
+func TestCancelToolStopsJob(t *testing.T) {
+	h := newHarness(t, newSleepTools(t))
+	_, sc := h.call("alpha", "sleep_start", sleepArgs{Millis: 60_000})
+	id := sc["job_id"].(string)
+	res, sc := h.call("alpha", "sleep_cancel", map[string]any{"job_id": id})
+	if res.IsError || sc["state"] != "cancelled" {
+		t.Fatalf("cancel = %+v %v", res, sc)
+	}
+	if !strings.Contains(res.Content[0].Text, "woken early") {
+		t.Fatalf("cancel text = %q, want the job's own account", res.Content[0].Text)
+	}
+	_, sc = h.call("alpha", "sleep_status", map[string]any{"job_id": id})
+	if sc["state"] != "cancelled" {
+		t.Fatalf("status after cancel = %v", sc)
+	}
+}
+
+func TestToolArgumentErrors(t *testing.T) {
+	h := newHarness(t, newSleepTools(t))
+	tests := []struct {
+		name string
+		tool string
+		args any
+		want string
+	}{
+		{"missing id", "sleep_status", map[string]any{}, "job_id: required"},
+		{"id not a string", "sleep_status", map[string]any{"job_id": 7}, "job_id: must be a string"},
+		{"malformed id", "sleep_status", map[string]any{"job_id": "../x"}, "is not an ID of this service"},
+		{"unknown field", "sleep_status", map[string]any{"job_id": NewID(), "tenant_id": "beta"}, "tenant_id: unknown field"},
+		{"wait over the cap", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": 21}, "wait_seconds: must be from 0 to 20, got 21"},
+		{"negative wait", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": -1}, "wait_seconds: must be from 0 to 20"},
+		{"wait not an integer", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": 1.5}, "wait_seconds: must be an integer"},
+		{"cancel takes no wait", "sleep_cancel", map[string]any{"job_id": NewID(), "wait_seconds": 1}, "wait_seconds: unknown field"},
+		{"start refusal", "sleep_start", sleepArgs{Millis: -1}, "millis: must not be negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, _ := h.call("alpha", tt.tool, tt.args)
+			if !res.IsError || !strings.Contains(res.Content[0].Text, tt.want) {
+				t.Fatalf("got %+v, want is_error containing %q", res, tt.want)
+			}
+		})
+	}
+}
+
+func TestToolsPanicsOnBadSpec(t *testing.T) {
+	m := NewManager(Options{})
+	defer m.Close(context.Background())
+	start := service.Tool{Handler: func(context.Context, *service.Call) *tool.Result { return nil }}
+	tests := []struct {
+		name string
+		spec Spec
+	}{
+		{"bad prefix", Spec{Prefix: "9x", Backend: m, Start: start}},
+		{"no backend", Spec{Prefix: "x", Start: start}},
+		{"no start handler", Spec{Prefix: "x", Backend: m}},
+		{"wait too long", Spec{Prefix: "x", Backend: m, Start: start, MaxWait: 26 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("Tools did not panic")
+				}
+			}()
+			Tools(tt.spec)
+		})
+	}
+}

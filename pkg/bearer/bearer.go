@@ -1,0 +1,66 @@
+// Package bearer checks "Authorization: Bearer TOKEN" headers in constant
+// time, as the contract asks of every tool service ("Check the token").
+package bearer
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// Token returns the credential of an Authorization header value of the form
+// "Bearer TOKEN" (scheme case-insensitive, RFC 6750 section 2.1), and false
+// when the header has another form or an empty token.
+func Token(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// Equal compares two secrets in time independent of their contents and of
+// the length of either: both are hashed first, so the comparison always
+// covers 32 bytes.
+func Equal(got, want string) bool {
+	g := sha256.Sum256([]byte(got))
+	w := sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// Check reports whether r carries "Authorization: Bearer want". An empty
+// want never matches: a service without a token must say so explicitly
+// instead of accepting everything.
+func Check(r *http.Request, want string) bool {
+	got, ok := Token(r.Header.Get("Authorization"))
+	return ok && want != "" && Equal(got, want)
+}
+
+// Require wraps next so that requests without the bearer token get 401 with
+// a WWW-Authenticate challenge and a JSON error body.
+func Require(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !Check(r, token) {
+			Unauthorized(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Unauthorized writes the 401 answer Require uses: a Bearer challenge and
+// {"error":{"code":"unauthorized","message":...}}.
+func Unauthorized(w http.ResponseWriter, r *http.Request) {
+	msg := "missing bearer token: send Authorization: Bearer TOKEN"
+	if _, ok := Token(r.Header.Get("Authorization")); ok {
+		msg = "invalid bearer token"
+	} else if r.Header.Get("Authorization") != "" {
+		msg = "malformed Authorization header: want Bearer TOKEN"
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write([]byte(`{"error":{"code":"unauthorized","message":"` + msg + `"}}` + "\n"))
+}

@@ -1,0 +1,70 @@
+package bearer
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name   string
+		header string
+		want   string
+		ok     bool
+	}{
+		{"match", "Bearer s3cret", "s3cret", true},
+		{"scheme case-insensitive", "bearer s3cret", "s3cret", true},
+		{"extra spaces trimmed", "Bearer  s3cret ", "s3cret", true},
+		{"wrong token", "Bearer nope", "s3cret", false},
+		{"prefix of token", "Bearer s3cre", "s3cret", false},
+		{"longer token", "Bearer s3cretX", "s3cret", false},
+		{"basic scheme", "Basic s3cret", "s3cret", false},
+		{"no scheme", "s3cret", "s3cret", false},
+		{"empty header", "", "s3cret", false},
+		{"empty token", "Bearer ", "s3cret", false},
+		{"server without token never matches", "Bearer ", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			if tt.header != "" {
+				r.Header.Set("Authorization", tt.header)
+			}
+			if got := Check(r, tt.want); got != tt.ok {
+				t.Fatalf("Check = %v, want %v", got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestRequire(t *testing.T) {
+	h := Require("tok", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	tests := []struct {
+		header  string
+		status  int
+		message string
+	}{
+		{"Bearer tok", http.StatusTeapot, ""},
+		{"", http.StatusUnauthorized, "missing bearer token"},
+		{"Bearer bad", http.StatusUnauthorized, "invalid bearer token"},
+		{"Token tok", http.StatusUnauthorized, "malformed Authorization header"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		if tt.header != "" {
+			r.Header.Set("Authorization", tt.header)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tt.status {
+			t.Errorf("%q: status %d, want %d", tt.header, w.Code, tt.status)
+		}
+		if tt.message != "" {
+			if !strings.Contains(w.Body.String(), tt.message) || w.Header().Get("WWW-Authenticate") == "" {
+				t.Errorf("%q: body %s, challenge %q", tt.header, w.Body, w.Header().Get("WWW-Authenticate"))
+			}
+		}
+	}
+}

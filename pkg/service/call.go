@@ -1,0 +1,69 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// Handler runs one tool call and returns its result. A failure the tool
+// handles is a result with IsError (the transport answers 200, as the
+// contract's callout says); a nil or invalid result and a panic become an
+// is_error result with unknown_outcome, since the work may have happened.
+// ctx is cancelled when the host drops the request.
+type Handler func(ctx context.Context, call *Call) *tool.Result
+
+// Tool is one tool a service serves at POST /tools/<Binding.Name>.
+// Binding's URL, TokenEnv and Tenants may be left empty: GET /tools fills
+// them from the service's Config.
+type Tool struct {
+	Binding tool.Binding
+	Handler Handler
+}
+
+// Call is one tool call as a handler sees it: the request body (identity
+// and arguments) and a way to report progress.
+type Call struct {
+	tool.Request
+	// Logger carries the call's tool, tenant, session and call IDs.
+	Logger   *slog.Logger
+	progress func(any) error
+}
+
+// NewCall builds a Call for a transport other than the built-in HTTP one
+// (an MCP adapter, a test). progress may be nil, which drops progress.
+func NewCall(req tool.Request, logger *slog.Logger, progress func(any) error) *Call {
+	return &Call{Request: req, Logger: orDiscard(logger), progress: progress}
+}
+
+// Progress reports progress: v is marshalled to JSON and sent as an SSE
+// "progress" event, switching the response to SSE on the first call. When
+// the host did not accept text/event-stream, progress is dropped.
+func (c *Call) Progress(v any) error {
+	if c.progress == nil {
+		return nil
+	}
+	return c.progress(v)
+}
+
+// Typed adapts a handler that takes its arguments as a struct: the call's
+// arguments are decoded strictly into A (unknown fields and wrong types
+// refused), and a decoding failure answers an is_error result naming the
+// field, before fn runs. A may implement Validate() error for rules beyond
+// types; its error is reported the same way.
+func Typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result) Handler {
+	return func(ctx context.Context, call *Call) *tool.Result {
+		var args A
+		if err := strictjson.Unmarshal(call.Arguments, &args); err != nil {
+			return tool.Errorf("invalid arguments: %v", err)
+		}
+		if v, ok := any(&args).(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return tool.Errorf("invalid arguments: %v", err)
+			}
+		}
+		return fn(ctx, call, args)
+	}
+}

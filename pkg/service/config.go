@@ -1,0 +1,136 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Config is the part of a tool service's environment every service shares.
+// A service embeds it in its own Config struct and parses both at once with
+// ParseEnv.
+type Config struct {
+	// Addr is the listen address, host:port (env ADDR). Each service
+	// supplies its own default port (local 8081 ... webfetch 8085).
+	Addr string `env:"ADDR"`
+	// Token is the bearer token brain sends (env BRAIN_TOOLS_KEY). Required
+	// unless NoAuth is set.
+	Token string `env:"BRAIN_TOOLS_KEY"`
+	// NoAuth turns the bearer check off (env INSECURE_NO_AUTH=true). Only for
+	// a service that is reachable by nobody but brain.
+	NoAuth bool `env:"INSECURE_NO_AUTH"`
+	// LogLevel is debug, info, warn or error (env LOG_LEVEL).
+	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
+	// PublicURL is the base URL under which brain reaches this service
+	// (env PUBLIC_URL), used in the bindings GET /tools publishes. Empty
+	// means http://<Host header>.
+	PublicURL string `env:"PUBLIC_URL"`
+	// Tenants fills the tenants of published bindings that name none
+	// (env TOOL_TENANTS, comma-separated).
+	Tenants []string `env:"TOOL_TENANTS" envSeparator:"," envDefault:"local"`
+	// MaxRequestBytes caps a tool request body (env MAX_REQUEST_BYTES);
+	// larger bodies get 413. Default 4 MiB.
+	MaxRequestBytes int64 `env:"MAX_REQUEST_BYTES" envDefault:"4194304"`
+	// ShutdownTimeout is how long in-flight calls may take to finish after
+	// SIGTERM before their contexts are cancelled (env SHUTDOWN_TIMEOUT).
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	// Heartbeat is the interval of SSE comment heartbeats (env SSE_HEARTBEAT).
+	Heartbeat time.Duration `env:"SSE_HEARTBEAT" envDefault:"15s"`
+	// StreamAfter is how long a call may run without progress before its
+	// response switches to SSE on its own, so the host's 30 s header limit
+	// is met (env SSE_STREAM_AFTER).
+	StreamAfter time.Duration `env:"SSE_STREAM_AFTER" envDefault:"10s"`
+}
+
+// Validate reports settings that cannot work: a missing token without
+// NoAuth, a non-positive size cap or interval.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Token == "" && !c.NoAuth {
+		errs = append(errs, errors.New("BRAIN_TOOLS_KEY is not set: set it to the token brain sends, or set INSECURE_NO_AUTH=true to run without auth"))
+	}
+	if c.Addr == "" {
+		errs = append(errs, errors.New("ADDR is empty"))
+	}
+	if c.MaxRequestBytes <= 0 {
+		errs = append(errs, fmt.Errorf("MAX_REQUEST_BYTES must be positive, got %d", c.MaxRequestBytes))
+	}
+	if c.Heartbeat <= 0 {
+		errs = append(errs, fmt.Errorf("SSE_HEARTBEAT must be positive, got %s", c.Heartbeat))
+	}
+	if c.StreamAfter <= 0 || c.StreamAfter >= 30*time.Second {
+		errs = append(errs, fmt.Errorf("SSE_STREAM_AFTER must be between 0 and 30s (the host's header limit), got %s", c.StreamAfter))
+	}
+	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
+		errs = append(errs, fmt.Errorf("PUBLIC_URL must start with http:// or https://, got %q", c.PublicURL))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseEnv fills a service's Config struct T from environ (a map, so tests
+// never touch the process environment) with github.com/caarlos0/env/v11.
+// Errors name the variable.
+func ParseEnv[T any](environ map[string]string) (T, error) {
+	var cfg T
+	err := env.ParseWithOptions(&cfg, env.Options{Environment: environ})
+	if err == nil {
+		return cfg, nil
+	}
+	// env reports Go field names; operators know the variables.
+	var agg env.AggregateError
+	if errors.As(err, &agg) {
+		msgs := make([]error, 0, len(agg.Errors))
+		for _, e := range agg.Errors {
+			var pe env.ParseError
+			if errors.As(e, &pe) {
+				if name := envName(reflect.TypeOf(cfg), pe.Name); name != "" {
+					msgs = append(msgs, fmt.Errorf("%s: cannot parse as %s: %w", name, pe.Type, pe.Err))
+					continue
+				}
+			}
+			msgs = append(msgs, e)
+		}
+		err = errors.Join(msgs...)
+	}
+	return cfg, fmt.Errorf("config: %w", err)
+}
+
+// envName finds the env tag of the field called field in t, looking into
+// embedded and nested structs.
+func envName(t reflect.Type, field string) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return ""
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Name == field {
+			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+			return name
+		}
+		if f.Type.Kind() == reflect.Struct {
+			if name := envName(f.Type, field); name != "" {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// Environ returns the process environment as a map.
+func Environ() map[string]string {
+	m := make(map[string]string)
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}

@@ -1,0 +1,469 @@
+// Package service is the runtime every tool service of the suite runs on:
+// env config, logging, listening, graceful shutdown, health, metrics, the
+// bearer check, strict request decoding, and answering each call with one
+// JSON result or an SSE stream (progress events, comment heartbeats, then
+// exactly one result), as the tool contract describes.
+//
+// A tool service is a list of Tools handed to a Server:
+//
+//	srv := &service.Server{Name: "local", Config: cfg.Config, Logger: logger,
+//		Tools: []service.Tool{{Binding: echoBinding, Handler: service.Typed(echo)}}}
+//	return service.Run(ctx, srv)
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/brain-tools/suite/pkg/bearer"
+	"github.com/brain-tools/suite/pkg/sse"
+	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// Server serves a service's tools over HTTP:
+//
+//	POST /tools/{name}  one tool call (bearer token unless Config.NoAuth)
+//	GET  /tools         the service's bindings {"tools":[...]} (bearer)
+//	GET  /healthz       {"status":"ok"} or 503 (no auth)
+//	GET  /metrics       Prometheus metrics (no auth)
+//
+// plus whatever Routes adds.
+type Server struct {
+	// Name names the service in logs and metrics.
+	Name   string
+	Config Config
+	// Logger may be nil (discard).
+	Logger *slog.Logger
+	Tools  []Tool
+	// Health reports readiness. nil means always ready. Detail fields are
+	// merged into the /healthz body (a "status" detail replaces "ok"); an
+	// error answers 503.
+	Health func(ctx context.Context) (detail map[string]any, err error)
+	// Routes adds the service's own routes (an operator page, /mcp).
+	Routes func(r *httprouter.Router)
+
+	once     sync.Once
+	handler  http.Handler
+	registry *prometheus.Registry
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// Handler returns the service's HTTP handler. It is built once.
+func (s *Server) Handler() http.Handler {
+	s.once.Do(s.build)
+	return s.handler
+}
+
+// Registry returns the Prometheus registry /metrics serves, so a service
+// can register its own collectors.
+func (s *Server) Registry() *prometheus.Registry {
+	s.once.Do(s.build)
+	return s.registry
+}
+
+func (s *Server) build() {
+	s.Logger = orDiscard(s.Logger)
+	s.registry = prometheus.NewRegistry()
+	s.registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	s.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tool_calls_total", Help: "Tool calls answered, by tool and outcome (ok, error, invalid_request).",
+		ConstLabels: prometheus.Labels{"service": s.Name},
+	}, []string{"tool", "outcome"})
+	s.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tool_call_duration_seconds", Help: "Time from request to result, by tool.",
+		ConstLabels: prometheus.Labels{"service": s.Name},
+		Buckets:     prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"tool"})
+	s.registry.MustRegister(s.calls, s.duration)
+
+	r := httprouter.New()
+	r.HandleMethodNotAllowed = true
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow")))
+	})
+	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		s.Logger.Error("panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+		WriteError(w, http.StatusInternalServerError, "internal", "internal error")
+	}
+	byName := make(map[string]*Tool, len(s.Tools))
+	for i := range s.Tools {
+		t := &s.Tools[i]
+		byName[t.Binding.Name] = t
+	}
+	r.POST("/tools/:name", func(w http.ResponseWriter, req *http.Request, p httprouter.Params) {
+		t, ok := byName[p.ByName("name")]
+		if !ok {
+			WriteError(w, http.StatusNotFound, "unknown_tool", fmt.Sprintf("no tool named %q on this service", p.ByName("name")))
+			return
+		}
+		s.authed(func(w http.ResponseWriter, req *http.Request) { s.serveCall(w, req, t) })(w, req)
+	})
+	r.GET("/tools", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
+		s.authed(s.serveBindings)(w, req)
+	})
+	r.GET("/healthz", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { s.serveHealth(w, req) })
+	r.Handler(http.MethodGet, "/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	if s.Routes != nil {
+		s.Routes(r)
+	}
+	s.handler = r
+}
+
+// Authed wraps h with the service's bearer check (none with NoAuth), for
+// routes a service adds itself.
+func (s *Server) Authed(h http.HandlerFunc) http.HandlerFunc { return s.authed(h) }
+
+func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+	if s.Config.NoAuth {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !bearer.Check(r, s.Config.Token) {
+			bearer.Unauthorized(w, r)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// Bindings returns the service's bindings as a host config would list them,
+// with url under base ("http://127.0.0.1:8081"), token_env and tenants
+// filled in where the tool left them empty.
+func (s *Server) Bindings(base string) []tool.Binding {
+	base = strings.TrimRight(base, "/")
+	out := make([]tool.Binding, 0, len(s.Tools))
+	for _, t := range s.Tools {
+		b := t.Binding
+		if b.URL == "" {
+			b.URL = base + "/tools/" + b.Name
+		}
+		if b.TokenEnv == "" && !s.Config.NoAuth {
+			b.TokenEnv = "BRAIN_TOOLS_KEY"
+		}
+		if len(b.Tenants) == 0 {
+			b.Tenants = append([]string(nil), s.Config.Tenants...)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func (s *Server) serveBindings(w http.ResponseWriter, r *http.Request) {
+	base := s.Config.PublicURL
+	if base == "" {
+		base = "http://" + r.Host
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"tools": s.Bindings(base)})
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	body := map[string]any{"status": "ok", "service": s.Name}
+	if s.Health != nil {
+		detail, err := s.Health(r.Context())
+		for k, v := range detail {
+			body[k] = v
+		}
+		if err != nil {
+			body["status"] = "unavailable"
+			body["error"] = err.Error()
+			WriteJSON(w, http.StatusServiceUnavailable, body)
+			return
+		}
+	}
+	WriteJSON(w, http.StatusOK, body)
+}
+
+// serveCall answers one tool call. The response starts as JSON; the first
+// progress, or StreamAfter without a result, switches it to SSE when the
+// host accepts text/event-stream.
+func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *Tool) {
+	start := time.Now()
+	name := t.Binding.Name
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		s.calls.WithLabelValues(name, "invalid_request").Inc()
+		WriteError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type must be application/json, got %q", ct))
+		return
+	}
+	var req tool.Request
+	if err := strictjson.Decode(r.Body, s.Config.MaxRequestBytes, &req); err != nil {
+		s.calls.WithLabelValues(name, "invalid_request").Inc()
+		var tl *strictjson.TooLargeError
+		if errors.As(err, &tl) {
+			WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", "request "+err.Error())
+			return
+		}
+		WriteError(w, http.StatusBadRequest, "invalid_request", "request body: "+err.Error())
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.calls.WithLabelValues(name, "invalid_request").Inc()
+		WriteError(w, http.StatusBadRequest, "invalid_request", "request body: "+err.Error())
+		return
+	}
+
+	logger := s.Logger.With("tool", name, "tenant_id", req.TenantID, "session_id", req.SessionID, "call_id", req.CallID)
+	resp := &response{w: w, canStream: acceptsSSE(r.Header.Get("Accept")), heartbeat: s.Config.Heartbeat, logger: logger}
+	call := NewCall(req, logger, resp.progress)
+
+	stopAuto := make(chan struct{})
+	if resp.canStream {
+		// Start streaming on our own before the host's 30 s header limit.
+		go func() {
+			timer := time.NewTimer(s.Config.StreamAfter)
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+				resp.startStream()
+			case <-stopAuto:
+			}
+		}()
+	}
+	result := s.run(r.Context(), t, call, logger)
+	close(stopAuto)
+	resp.finish(result)
+
+	outcome := "ok"
+	if result.IsError {
+		outcome = "error"
+	}
+	s.calls.WithLabelValues(name, outcome).Inc()
+	elapsed := time.Since(start)
+	s.duration.WithLabelValues(name).Observe(elapsed.Seconds())
+	logger.Info("tool call", "is_error", result.IsError, "streamed", resp.streamed(), "duration_ms", elapsed.Milliseconds())
+}
+
+// run calls the handler, turning a panic, a nil or an invalid result into
+// an is_error result with unknown_outcome.
+func (s *Server) run(ctx context.Context, t *Tool, call *Call, logger *slog.Logger) (result *tool.Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			logger.Error("tool panicked", "panic", v, "stack", string(debug.Stack()))
+			result = &tool.Result{Content: []tool.Content{tool.Text("internal error in tool " + t.Binding.Name)}, IsError: true, UnknownOutcome: true}
+		}
+	}()
+	result = t.Handler(ctx, call)
+	if result == nil {
+		logger.Error("tool returned no result")
+		return &tool.Result{Content: []tool.Content{tool.Text("internal error: tool " + t.Binding.Name + " returned no result")}, IsError: true, UnknownOutcome: true}
+	}
+	if err := result.Validate(); err != nil {
+		logger.Error("tool returned an invalid result", "err", err)
+		return &tool.Result{Content: []tool.Content{tool.Text("internal error: tool " + t.Binding.Name + " returned an invalid result: " + err.Error())}, IsError: true, UnknownOutcome: true}
+	}
+	return result
+}
+
+// response is the state of one call's HTTP answer: JSON until the first
+// progress or StreamAfter, SSE after.
+type response struct {
+	mu        sync.Mutex
+	w         http.ResponseWriter
+	canStream bool
+	heartbeat time.Duration
+	logger    *slog.Logger
+	sse       *sse.Writer
+	stopBeat  chan struct{}
+	beatDone  chan struct{}
+	done      bool
+}
+
+func (r *response) streamed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sse != nil
+}
+
+// startStream sends the SSE headers and starts heartbeats; it is a no-op
+// when streaming is impossible, already on, or the call is done.
+func (r *response) startStream() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.startLocked()
+}
+
+func (r *response) startLocked() bool {
+	if r.sse != nil {
+		return true
+	}
+	if !r.canStream || r.done {
+		return false
+	}
+	r.sse = sse.NewWriter(r.w)
+	if err := r.sse.Start(); err != nil {
+		r.logger.Debug("sse start", "err", err)
+	}
+	r.stopBeat = make(chan struct{})
+	r.beatDone = make(chan struct{})
+	go r.beat(r.sse, r.stopBeat, r.beatDone)
+	return true
+}
+
+func (r *response) beat(w *sse.Writer, stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(r.heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := w.Comment("heartbeat"); err != nil {
+				return
+			}
+		case <-stop:
+			return
+		}
+	}
+}
+
+func (r *response) progress(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("progress: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return errors.New("progress: the call already answered")
+	}
+	if !r.startLocked() {
+		return nil // the host did not accept SSE: progress is dropped
+	}
+	return r.sse.Event(sse.EventProgress, json.RawMessage(data))
+}
+
+// finish writes the one result: as an SSE result event when streaming, or
+// as a JSON body (encoded before the status line is written).
+func (r *response) finish(result *tool.Result) {
+	r.mu.Lock()
+	r.done = true
+	w := r.sse
+	stop, beatDone := r.stopBeat, r.beatDone
+	r.mu.Unlock()
+	if w == nil {
+		WriteJSON(r.w, http.StatusOK, result)
+		return
+	}
+	close(stop)
+	<-beatDone
+	if err := w.Event(sse.EventResult, result); err != nil {
+		r.logger.Warn("write result event", "err", err)
+	}
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// acceptsSSE reports whether an Accept header lists text/event-stream (or
+// */*) with a non-zero quality.
+func acceptsSSE(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if q, ok := params["q"]; ok && strings.TrimLeft(q, "0.") == "" {
+			continue
+		}
+		if mt == "text/event-stream" || mt == "text/*" || mt == "*/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteJSON encodes v, then writes status and the body; an encoding failure
+// becomes a clean 500.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"error":{"code":"internal","message":"internal error"}}` + "\n"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// WriteError writes {"error":{"code":code,"message":message}} with status.
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	WriteJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": message}})
+}
+
+// Serve serves s on ln until ctx is cancelled, then shuts down: in-flight
+// calls get Config.ShutdownTimeout to finish, after which their contexts are
+// cancelled and connections closed. A clean shutdown returns nil.
+func Serve(ctx context.Context, ln net.Listener, s *Server) error {
+	logger := orDiscard(s.Logger)
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("listening", "service", s.Name, "addr", ln.Addr().String(), "tools", len(s.Tools), "auth", !s.Config.NoAuth)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", s.Name, err)
+	case <-ctx.Done():
+	}
+	timeout := s.Config.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		logger.Warn("shutdown: cancelling calls still running", "after", timeout)
+		cancelBase()
+		err = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", s.Name, err)
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown %s: %w", s.Name, err)
+	}
+	logger.Info("stopped", "service", s.Name)
+	return nil
+}
+
+// Run validates s.Config, listens on s.Config.Addr (port errors come back at
+// once) and calls Serve.
+func Run(ctx context.Context, s *Server) error {
+	if err := s.Config.Validate(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.Config.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.Config.Addr, err)
+	}
+	return Serve(ctx, ln, s)
+}

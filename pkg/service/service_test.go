@@ -1,0 +1,404 @@
+package service
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/sse"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+type echoArgs struct {
+	Text string `json:"text"`
+}
+
+func (a *echoArgs) Validate() error {
+	if a.Text == "" {
+		return fmt.Errorf("text: required")
+	}
+	return nil
+}
+
+var echoBinding = tool.Binding{
+	Name: "echo", Description: "Echo text.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","maxLength":4096}},"required":["text"],"additionalProperties":false}`),
+}
+
+// testServer starts a Server with a few tools that exercise each path of
+// the runtime, on a real listener on 127.0.0.1.
+func testServer(t *testing.T, mutate func(*Config)) (*httptest.Server, chan context.Context) {
+	t.Helper()
+	cfg, err := ParseEnv[Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	ctxs := make(chan context.Context, 1)
+	srv := &Server{Name: "test", Config: cfg, Tools: []Tool{
+		{Binding: echoBinding, Handler: Typed(func(ctx context.Context, c *Call, a echoArgs) *tool.Result {
+			return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}
+		})},
+		{Binding: tool.Binding{Name: "steps", Description: "progress then result"}, Handler: func(ctx context.Context, c *Call) *tool.Result {
+			for i := range 3 {
+				if err := c.Progress(map[string]int{"step": i}); err != nil {
+					return tool.Errorf("progress: %v", err)
+				}
+			}
+			return tool.TextResult("done after %s", c.CallID)
+		}},
+		{Binding: tool.Binding{Name: "slow", Description: "no progress, longer than StreamAfter"}, Handler: func(ctx context.Context, c *Call) *tool.Result {
+			select {
+			case <-time.After(300 * time.Millisecond):
+				return tool.TextResult("slow done")
+			case <-ctx.Done():
+				return tool.Errorf("cancelled")
+			}
+		}},
+		{Binding: tool.Binding{Name: "wait", Description: "blocks until cancelled"}, Handler: func(ctx context.Context, c *Call) *tool.Result {
+			ctxs <- ctx
+			<-ctx.Done()
+			return tool.Errorf("cancelled")
+		}},
+		{Binding: tool.Binding{Name: "boom", Description: "panics"}, Handler: func(ctx context.Context, c *Call) *tool.Result { panic("boom") }},
+		{Binding: tool.Binding{Name: "nothing", Description: "returns nil"}, Handler: func(ctx context.Context, c *Call) *tool.Result { return nil }},
+		{Binding: tool.Binding{Name: "invalid", Description: "returns an empty result"}, Handler: func(ctx context.Context, c *Call) *tool.Result { return &tool.Result{} }},
+		{Binding: tool.Binding{Name: "fails", Description: "handled failure"}, Handler: func(ctx context.Context, c *Call) *tool.Result { return tool.Errorf("denied") }},
+	}}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts, ctxs
+}
+
+const goodBody = `{"tenant_id":"local","session_id":"s1","call_id":"c1","arguments":{"text":"hello"}}`
+
+func post(t *testing.T, url, body string, headers map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer tok")
+	for k, v := range headers {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func readAll(t *testing.T, r io.Reader) string {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestBadInput(t *testing.T) {
+	ts, _ := testServer(t, func(c *Config) { c.MaxRequestBytes = 200 })
+	tests := []struct {
+		name    string
+		path    string
+		body    string
+		headers map[string]string
+		status  int
+		want    string
+	}{
+		{"malformed JSON", "/tools/echo", `{"tenant_id":`, nil, 400, "malformed JSON"},
+		{"unknown top-level field", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{},"extra":1}`, nil, 400, "extra: unknown field"},
+		{"wrong type", "/tools/echo", `{"tenant_id":5,"session_id":"s","call_id":"c","arguments":{}}`, nil, 400, "tenant_id: wrong type: got number, want string"},
+		{"missing call_id", "/tools/echo", `{"tenant_id":"t","session_id":"s","arguments":{}}`, nil, 400, "call_id: required"},
+		{"arguments not object", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":"x"}`, nil, 400, "arguments: required: must be a JSON object"},
+		{"trailing data", "/tools/echo", goodBody + `{}`, nil, 400, "unexpected data after"},
+		{"oversized body", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"` + strings.Repeat("x", 200) + `"}}`, nil, 413, "larger than the limit of 200 bytes"},
+		{"no token", "/tools/echo", goodBody, map[string]string{"Authorization": ""}, 401, "missing bearer token"},
+		{"wrong token", "/tools/echo", goodBody, map[string]string{"Authorization": "Bearer nope"}, 401, "invalid bearer token"},
+		{"wrong content type", "/tools/echo", goodBody, map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type must be application/json"},
+		{"unknown tool", "/tools/nope", goodBody, nil, 404, `no tool named \"nope\"`},
+		{"argument unknown field", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"a","x":1}}`, nil, 200, `invalid arguments: x: unknown field`},
+		{"argument wrong type", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":1}}`, nil, 200, `invalid arguments: text: wrong type: got number, want string`},
+		{"argument fails Validate", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{}}`, nil, 200, `invalid arguments: text: required`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := post(t, ts.URL+tt.path, tt.body, tt.headers)
+			body := readAll(t, resp.Body)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
+			}
+			if !strings.Contains(body, tt.want) {
+				t.Fatalf("body %s, want it to contain %q", body, tt.want)
+			}
+			if resp.StatusCode == 200 {
+				r, err := tool.DecodeResult([]byte(body))
+				if err != nil || !r.IsError || r.UnknownOutcome {
+					t.Fatalf("want an is_error result without unknown_outcome, got %+v (%v)", r, err)
+				}
+			}
+		})
+	}
+	t.Run("GET on a tool is 405", func(t *testing.T) {
+		resp, err := http.Get(ts.URL + "/tools/echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	})
+}
+
+func TestJSONResults(t *testing.T) {
+	ts, _ := testServer(t, nil)
+	tests := []struct {
+		tool        string
+		accept      string
+		wantText    string
+		wantError   bool
+		wantUnknown bool
+	}{
+		{"echo", "application/json, text/event-stream", "hello", false, false},
+		{"fails", "application/json, text/event-stream", "denied", true, false},
+		{"boom", "application/json", "internal error in tool boom", true, true},
+		{"nothing", "application/json", "returned no result", true, true},
+		{"invalid", "application/json", "returned an invalid result", true, true},
+		// Without text/event-stream in Accept, progress is dropped and the
+		// answer stays JSON.
+		{"steps", "application/json", "done after c1", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			resp := post(t, ts.URL+"/tools/"+tt.tool, goodBody, map[string]string{"Accept": tt.accept})
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d, type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			r, err := tool.DecodeResult([]byte(readAll(t, resp.Body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(r.Content[0].Text, tt.wantText) || r.IsError != tt.wantError || r.UnknownOutcome != tt.wantUnknown {
+				t.Fatalf("result %+v", r)
+			}
+		})
+	}
+}
+
+func readEvents(t *testing.T, r io.Reader) (events []sse.Event, comments int) {
+	t.Helper()
+	data := readAll(t, r)
+	comments = strings.Count(data, "\n: ") + boolInt(strings.HasPrefix(data, ": "))
+	for e, err := range sse.Read(strings.NewReader(data), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	return events, comments
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestSSEProgress(t *testing.T) {
+	ts, _ := testServer(t, nil)
+	resp := post(t, ts.URL+"/tools/steps", goodBody, map[string]string{"Accept": "application/json, text/event-stream"})
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	events, _ := readEvents(t, resp.Body)
+	var names []string
+	for _, e := range events {
+		names = append(names, e.Name+" "+e.Data)
+	}
+	want := []string{`progress {"step":0}`, `progress {"step":1}`, `progress {"step":2}`, `result {"content":[{"type":"text","text":"done after c1"}]}`}
+	if strings.Join(names, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestStreamsOnItsOwnBeforeHeaderLimit(t *testing.T) {
+	ts, _ := testServer(t, func(c *Config) { c.StreamAfter = 50 * time.Millisecond; c.Heartbeat = 40 * time.Millisecond })
+	start := time.Now()
+	resp := post(t, ts.URL+"/tools/slow", goodBody, map[string]string{"Accept": "application/json, text/event-stream"})
+	headers := time.Since(start)
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	if headers >= 300*time.Millisecond {
+		t.Fatalf("headers after %s: not sent before the result", headers)
+	}
+	events, comments := readEvents(t, resp.Body)
+	if len(events) != 1 || events[0].Name != "result" || !strings.Contains(events[0].Data, "slow done") {
+		t.Fatalf("events %+v", events)
+	}
+	if comments < 2 {
+		t.Fatalf("%d heartbeats in 250 ms at a 40 ms interval", comments)
+	}
+}
+
+func TestCancelledWhenHostDrops(t *testing.T) {
+	ts, ctxs := testServer(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/tools/wait", strings.NewReader(goodBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer tok")
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	var handlerCtx context.Context
+	select {
+	case handlerCtx = <-ctxs:
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler never ran")
+	}
+	cancel()
+	select {
+	case <-handlerCtx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler context not cancelled after the host dropped the request")
+	}
+}
+
+func TestHealthToolsMetrics(t *testing.T) {
+	ts, _ := testServer(t, func(c *Config) { c.PublicURL = "https://tools.example" })
+	resp, err := http.Get(ts.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp.Body); resp.StatusCode != 200 || !strings.Contains(body, `"status":"ok"`) {
+		t.Fatalf("healthz %d %s", resp.StatusCode, body)
+	}
+	resp.Body.Close()
+
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/tools", nil)
+	if resp, _ := http.DefaultClient.Do(req); resp.StatusCode != 401 {
+		t.Fatalf("GET /tools without token: %d", resp.StatusCode)
+	}
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Tools []tool.Binding }
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	b := got.Tools[0]
+	if b.Name != "echo" || b.URL != "https://tools.example/tools/echo" || b.TokenEnv != "BRAIN_TOOLS_KEY" || len(b.Tenants) != 1 || b.Tenants[0] != "local" {
+		t.Fatalf("binding %+v", b)
+	}
+	if err := b.Validate(); err != nil {
+		t.Fatalf("published binding invalid: %v", err)
+	}
+
+	post(t, ts.URL+"/tools/echo", goodBody, nil)
+	resp, err = http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp.Body); !strings.Contains(body, `tool_calls_total{outcome="ok",service="test",tool="echo"} 1`) {
+		t.Fatalf("metrics missing the call:\n%s", body)
+	}
+	resp.Body.Close()
+}
+
+func TestHealthUnavailable(t *testing.T) {
+	srv := &Server{Name: "x", Config: Config{NoAuth: true}, Health: func(context.Context) (map[string]any, error) {
+		return map[string]any{"provider": "none"}, fmt.Errorf("no key")
+	}}
+	w := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if w.Code != 503 || !strings.Contains(w.Body.String(), `"error":"no key"`) || !strings.Contains(w.Body.String(), `"provider":"none"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"ADDR": ":1"}, "BRAIN_TOOLS_KEY is not set"},
+		{map[string]string{"ADDR": ":1", "INSECURE_NO_AUTH": "true"}, ""},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SSE_STREAM_AFTER": "31s"}, "SSE_STREAM_AFTER"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "PUBLIC_URL": "ftp://x"}, "PUBLIC_URL"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "MAX_REQUEST_BYTES": "0"}, "MAX_REQUEST_BYTES"},
+	}
+	for _, tt := range tests {
+		cfg, err := ParseEnv[Config](tt.env)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%v: err %v, want %q", tt.env, err, tt.want)
+		}
+	}
+	if _, err := ParseEnv[Config](map[string]string{"MAX_REQUEST_BYTES": "lots"}); err == nil || !strings.Contains(err.Error(), "MAX_REQUEST_BYTES") {
+		t.Errorf("bad number: %v", err)
+	}
+}
+
+func TestServeShutsDownGracefully(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	srv := &Server{Name: "x", Config: Config{NoAuth: true, MaxRequestBytes: 1 << 20, Heartbeat: time.Second, StreamAfter: time.Second, ShutdownTimeout: 2 * time.Second},
+		Tools: []Tool{{Binding: tool.Binding{Name: "t"}, Handler: func(ctx context.Context, c *Call) *tool.Result {
+			close(started)
+			time.Sleep(200 * time.Millisecond)
+			return tool.TextResult("finished")
+		}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, srv) }()
+	respc := make(chan string, 1)
+	go func() {
+		resp, err := http.Post("http://"+ln.Addr().String()+"/tools/t", "application/json", strings.NewReader(goodBody))
+		if err != nil {
+			respc <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(bufio.NewReader(resp.Body))
+		respc <- string(b)
+	}()
+	<-started
+	cancel()
+	if got := <-respc; !strings.Contains(got, "finished") {
+		t.Fatalf("in-flight call cut off by shutdown: %s", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}

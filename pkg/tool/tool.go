@@ -1,0 +1,295 @@
+// Package tool holds the wire types of the tool contract: the request body
+// the host POSTs to a tool service, the result the service answers with, and
+// the binding that declares a tool in the host config.
+//
+// Source: the "Distributed tools" contract (shared/seeds/000_*.txt),
+// sections "Handle a tool call", "Return a JSON result" and "Configure a
+// tool". Field names, limits and validation rules follow it to the letter.
+package tool
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
+)
+
+// Limits and defaults of the contract.
+const (
+	// DefaultTimeoutSeconds is a binding's timeout_seconds when unset.
+	DefaultTimeoutSeconds = 300
+	// MaxTimeoutSeconds is the largest timeout_seconds a binding may set.
+	MaxTimeoutSeconds = 86400
+	// DefaultMaxOutputBytes is a binding's max_output_bytes when unset (1 MiB).
+	DefaultMaxOutputBytes = 1 << 20
+	// MaxOutputBytesLimit is the largest max_output_bytes a binding may set (2 MiB).
+	MaxOutputBytesLimit = 2 << 20
+	// HeaderTimeout is how long the host waits for a tool's response headers.
+	HeaderTimeout = 30 * time.Second
+)
+
+// Content block types.
+const (
+	TypeText  = "text"
+	TypeImage = "image"
+)
+
+// Request is the body the host POSTs to a tool's url. TenantID and SessionID
+// come from the authenticated session, never from the model; a service
+// authorizes with them. InspectionToken and BrainURL are set only for
+// bindings with inspect_session: the token reads the session's events until
+// the call returns and must never be logged or stored.
+type Request struct {
+	TenantID        string          `json:"tenant_id"`
+	SessionID       string          `json:"session_id"`
+	CallID          string          `json:"call_id"`
+	Arguments       json.RawMessage `json:"arguments"`
+	InspectionToken string          `json:"inspection_token,omitempty"`
+	BrainURL        string          `json:"brain_url,omitempty"`
+}
+
+// Validate reports the first missing or malformed field: tenant_id,
+// session_id and call_id are required, arguments must be a JSON object.
+func (r *Request) Validate() error {
+	switch {
+	case r.TenantID == "":
+		return &strictjson.FieldError{Field: "tenant_id", Problem: "required"}
+	case r.SessionID == "":
+		return &strictjson.FieldError{Field: "session_id", Problem: "required"}
+	case r.CallID == "":
+		return &strictjson.FieldError{Field: "call_id", Problem: "required"}
+	case !isObject(r.Arguments):
+		return &strictjson.FieldError{Field: "arguments", Problem: "required: must be a JSON object"}
+	case r.InspectionToken != "" && r.BrainURL == "":
+		return &strictjson.FieldError{Field: "brain_url", Problem: "required with inspection_token"}
+	}
+	return nil
+}
+
+// LogValue implements slog.LogValuer so that logging a Request never writes
+// the inspection token (a bearer credential) or the arguments.
+func (r Request) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("tenant_id", r.TenantID),
+		slog.String("session_id", r.SessionID),
+		slog.String("call_id", r.CallID),
+	)
+}
+
+// String identifies the call without its token or arguments.
+func (r Request) String() string {
+	return fmt.Sprintf("tenant=%s session=%s call=%s", r.TenantID, r.SessionID, r.CallID)
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// Content is one content block: {"type":"text","text":"..."} or
+// {"type":"image","data":"BASE64","mime_type":"image/png"}. Any other type,
+// or a field that does not belong to the block's type, is invalid.
+type Content struct {
+	Type     string
+	Text     string
+	Data     string // base64, for images
+	MIMEType string // for images
+}
+
+// Text returns a text block.
+func Text(s string) Content { return Content{Type: TypeText, Text: s} }
+
+// Image returns an image block with data base64-encoded.
+func Image(data []byte, mimeType string) Content {
+	return Content{Type: TypeImage, Data: base64.StdEncoding.EncodeToString(data), MIMEType: mimeType}
+}
+
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type imageBlock struct {
+	Type     string `json:"type"`
+	Data     string `json:"data"`
+	MIMEType string `json:"mime_type"`
+}
+
+// MarshalJSON writes only the fields of the block's type.
+func (c Content) MarshalJSON() ([]byte, error) {
+	switch c.Type {
+	case TypeText:
+		return json.Marshal(textBlock{c.Type, c.Text})
+	case TypeImage:
+		return json.Marshal(imageBlock{c.Type, c.Data, c.MIMEType})
+	}
+	return nil, fmt.Errorf("content: unknown type %q", c.Type)
+}
+
+// UnmarshalJSON accepts a text or image block and nothing else: unknown
+// types and fields foreign to the type are errors.
+func (c *Content) UnmarshalJSON(data []byte) error {
+	var head struct {
+		Type *string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return &strictjson.FieldError{Field: "type", Problem: "content block must be an object with a string type"}
+	}
+	if head.Type == nil {
+		return &strictjson.FieldError{Field: "type", Problem: "required"}
+	}
+	switch *head.Type {
+	case TypeText:
+		var b struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if err := strictjson.Unmarshal(data, &b); err != nil {
+			return err
+		}
+		if b.Text == nil {
+			return &strictjson.FieldError{Field: "text", Problem: "required in a text block"}
+		}
+		*c = Content{Type: TypeText, Text: *b.Text}
+	case TypeImage:
+		var b imageBlock
+		if err := strictjson.Unmarshal(data, &b); err != nil {
+			return err
+		}
+		*c = Content{Type: TypeImage, Data: b.Data, MIMEType: b.MIMEType}
+	default:
+		return &strictjson.FieldError{Field: "type", Problem: fmt.Sprintf("unknown content type %q (want text or image)", *head.Type)}
+	}
+	return c.Validate()
+}
+
+// Validate checks the block by its type: an image needs base64 data and an
+// image/* mime_type.
+func (c *Content) Validate() error {
+	switch c.Type {
+	case TypeText:
+		return nil
+	case TypeImage:
+		if c.Data == "" {
+			return &strictjson.FieldError{Field: "data", Problem: "required in an image block"}
+		}
+		if _, err := base64.StdEncoding.DecodeString(c.Data); err != nil {
+			return &strictjson.FieldError{Field: "data", Problem: "not valid base64"}
+		}
+		if !strings.HasPrefix(c.MIMEType, "image/") {
+			return &strictjson.FieldError{Field: "mime_type", Problem: fmt.Sprintf("must be an image/* type, got %q", c.MIMEType)}
+		}
+		return nil
+	}
+	return &strictjson.FieldError{Field: "type", Problem: fmt.Sprintf("unknown content type %q (want text or image)", c.Type)}
+}
+
+// Result is a tool's answer. At least one of Content and StructuredContent
+// must be present. IsError marks a failed or denied call; UnknownOutcome marks
+// an action that may have happened although its completion is unknown.
+// StructuredContent is any JSON value; a JSON null counts as absent.
+type Result struct {
+	Content           []Content       `json:"content,omitempty"`
+	IsError           bool            `json:"is_error,omitempty"`
+	StructuredContent json.RawMessage `json:"structured_content,omitempty"`
+	UnknownOutcome    bool            `json:"unknown_outcome,omitempty"`
+}
+
+// ErrEmptyResult is the contract's "neither content nor structured content".
+var ErrEmptyResult = errors.New("result has neither content nor structured_content")
+
+// HasStructured reports whether the result carries structured content.
+func (r *Result) HasStructured() bool {
+	s := bytes.TrimSpace(r.StructuredContent)
+	return len(s) > 0 && !bytes.Equal(s, []byte("null"))
+}
+
+// Validate applies the contract's rules to a result: it has content or
+// structured content, and every content block is valid.
+func (r *Result) Validate() error {
+	if len(r.Content) == 0 && !r.HasStructured() {
+		return ErrEmptyResult
+	}
+	for i := range r.Content {
+		if err := r.Content[i].Validate(); err != nil {
+			return prefix(fmt.Sprintf("content[%d]", i), err)
+		}
+	}
+	if r.HasStructured() && !json.Valid(r.StructuredContent) {
+		return &strictjson.FieldError{Field: "structured_content", Problem: "not valid JSON"}
+	}
+	return nil
+}
+
+// DecodeResult parses a result strictly: unknown fields, unknown content
+// types, trailing data and a result with neither content nor structured
+// content are errors. Errors name the field ("content[1].type: ...").
+func DecodeResult(data []byte) (*Result, error) {
+	var raw struct {
+		Content           []json.RawMessage `json:"content"`
+		IsError           bool              `json:"is_error"`
+		StructuredContent json.RawMessage   `json:"structured_content"`
+		UnknownOutcome    bool              `json:"unknown_outcome"`
+	}
+	if err := strictjson.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	r := &Result{IsError: raw.IsError, StructuredContent: raw.StructuredContent, UnknownOutcome: raw.UnknownOutcome}
+	if !r.HasStructured() {
+		r.StructuredContent = nil
+	}
+	for i, block := range raw.Content {
+		var c Content
+		if err := json.Unmarshal(block, &c); err != nil {
+			return nil, fmt.Errorf("result: %w", prefix(fmt.Sprintf("content[%d]", i), err))
+		}
+		r.Content = append(r.Content, c)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	return r, nil
+}
+
+func prefix(p string, err error) error {
+	var fe *strictjson.FieldError
+	if errors.As(err, &fe) {
+		f := p
+		if fe.Field != "" {
+			f = p + "." + fe.Field
+		}
+		return &strictjson.FieldError{Field: f, Problem: fe.Problem}
+	}
+	return fmt.Errorf("%s: %w", p, err)
+}
+
+// TextResult returns a successful result with one text block.
+func TextResult(format string, args ...any) *Result {
+	return &Result{Content: []Content{Text(fmt.Sprintf(format, args...))}}
+}
+
+// Errorf returns an is_error result with one text block: how a service
+// reports a failure it handled (status 200, as the contract's callout says).
+func Errorf(format string, args ...any) *Result {
+	return &Result{Content: []Content{Text(fmt.Sprintf(format, args...))}, IsError: true}
+}
+
+// StructuredResult returns a successful result with v as structured_content
+// and, when text is not empty, a text block for readers.
+func StructuredResult(v any, text string) (*Result, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("structured result: %w", err)
+	}
+	r := &Result{StructuredContent: data}
+	if text != "" {
+		r.Content = []Content{Text(text)}
+	}
+	return r, nil
+}

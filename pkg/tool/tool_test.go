@@ -1,0 +1,213 @@
+package tool
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDecodeResult(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		want    *Result
+		wantErr string
+	}{
+		{name: "text", body: `{"content":[{"type":"text","text":"hello"}]}`,
+			want: &Result{Content: []Content{Text("hello")}}},
+		{name: "empty text is a block", body: `{"content":[{"type":"text","text":""}]}`,
+			want: &Result{Content: []Content{Text("")}}},
+		{name: "image", body: `{"content":[{"type":"image","data":"iVBORw==","mime_type":"image/png"}]}`,
+			want: &Result{Content: []Content{{Type: "image", Data: "iVBORw==", MIMEType: "image/png"}}}},
+		{name: "structured only", body: `{"structured_content":{"n":1}}`,
+			want: &Result{StructuredContent: json.RawMessage(`{"n":1}`)}},
+		{name: "structured scalar", body: `{"structured_content":0}`,
+			want: &Result{StructuredContent: json.RawMessage(`0`)}},
+		{name: "error flags", body: `{"content":[{"type":"text","text":"no"}],"is_error":true,"unknown_outcome":true}`,
+			want: &Result{Content: []Content{Text("no")}, IsError: true, UnknownOutcome: true}},
+		{name: "neither content nor structured", body: `{"is_error":true}`, wantErr: "neither content nor structured_content"},
+		{name: "empty content and null structured", body: `{"content":[],"structured_content":null}`, wantErr: "neither content nor structured_content"},
+		{name: "unknown field", body: `{"content":[{"type":"text","text":"a"}],"extra":1}`, wantErr: `extra: unknown field`},
+		{name: "unknown content type", body: `{"content":[{"type":"audio","data":"AA=="}]}`, wantErr: `content[0].type: unknown content type "audio"`},
+		{name: "content without type", body: `{"content":[{"text":"a"}]}`, wantErr: `content[0].type: required`},
+		{name: "text block with image field", body: `{"content":[{"type":"text","text":"a","data":"AA=="}]}`, wantErr: `content[0].data: unknown field`},
+		{name: "text block without text", body: `{"content":[{"type":"text"}]}`, wantErr: `content[0].text: required`},
+		{name: "image without data", body: `{"content":[{"type":"image","mime_type":"image/png"}]}`, wantErr: `content[0].data: required`},
+		{name: "image bad base64", body: `{"content":[{"type":"image","data":"***","mime_type":"image/png"}]}`, wantErr: `content[0].data: not valid base64`},
+		{name: "image non-image mime", body: `{"content":[{"type":"image","data":"AA==","mime_type":"text/plain"}]}`, wantErr: `content[0].mime_type`},
+		{name: "second block bad", body: `{"content":[{"type":"text","text":"a"},{"type":"video"}]}`, wantErr: `content[1].type`},
+		{name: "is_error wrong type", body: `{"content":[{"type":"text","text":"a"}],"is_error":"yes"}`, wantErr: `is_error: wrong type`},
+		{name: "trailing data", body: `{"content":[{"type":"text","text":"a"}]} {}`, wantErr: `unexpected data after`},
+		{name: "not json", body: `hello`, wantErr: `malformed JSON`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeResult([]byte(tt.body))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("result mismatch (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestResultRoundTrip(t *testing.T) {
+	r, err := StructuredResult(map[string]int{"a": 1}, "a is 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Content = append(r.Content, Image([]byte{1, 2, 3}, "image/png"), Text(""))
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeResult(data)
+	if err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+	if d := cmp.Diff(r, back); d != "" {
+		t.Errorf("round trip (-want +got):\n%s", d)
+	}
+	if got := string(data); !strings.Contains(got, `{"type":"text","text":""}`) || strings.Contains(got, `"is_error"`) {
+		t.Errorf("marshalled %s", got)
+	}
+}
+
+func TestRequestValidate(t *testing.T) {
+	ok := Request{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(`{}`)}
+	tests := []struct {
+		name    string
+		mutate  func(*Request)
+		wantErr string
+	}{
+		{name: "ok", mutate: func(*Request) {}},
+		{name: "no tenant", mutate: func(r *Request) { r.TenantID = "" }, wantErr: "tenant_id: required"},
+		{name: "no session", mutate: func(r *Request) { r.SessionID = "" }, wantErr: "session_id: required"},
+		{name: "no call", mutate: func(r *Request) { r.CallID = "" }, wantErr: "call_id: required"},
+		{name: "no arguments", mutate: func(r *Request) { r.Arguments = nil }, wantErr: "arguments: required"},
+		{name: "array arguments", mutate: func(r *Request) { r.Arguments = json.RawMessage(`[]`) }, wantErr: "arguments: required: must be a JSON object"},
+		{name: "token without url", mutate: func(r *Request) { r.InspectionToken = "x" }, wantErr: "brain_url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ok
+			tt.mutate(&r)
+			err := r.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestRequestNeverPrintsToken(t *testing.T) {
+	r := Request{TenantID: "t", SessionID: "s", CallID: "c", InspectionToken: "SECRET", BrainURL: "http://x", Arguments: json.RawMessage(`{"p":"SECRET2"}`)}
+	for _, s := range []string{r.String(), r.LogValue().String()} {
+		if strings.Contains(s, "SECRET") {
+			t.Errorf("%q leaks a secret", s)
+		}
+	}
+}
+
+func TestBindingValidate(t *testing.T) {
+	valid := func() Binding {
+		return Binding{Name: "echo", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`), URL: "http://127.0.0.1:8081/tools/echo", Tenants: []string{"local"}}
+	}
+	tests := []struct {
+		name    string
+		mutate  func(*Binding)
+		wantErr string
+	}{
+		{name: "ok", mutate: func(*Binding) {}},
+		{name: "max name", mutate: func(b *Binding) { b.Name = "a" + strings.Repeat("b", 63) }},
+		{name: "name too long", mutate: func(b *Binding) { b.Name = "a" + strings.Repeat("b", 64) }, wantErr: "name:"},
+		{name: "name starts with digit", mutate: func(b *Binding) { b.Name = "1echo" }, wantErr: "name:"},
+		{name: "name with dash", mutate: func(b *Binding) { b.Name = "e-cho" }, wantErr: "name:"},
+		{name: "no description", mutate: func(b *Binding) { b.Description = "" }, wantErr: "description: required"},
+		{name: "no input schema", mutate: func(b *Binding) { b.InputSchema = nil }, wantErr: "input_schema: required"},
+		{name: "schema not object", mutate: func(b *Binding) { b.InputSchema = json.RawMessage(`true`) }, wantErr: "input_schema:"},
+		{name: "output schema not object", mutate: func(b *Binding) { b.OutputSchema = json.RawMessage(`[]`) }, wantErr: "output_schema:"},
+		{name: "no tenants", mutate: func(b *Binding) { b.Tenants = nil }, wantErr: "tenants: required"},
+		{name: "empty tenant", mutate: func(b *Binding) { b.Tenants = []string{"a", ""} }, wantErr: "tenants[1]"},
+		{name: "timeout 1", mutate: func(b *Binding) { b.TimeoutSeconds = 1 }},
+		{name: "timeout max", mutate: func(b *Binding) { b.TimeoutSeconds = 86400 }},
+		{name: "timeout over", mutate: func(b *Binding) { b.TimeoutSeconds = 86401 }, wantErr: "timeout_seconds"},
+		{name: "timeout negative", mutate: func(b *Binding) { b.TimeoutSeconds = -1 }, wantErr: "timeout_seconds"},
+		{name: "output max", mutate: func(b *Binding) { b.MaxOutputBytes = 2 << 20 }},
+		{name: "output over", mutate: func(b *Binding) { b.MaxOutputBytes = 2<<20 + 1 }, wantErr: "max_output_bytes"},
+		{name: "no url", mutate: func(b *Binding) { b.URL = "" }, wantErr: "url: required"},
+		{name: "ftp url", mutate: func(b *Binding) { b.URL = "ftp://x/y" }, wantErr: "url: scheme"},
+		{name: "credentials", mutate: func(b *Binding) { b.URL = "http://u:p@x/y" }, wantErr: "url: must not contain credentials"},
+		{name: "fragment", mutate: func(b *Binding) { b.URL = "http://x/y#f" }, wantErr: "url: must not contain a fragment"},
+		{name: "empty fragment", mutate: func(b *Binding) { b.URL = "http://x/y#" }, wantErr: "url: must not contain a fragment"},
+		{name: "no host", mutate: func(b *Binding) { b.URL = "http:///y" }, wantErr: "url: has no host"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := valid()
+			tt.mutate(&b)
+			err := b.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestBindingDefaults(t *testing.T) {
+	var b Binding
+	if b.Timeout().Seconds() != 300 || b.OutputLimit() != 1<<20 {
+		t.Fatalf("defaults: %v %d", b.Timeout(), b.OutputLimit())
+	}
+}
+
+// FuzzDecodeResult checks that any input either decodes to a result that
+// passes Validate and survives a marshal round trip, or fails cleanly.
+func FuzzDecodeResult(f *testing.F) {
+	for _, s := range []string{
+		`{"content":[{"type":"text","text":"hello"}]}`,
+		`{"structured_content":{"a":[1,2]},"is_error":true}`,
+		`{"content":[{"type":"image","data":"AA==","mime_type":"image/png"}],"unknown_outcome":true}`,
+		`{"content":[{"type":"audio"}]}`, `{}`, `null`, `{"content":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeResult(data)
+		if err != nil {
+			return
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatalf("decoded result fails Validate: %v", err)
+		}
+		out, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		if _, err := DecodeResult(out); err != nil {
+			t.Fatalf("round trip of %s: %v", out, err)
+		}
+	})
+}

@@ -1,0 +1,332 @@
+// Package config loads and checks brain's host config: the tool bindings of
+// the contract's "Configure a tool" table and the API keys that map clients
+// to tenants.
+//
+// The file is JSON, decoded strictly (unknown fields, trailing data and
+// wrong types are refused):
+//
+//	{"tools": [<binding>, ...], "api_keys": [{"env": "BRAIN_API_KEY", "tenant": "local"}, ...]}
+//
+// Every binding is checked when brain starts, as the contract requires, and
+// every error names the binding and the field at fault, for example
+// `tools[1] "echo": timeout_seconds: must be from 1 to 86400, got 0`.
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// MaxFileBytes caps the host config file Load reads (8 MiB).
+const MaxFileBytes = 8 << 20
+
+// Config is a checked host config: every binding valid, its schemas
+// compiled, its token resolved, every API key resolved.
+type Config struct {
+	// Tools are the bindings in file order; names are unique.
+	Tools []*Tool
+	// APIKeys map client bearer tokens to tenants; values are unique.
+	APIKeys []APIKey
+
+	byName map[string]*Tool
+}
+
+// APIKey maps the value of an environment variable, a client's bearer
+// token, to a tenant. The value itself is kept unexported so that printing
+// or logging a Config never shows it.
+type APIKey struct {
+	// Env names the environment variable holding the key. Required.
+	Env string `json:"env"`
+	// Tenant is the tenant a request with this key acts for. Required.
+	Tenant string `json:"tenant"`
+
+	sum [sha256.Size]byte
+}
+
+// CatalogEntry is what GET /catalog shows of a binding: never its url,
+// token_env or limits (the contract's "Enable tools for a session").
+type CatalogEntry struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+}
+
+type file struct {
+	Tools   []json.RawMessage `json:"tools"`
+	APIKeys []json.RawMessage `json:"api_keys"`
+}
+
+// Load reads the host config at path (at most MaxFileBytes) and checks it
+// with Parse. getenv resolves token_env and api_keys variables; nil means
+// os.Getenv.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("load config %s: larger than %d bytes", path, MaxFileBytes)
+	}
+	c, err := Parse(data, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse checks a host config document. It reports every invalid binding
+// and API key, each error on its own line (errors.Join) and naming the entry
+// ("tools[1] \"echo\"", "api_keys[0]") and the field. getenv resolves
+// token_env and api_keys variables; nil means os.Getenv. A variable that is
+// unset or empty counts as not set.
+func Parse(data []byte, getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		return nil, errors.New("config: must be a JSON object with tools and api_keys")
+	}
+	var f file
+	if err := strictjson.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c := &Config{byName: map[string]*Tool{}}
+	var errs []error
+	firstIndex := map[string]int{}
+	for i, raw := range f.Tools {
+		t, err := parseTool(raw, getenv)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tools[%d]%s: %w", i, quotedName(raw), err))
+			continue
+		}
+		if j, dup := firstIndex[t.Name]; dup {
+			errs = append(errs, fmt.Errorf("tools[%d] %q: name: duplicate of tools[%d]; names are unique within the host config", i, t.Name, j))
+			continue
+		}
+		firstIndex[t.Name] = i
+		c.Tools = append(c.Tools, t)
+		c.byName[t.Name] = t
+	}
+	seen := map[[sha256.Size]byte]int{}
+	for i, raw := range f.APIKeys {
+		k, err := parseAPIKey(raw, getenv)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("api_keys[%d]: %w", i, err))
+			continue
+		}
+		if j, dup := seen[k.sum]; dup {
+			errs = append(errs, fmt.Errorf("api_keys[%d]: env: %s has the same value as api_keys[%d]; every API key must be distinct", i, k.Env, j))
+			continue
+		}
+		seen[k.sum] = i
+		c.APIKeys = append(c.APIKeys, k)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// quotedName returns ` "name"` for a binding whose name can be read, so
+// that an error names the binding even when another field is broken.
+func quotedName(raw json.RawMessage) string {
+	var head struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(raw, &head) != nil || head.Name == "" {
+		return ""
+	}
+	return fmt.Sprintf(" %q", head.Name)
+}
+
+func parseAPIKey(raw json.RawMessage, getenv func(string) string) (APIKey, error) {
+	var k APIKey
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return k, errors.New(`must be an object {"env": ..., "tenant": ...}`)
+	}
+	if err := strictjson.Unmarshal(raw, &k); err != nil {
+		return k, err
+	}
+	switch {
+	case k.Env == "":
+		return k, errors.New("env: required: the environment variable holding the key")
+	case k.Tenant == "":
+		return k, errors.New("tenant: required")
+	}
+	v := getenv(k.Env)
+	if v == "" {
+		return k, fmt.Errorf("env: %s is not set", k.Env)
+	}
+	k.sum = sha256.Sum256([]byte(v))
+	return k, nil
+}
+
+// Tool returns the binding named name.
+func (c *Config) Tool(name string) (*Tool, bool) {
+	t, ok := c.byName[name]
+	return t, ok
+}
+
+// TenantForKey returns the tenant of the API key equal to key. It compares
+// SHA-256 digests in constant time against every key, so neither the
+// position of a match nor the length of a key shows in the timing.
+func (c *Config) TenantForKey(key string) (tenant string, ok bool) {
+	if key == "" {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(key))
+	for _, k := range c.APIKeys {
+		if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 && !ok {
+			tenant, ok = k.Tenant, true
+		}
+	}
+	return tenant, ok
+}
+
+// Catalog lists, in config order, the bindings tenant may use.
+func (c *Config) Catalog(tenant string) []CatalogEntry {
+	out := []CatalogEntry{}
+	for _, t := range c.Tools {
+		if t.Allowed(tenant) {
+			out = append(out, CatalogEntry{
+				Name:         t.Name,
+				Description:  t.Description,
+				InputSchema:  t.InputSchema,
+				OutputSchema: t.OutputSchema,
+			})
+		}
+	}
+	return out
+}
+
+// Tool is one checked binding. The embedded Binding has its defaults
+// applied (TimeoutSeconds and MaxOutputBytes are never 0).
+type Tool struct {
+	tool.Binding
+	// Token is the value of TokenEnv, sent as a bearer token; empty when
+	// the binding has no token_env. Never logged (see LogValue).
+	Token string
+
+	input   *jsonschema.Schema
+	output  *jsonschema.Schema // nil without output_schema
+	tenants map[string]struct{}
+}
+
+// Allowed reports whether tenant may use the tool (it is in tenants).
+func (t *Tool) Allowed(tenant string) bool {
+	_, ok := t.tenants[tenant]
+	return ok
+}
+
+// Timeout is the whole-call limit of the binding's timeout_seconds.
+func (t *Tool) Timeout() time.Duration {
+	return t.Binding.Timeout()
+}
+
+// MaxOutputBytes is the binding's response cap in bytes (max_output_bytes).
+func (t *Tool) MaxOutputBytes() int64 {
+	return t.Binding.OutputLimit()
+}
+
+// ValidateArguments checks args, a JSON document, against input_schema
+// (draft 2020-12 unless the schema says otherwise, format asserted). The
+// error names the JSON pointer of each failing value, e.g.
+// `arguments: at "/text": maxLength: got 5000, want 4096`.
+func (t *Tool) ValidateArguments(args json.RawMessage) error {
+	if t.input == nil {
+		return errors.New("arguments: tool has no compiled input_schema")
+	}
+	return validate(t.input, "arguments", args)
+}
+
+// ValidateOutput checks a successful result's structured_content against
+// output_schema; it returns nil when the binding has none.
+func (t *Tool) ValidateOutput(structured json.RawMessage) error {
+	if t.output == nil {
+		return nil
+	}
+	return validate(t.output, "structured_content", structured)
+}
+
+// HasOutputSchema reports whether the binding sets output_schema.
+func (t *Tool) HasOutputSchema() bool { return t.output != nil }
+
+// LogValue keeps the token out of logs: a Tool logs as its name.
+func (t *Tool) LogValue() slog.Value { return slog.StringValue(t.Name) }
+
+// String names the tool without its token.
+func (t *Tool) String() string { return "tool " + t.Name }
+
+func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil, errors.New("must be a binding object")
+	}
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &present); err != nil {
+		return nil, fmt.Errorf("must be a binding object: %w", err)
+	}
+	var b tool.Binding
+	if err := strictjson.Unmarshal(raw, &b); err != nil {
+		return nil, err
+	}
+	// Binding.Validate reads 0 and "" as "not set"; a field written out
+	// with such a value is a mistake the contract's ranges refuse.
+	if _, ok := present["timeout_seconds"]; ok && b.TimeoutSeconds == 0 {
+		return nil, fmt.Errorf("timeout_seconds: must be from 1 to %d, got 0", tool.MaxTimeoutSeconds)
+	}
+	if _, ok := present["max_output_bytes"]; ok && b.MaxOutputBytes == 0 {
+		return nil, fmt.Errorf("max_output_bytes: must be from 1 to %d (2 MiB), got 0", tool.MaxOutputBytesLimit)
+	}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(b.Description) == "" {
+		return nil, errors.New("description: required: must not be blank")
+	}
+	if _, ok := present["token_env"]; ok && b.TokenEnv == "" {
+		return nil, errors.New("token_env: must name an environment variable; omit it for no token")
+	}
+	if _, ok := present["mcp_tool"]; ok && b.MCPTool == "" {
+		return nil, errors.New("mcp_tool: must name the remote tool; omit it for an HTTP tool")
+	}
+	t := &Tool{Binding: b, tenants: map[string]struct{}{}}
+	t.Binding.TimeoutSeconds = int(b.Timeout() / time.Second)
+	t.Binding.MaxOutputBytes = b.OutputLimit()
+	for _, name := range b.Tenants {
+		t.tenants[name] = struct{}{}
+	}
+	var err error
+	if t.input, err = compileSchema("input_schema", b.InputSchema); err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(b.OutputSchema)) > 0 {
+		if t.output, err = compileSchema("output_schema", b.OutputSchema); err != nil {
+			return nil, err
+		}
+	}
+	if b.TokenEnv != "" {
+		if t.Token = getenv(b.TokenEnv); t.Token == "" {
+			return nil, fmt.Errorf("token_env: %s is not set", b.TokenEnv)
+		}
+	}
+	return t, nil
+}

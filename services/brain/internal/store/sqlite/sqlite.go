@@ -1,0 +1,605 @@
+// Package sqlite implements store.Store on an SQLite file through
+// modernc.org/sqlite (pure Go) and database/sql.
+//
+// Durability: the database runs in WAL mode. Every write method returns only
+// after its transaction committed, so an event a caller saw acknowledged
+// survives a crash of the brain process (SIGKILL included). Writes go through
+// one writer goroutine that commits whatever is queued at that moment in one
+// transaction (group commit): under concurrency one commit serves many calls,
+// at concurrency 1 a write costs one transaction and no extra wait.
+//
+// synchronous defaults to NORMAL: in WAL mode a commit then reaches the OS
+// (write to the WAL) but is not fsynced until the next checkpoint. That keeps
+// every committed transaction across a crash of the process, and the database
+// consistent across a power loss or OS crash, which may lose the last
+// transactions. Options.Synchronous "FULL" fsyncs every commit for hosts that
+// must keep them across power loss too, at the cost of one fsync per commit.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brain-tools/suite/services/brain/internal/store"
+
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+)
+
+// Options configures Open.
+type Options struct {
+	// Synchronous is the SQLite synchronous mode: "NORMAL" (default) or
+	// "FULL". See the package doc for what each keeps across which crash.
+	Synchronous string
+	// OnCommit, when set, receives every appended event after its
+	// transaction committed, in ID order, from the single writer goroutine.
+	// It must not block (hand the event to a buffered fan-out).
+	OnCommit func(store.Event)
+	// MaxBatch caps the writes committed in one transaction; default 128.
+	MaxBatch int
+}
+
+// busyTimeout is how long a connection waits on a lock held by another
+// connection (readers during a checkpoint, another process) before SQLITE_BUSY.
+const busyTimeout = 5 * time.Second
+
+// DB is a store.Store on one SQLite file. Its zero value is not usable; call
+// Open.
+type DB struct {
+	write    *sql.DB // one connection: the writer goroutine's
+	read     *sql.DB
+	onCommit func(store.Event)
+	maxBatch int
+
+	ops     chan *op
+	closeMu sync.RWMutex
+	closed  bool
+	done    chan struct{}
+
+	stmts map[string]*sql.Stmt // writer's prepared statements
+}
+
+var _ store.Store = (*DB)(nil)
+
+// op is one write: fn runs inside the batch transaction and returns the
+// events it appended, which are published after commit.
+type op struct {
+	fn     func(tx *sql.Tx) ([]*store.Event, error)
+	err    error
+	events []*store.Event
+	done   chan struct{}
+}
+
+// Open opens (creating when missing) the database file at path, applies the
+// schema, and starts the writer.
+func Open(path string, opts Options) (*DB, error) {
+	syncMode := strings.ToUpper(opts.Synchronous)
+	switch syncMode {
+	case "":
+		syncMode = "NORMAL"
+	case "NORMAL", "FULL":
+	default:
+		return nil, fmt.Errorf("open sqlite: synchronous: must be NORMAL or FULL, got %q", opts.Synchronous)
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 128
+	}
+	dsn := func(txlock string) string {
+		q := url.Values{}
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous("+syncMode+")")
+		q.Add("_pragma", "foreign_keys(1)")
+		if txlock != "" {
+			q.Set("_txlock", txlock)
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	write, err := sql.Open("sqlite", dsn("immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	if _, err := write.Exec(schema); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite %s: apply schema: %w", path, err)
+	}
+	read, err := sql.Open("sqlite", dsn(""))
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	read.SetMaxOpenConns(4)
+	read.SetMaxIdleConns(4)
+	db := &DB{
+		write:    write,
+		read:     read,
+		onCommit: opts.OnCommit,
+		maxBatch: opts.MaxBatch,
+		ops:      make(chan *op, 1024),
+		done:     make(chan struct{}),
+		stmts:    map[string]*sql.Stmt{},
+	}
+	for name, q := range writeStmts {
+		st, err := write.Prepare(q)
+		if err != nil {
+			db.write.Close()
+			db.read.Close()
+			return nil, fmt.Errorf("open sqlite %s: prepare %s: %w", path, name, err)
+		}
+		db.stmts[name] = st
+	}
+	go db.writer()
+	return db, nil
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS sessions (
+	id         TEXT PRIMARY KEY,
+	tenant_id  TEXT NOT NULL,
+	status     TEXT NOT NULL,
+	harness    TEXT NOT NULL DEFAULT '',
+	tools      TEXT NOT NULL,
+	config     TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tool_calls (
+	id              TEXT PRIMARY KEY,
+	session_id      TEXT NOT NULL REFERENCES sessions(id),
+	tenant_id       TEXT NOT NULL,
+	tool            TEXT NOT NULL,
+	status          TEXT NOT NULL,
+	arguments       TEXT NOT NULL,
+	created_at      INTEGER NOT NULL,
+	started_at      INTEGER NOT NULL DEFAULT 0,
+	finished_at     INTEGER NOT NULL DEFAULT 0,
+	error_code      TEXT NOT NULL DEFAULT '',
+	error_message   TEXT NOT NULL DEFAULT '',
+	unknown_outcome INTEGER NOT NULL DEFAULT 0,
+	result          TEXT
+);
+CREATE INDEX IF NOT EXISTS tool_calls_tenant ON tool_calls (tenant_id, created_at);
+CREATE INDEX IF NOT EXISTS tool_calls_session ON tool_calls (session_id, created_at);
+CREATE INDEX IF NOT EXISTS tool_calls_status ON tool_calls (status);
+CREATE TABLE IF NOT EXISTS events (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	session_id TEXT NOT NULL REFERENCES sessions(id),
+	call_id    TEXT NOT NULL DEFAULT '',
+	type       TEXT NOT NULL,
+	time       INTEGER NOT NULL,
+	data       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_session ON events (session_id, id);
+`
+
+var writeStmts = map[string]string{
+	"insertEvent":   `INSERT INTO events (session_id, call_id, type, time, data) VALUES (?, ?, ?, ?, ?)`,
+	"insertSession": `INSERT INTO sessions (id, tenant_id, status, harness, tools, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	"insertCall": `INSERT INTO tool_calls (id, session_id, tenant_id, tool, status, arguments, created_at, started_at)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ? AND status = 'active')`,
+	"finishCall": `UPDATE tool_calls SET status = ?, finished_at = ?, error_code = ?, error_message = ?, unknown_outcome = ?, result = ?
+		WHERE id = ? AND status IN ('queued', 'running', 'requires_input')`,
+	"sessionStatus": `SELECT status FROM sessions WHERE id = ? AND tenant_id = ?`,
+	"callStatus":    `SELECT status FROM tool_calls WHERE id = ?`,
+}
+
+// writer runs every write op; it commits whatever is queued together.
+func (db *DB) writer() {
+	defer close(db.done)
+	batch := make([]*op, 0, db.maxBatch)
+	for first := range db.ops {
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < db.maxBatch {
+			select {
+			case o, ok := <-db.ops:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		db.commit(batch)
+	}
+}
+
+// commit runs batch in one transaction. With more than one op, each runs
+// inside a savepoint so one refused op (a state conflict) does not undo the
+// others.
+func (db *DB) commit(batch []*op) {
+	fail := func(err error) {
+		for _, o := range batch {
+			if o.err == nil {
+				o.err = err
+			}
+			o.events = nil
+			close(o.done)
+		}
+	}
+	tx, err := db.write.Begin()
+	if err != nil {
+		fail(fmt.Errorf("begin: %w", err))
+		return
+	}
+	single := len(batch) == 1
+	for _, o := range batch {
+		if !single {
+			if _, err := tx.Exec("SAVEPOINT op"); err != nil {
+				tx.Rollback()
+				fail(fmt.Errorf("savepoint: %w", err))
+				return
+			}
+		}
+		o.events, o.err = o.fn(tx)
+		if !single {
+			stmts := []string{"RELEASE op"}
+			if o.err != nil {
+				stmts = []string{"ROLLBACK TO op", "RELEASE op"}
+			}
+			for _, st := range stmts {
+				if _, err := tx.Exec(st); err != nil {
+					tx.Rollback()
+					fail(fmt.Errorf("savepoint: %w", err))
+					return
+				}
+			}
+		}
+		if o.err != nil {
+			o.events = nil
+		}
+	}
+	if single && batch[0].err != nil {
+		tx.Rollback()
+		close(batch[0].done)
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		fail(fmt.Errorf("commit: %w", err))
+		return
+	}
+	for _, o := range batch {
+		if db.onCommit != nil {
+			for _, ev := range o.events {
+				db.onCommit(*ev)
+			}
+		}
+		close(o.done)
+	}
+}
+
+var errClosed = errors.New("sqlite store is closed")
+
+// do queues fn for the writer and waits until its transaction ended. A
+// cancelled ctx stops the wait only while the op is still queued; once the
+// writer has it, do waits for the commit so the caller learns the outcome.
+func (db *DB) do(ctx context.Context, fn func(tx *sql.Tx) ([]*store.Event, error)) error {
+	o := &op{fn: fn, done: make(chan struct{})}
+	db.closeMu.RLock()
+	if db.closed {
+		db.closeMu.RUnlock()
+		return errClosed
+	}
+	select {
+	case db.ops <- o:
+		db.closeMu.RUnlock()
+	case <-ctx.Done():
+		db.closeMu.RUnlock()
+		return ctx.Err()
+	}
+	<-o.done
+	return o.err
+}
+
+func (db *DB) stmt(tx *sql.Tx, name string) *sql.Stmt {
+	return tx.Stmt(db.stmts[name])
+}
+
+func (db *DB) appendEvent(tx *sql.Tx, ev *store.Event) error {
+	res, err := db.stmt(tx, "insertEvent").Exec(ev.SessionID, ev.CallID, ev.Type, ev.Time.UnixNano(), string(ev.Data))
+	if err != nil {
+		return fmt.Errorf("append %s event: %w", ev.Type, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("append %s event: %w", ev.Type, err)
+	}
+	ev.ID = id
+	return nil
+}
+
+// CreateSession implements store.Store.
+func (db *DB) CreateSession(ctx context.Context, s *store.Session, ev *store.Event) error {
+	tools, err := marshalStrings(s.Tools)
+	if err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
+		if _, err := db.stmt(tx, "insertSession").Exec(s.ID, s.TenantID, s.Status, s.Harness, tools, string(s.Config),
+			s.CreatedAt.UnixNano(), s.UpdatedAt.UnixNano()); err != nil {
+			return nil, fmt.Errorf("create session: %w", err)
+		}
+		if err := db.appendEvent(tx, ev); err != nil {
+			return nil, fmt.Errorf("create session: %w", err)
+		}
+		return []*store.Event{ev}, nil
+	})
+}
+
+// SetSessionStatus implements store.Store.
+func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []string, to string, at time.Time, ev *store.Event) error {
+	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
+		var cur string
+		err := db.stmt(tx, "sessionStatus").QueryRow(id, tenantID).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, store.ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("set session status: %w", err)
+		}
+		ok := false
+		for _, f := range from {
+			ok = ok || f == cur
+		}
+		if !ok {
+			return nil, &store.StateError{What: "session", Status: cur}
+		}
+		if _, err := tx.Exec(`UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?`, to, at.UnixNano(), id); err != nil {
+			return nil, fmt.Errorf("set session status: %w", err)
+		}
+		if err := db.appendEvent(tx, ev); err != nil {
+			return nil, fmt.Errorf("set session status: %w", err)
+		}
+		return []*store.Event{ev}, nil
+	})
+}
+
+// CreateCall implements store.Store.
+func (db *DB) CreateCall(ctx context.Context, c *store.Call, ev *store.Event) error {
+	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
+		res, err := db.stmt(tx, "insertCall").Exec(c.ID, c.SessionID, c.TenantID, c.Tool, c.Status, string(c.Arguments),
+			c.CreatedAt.UnixNano(), unixNano(c.StartedAt), c.SessionID, c.TenantID)
+		if err != nil {
+			return nil, fmt.Errorf("create tool call: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, fmt.Errorf("create tool call: %w", err)
+		} else if n == 0 {
+			var cur string
+			err := db.stmt(tx, "sessionStatus").QueryRow(c.SessionID, c.TenantID).Scan(&cur)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, store.ErrNotFound
+			}
+			if err != nil {
+				return nil, fmt.Errorf("create tool call: %w", err)
+			}
+			return nil, &store.StateError{What: "session", Status: cur}
+		}
+		if err := db.appendEvent(tx, ev); err != nil {
+			return nil, fmt.Errorf("create tool call: %w", err)
+		}
+		return []*store.Event{ev}, nil
+	})
+}
+
+// FinishCall implements store.Store.
+func (db *DB) FinishCall(ctx context.Context, c *store.Call, ev *store.Event) error {
+	var result any
+	if c.Result != nil {
+		result = string(c.Result)
+	}
+	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
+		res, err := db.stmt(tx, "finishCall").Exec(c.Status, unixNano(c.FinishedAt), c.ErrorCode, c.ErrorMessage,
+			c.UnknownOutcome, result, c.ID)
+		if err != nil {
+			return nil, fmt.Errorf("finish tool call: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, fmt.Errorf("finish tool call: %w", err)
+		} else if n == 0 {
+			var cur string
+			err := db.stmt(tx, "callStatus").QueryRow(c.ID).Scan(&cur)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, store.ErrNotFound
+			}
+			if err != nil {
+				return nil, fmt.Errorf("finish tool call: %w", err)
+			}
+			return nil, &store.StateError{What: "tool call", Status: cur}
+		}
+		if err := db.appendEvent(tx, ev); err != nil {
+			return nil, fmt.Errorf("finish tool call: %w", err)
+		}
+		return []*store.Event{ev}, nil
+	})
+}
+
+// Session implements store.Store.
+func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session, error) {
+	var (
+		s              store.Session
+		tools, config  string
+		created, updat int64
+	)
+	err := db.read.QueryRowContext(ctx, `SELECT id, tenant_id, status, harness, tools, config, created_at, updated_at
+		FROM sessions WHERE id = ? AND tenant_id = ?`, id, tenantID).
+		Scan(&s.ID, &s.TenantID, &s.Status, &s.Harness, &tools, &config, &created, &updat)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	if s.Tools, err = unmarshalStrings(tools); err != nil {
+		return nil, fmt.Errorf("read session %s: tools: %w", id, err)
+	}
+	s.Config = []byte(config)
+	s.CreatedAt, s.UpdatedAt = fromUnixNano(created), fromUnixNano(updat)
+	return &s, nil
+}
+
+const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
+	error_code, error_message, unknown_outcome, result`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanCall(sc scanner) (*store.Call, error) {
+	var (
+		c                          store.Call
+		args                       string
+		created, started, finished int64
+		result                     sql.NullString
+	)
+	if err := sc.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
+		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result); err != nil {
+		return nil, err
+	}
+	c.Arguments = []byte(args)
+	c.CreatedAt, c.StartedAt, c.FinishedAt = fromUnixNano(created), fromUnixNano(started), fromUnixNano(finished)
+	if result.Valid {
+		c.Result = []byte(result.String)
+	}
+	return &c, nil
+}
+
+// Call implements store.Store.
+func (db *DB) Call(ctx context.Context, tenantID, id string) (*store.Call, error) {
+	c, err := scanCall(db.read.QueryRowContext(ctx, `SELECT `+callColumns+` FROM tool_calls WHERE id = ? AND tenant_id = ?`, id, tenantID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read tool call: %w", err)
+	}
+	return c, nil
+}
+
+// Calls implements store.Store.
+func (db *DB) Calls(ctx context.Context, f store.CallFilter) ([]*store.Call, error) {
+	q := `SELECT ` + callColumns + ` FROM tool_calls WHERE tenant_id = ?`
+	args := []any{f.TenantID}
+	for _, w := range []struct{ col, v string }{{"session_id", f.SessionID}, {"tool", f.Tool}, {"status", f.Status}} {
+		if w.v != "" {
+			q += ` AND ` + w.col + ` = ?`
+			args = append(args, w.v)
+		}
+	}
+	limit := f.Limit
+	if limit <= 0 || limit > store.MaxListLimit {
+		limit = store.MaxListLimit
+	}
+	q += ` ORDER BY created_at, rowid LIMIT ?`
+	args = append(args, limit)
+	return db.queryCalls(ctx, "list tool calls", q, args...)
+}
+
+// UnfinishedCalls implements store.Store.
+func (db *DB) UnfinishedCalls(ctx context.Context) ([]*store.Call, error) {
+	return db.queryCalls(ctx, "list unfinished tool calls",
+		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY created_at, rowid`)
+}
+
+func (db *DB) queryCalls(ctx context.Context, opName, q string, args ...any) ([]*store.Call, error) {
+	rows, err := db.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opName, err)
+	}
+	defer rows.Close()
+	var out []*store.Call
+	for rows.Next() {
+		c, err := scanCall(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", opName, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", opName, err)
+	}
+	return out, nil
+}
+
+// Events implements store.Store.
+func (db *DB) Events(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
+	if limit <= 0 || limit > store.MaxListLimit {
+		limit = store.MaxListLimit
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT id, session_id, call_id, type, time, data FROM events
+		WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?`, sessionID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		var (
+			ev   store.Event
+			t    int64
+			data string
+		)
+		if err := rows.Scan(&ev.ID, &ev.SessionID, &ev.CallID, &ev.Type, &t, &data); err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		ev.Time, ev.Data = fromUnixNano(t), []byte(data)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}
+
+// Close implements store.Store: queued writes are committed first.
+func (db *DB) Close() error {
+	db.closeMu.Lock()
+	if db.closed {
+		db.closeMu.Unlock()
+		return nil
+	}
+	db.closed = true
+	close(db.ops)
+	db.closeMu.Unlock()
+	<-db.done
+	for _, st := range db.stmts {
+		st.Close()
+	}
+	return errors.Join(db.read.Close(), db.write.Close())
+}
+
+func marshalStrings(v []string) (string, error) {
+	if v == nil {
+		v = []string{}
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func unmarshalStrings(s string) ([]string, error) {
+	var v []string
+	err := json.Unmarshal([]byte(s), &v)
+	return v, err
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}

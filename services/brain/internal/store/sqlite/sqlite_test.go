@@ -1,0 +1,218 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/google/go-cmp/cmp"
+)
+
+func open(t *testing.T, path string, onCommit func(store.Event)) *DB {
+	t.Helper()
+	db, err := Open(path, Options{OnCommit: onCommit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+
+func newSession(id, tenant string) (*store.Session, *store.Event) {
+	return &store.Session{ID: id, TenantID: tenant, Status: store.SessionActive, Tools: []string{"echo"},
+			Config: json.RawMessage(`{"tools":["echo"]}`), CreatedAt: t0, UpdatedAt: t0},
+		&store.Event{Type: store.EventSessionCreated, SessionID: id, Time: t0, Data: json.RawMessage(`{}`)}
+}
+
+func newCall(id, session, tenant string) (*store.Call, *store.Event) {
+	return &store.Call{ID: id, SessionID: session, TenantID: tenant, Tool: "echo", Status: store.CallRunning,
+			Arguments: json.RawMessage(`{"text":"hi"}`), CreatedAt: t0, StartedAt: t0},
+		&store.Event{Type: store.EventToolCall, SessionID: session, CallID: id, Time: t0, Data: json.RawMessage(`{"tool":"echo"}`)}
+}
+
+func TestStoreLifecycle(t *testing.T) {
+	ctx := context.Background()
+	var (
+		mu        sync.Mutex
+		published []int64
+	)
+	db := open(t, filepath.Join(t.TempDir(), "brain.db"), func(ev store.Event) {
+		mu.Lock()
+		published = append(published, ev.ID)
+		mu.Unlock()
+	})
+	s, ev := newSession("ses_a", "t1")
+	if err := db.CreateSession(ctx, s, ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.ID <= 0 {
+		t.Fatalf("session.created id = %d, want > 0", ev.ID)
+	}
+	got, err := db.Session(ctx, "t1", "ses_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(s, got); diff != "" {
+		t.Errorf("session (-want +got):\n%s", diff)
+	}
+	c, cev := newCall("call_1", "ses_a", "t1")
+	if err := db.CreateCall(ctx, c, cev); err != nil {
+		t.Fatal(err)
+	}
+	c.Status, c.FinishedAt, c.Result = store.CallSucceeded, t0.Add(time.Second), json.RawMessage(`{"content":[]}`)
+	rev := &store.Event{Type: store.EventToolResult, SessionID: "ses_a", CallID: "call_1", Time: t0, Data: json.RawMessage(`{}`)}
+	if err := db.FinishCall(ctx, c, rev); err != nil {
+		t.Fatal(err)
+	}
+	gotCall, err := db.Call(ctx, "t1", "call_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(c, gotCall); diff != "" {
+		t.Errorf("call (-want +got):\n%s", diff)
+	}
+	var se *store.StateError
+	if err := db.FinishCall(ctx, c, &store.Event{Type: store.EventToolResult, SessionID: "ses_a", Data: json.RawMessage(`{}`)}); !errors.As(err, &se) || se.Status != store.CallSucceeded {
+		t.Errorf("second FinishCall = %v, want StateError succeeded", err)
+	}
+
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"other tenant's session", func() error { _, err := db.Session(ctx, "t2", "ses_a"); return err }()},
+		{"other tenant's call", func() error { _, err := db.Call(ctx, "t2", "call_1"); return err }()},
+		{"unknown session", func() error { _, err := db.Session(ctx, "t1", "nope"); return err }()},
+		{"status of other tenant's session", db.SetSessionStatus(ctx, "t2", "ses_a", []string{store.SessionActive}, store.SessionClosed, t0,
+			&store.Event{Type: store.EventSessionClosed, SessionID: "ses_a", Data: json.RawMessage(`{}`)})},
+		{"call in other tenant's session", func() error { c, ev := newCall("call_x", "ses_a", "t2"); return db.CreateCall(ctx, c, ev) }()},
+	}
+	for _, tt := range tests {
+		if !errors.Is(tt.err, store.ErrNotFound) {
+			t.Errorf("%s: err = %v, want ErrNotFound", tt.name, tt.err)
+		}
+	}
+
+	if err := db.SetSessionStatus(ctx, "t1", "ses_a", []string{store.SessionActive}, store.SessionInterrupted, t0,
+		&store.Event{Type: store.EventSessionInterrupted, SessionID: "ses_a", Data: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	c2, c2ev := newCall("call_2", "ses_a", "t1")
+	if err := db.CreateCall(ctx, c2, c2ev); !errors.As(err, &se) || se.Status != store.SessionInterrupted {
+		t.Errorf("CreateCall in interrupted session = %v, want StateError interrupted", err)
+	}
+	evs, err := db.Events(ctx, "ses_a", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	var ids []int64
+	for _, e := range evs {
+		types = append(types, e.Type)
+		ids = append(ids, e.ID)
+	}
+	if diff := cmp.Diff([]string{"session.created", "tool.call", "tool.result", "session.interrupted"}, types); diff != "" {
+		t.Errorf("event types (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	if diff := cmp.Diff(ids, published); diff != "" {
+		t.Errorf("published ids differ from stored (-stored +published):\n%s", diff)
+	}
+	mu.Unlock()
+	after, err := db.Events(ctx, "ses_a", ids[1], 1)
+	if err != nil || len(after) != 1 || after[0].ID != ids[2] {
+		t.Errorf("Events(after=%d, limit=1) = %v, %v; want the one event %d", ids[1], after, err, ids[2])
+	}
+}
+
+// TestGroupCommit drives many concurrent writers so batches hold several ops,
+// some refused, and checks every accepted write landed and none refused did.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "brain.db")
+	var (
+		mu   sync.Mutex
+		last int64
+		bad  bool
+	)
+	db := open(t, path, func(ev store.Event) {
+		mu.Lock()
+		bad = bad || ev.ID <= last
+		last = ev.ID
+		mu.Unlock()
+	})
+	for i := range 4 {
+		s, ev := newSession(fmt.Sprint("ses_", i), "t1")
+		if i%2 == 1 {
+			s.Status = store.SessionClosed
+		}
+		if err := db.CreateSession(ctx, s, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 200)
+	for i := range errs {
+		wg.Go(func() {
+			c, ev := newCall(fmt.Sprint("call_", i), fmt.Sprint("ses_", i%4), "t1")
+			errs[i] = db.CreateCall(ctx, c, ev)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var se *store.StateError
+		switch {
+		case i%4%2 == 0 && err != nil:
+			t.Errorf("call_%d in active session: %v", i, err)
+		case i%4%2 == 1 && (!errors.As(err, &se) || se.Status != store.SessionClosed):
+			t.Errorf("call_%d in closed session: err = %v, want StateError closed", i, err)
+		}
+	}
+	if bad {
+		t.Error("commit hook saw event ids out of order")
+	}
+	calls, err := db.Calls(ctx, store.CallFilter{TenantID: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 100 {
+		t.Errorf("stored %d calls, want 100", len(calls))
+	}
+	unfinished, err := db.UnfinishedCalls(ctx)
+	if err != nil || len(unfinished) != 100 {
+		t.Errorf("UnfinishedCalls = %d, %v; want 100", len(unfinished), err)
+	}
+	for _, s := range []string{"ses_0", "ses_2"} {
+		evs, err := db.Events(ctx, s, 0, 0)
+		if err != nil || len(evs) != 51 {
+			t.Errorf("events of %s = %d, %v; want 51", s, len(evs), err)
+		}
+	}
+	filtered, err := db.Calls(ctx, store.CallFilter{TenantID: "t1", SessionID: "ses_2", Status: store.CallRunning, Tool: "echo", Limit: 7})
+	if err != nil || len(filtered) != 7 {
+		t.Errorf("filtered Calls = %d, %v; want 7", len(filtered), err)
+	}
+
+	// Reopen: everything committed is still there.
+	db.Close()
+	db2 := open(t, path, nil)
+	evs, err := db2.Events(ctx, "ses_0", 0, 0)
+	if err != nil || len(evs) != 51 {
+		t.Errorf("after reopen: events of ses_0 = %d, %v; want 51", len(evs), err)
+	}
+}
+
+func TestOpenRefusesBadSynchronous(t *testing.T) {
+	_, err := Open(filepath.Join(t.TempDir(), "x.db"), Options{Synchronous: "OFF"})
+	if err == nil {
+		t.Fatal("Open with synchronous OFF succeeded")
+	}
+}

@@ -1,0 +1,171 @@
+// Package store defines brain's durable state — sessions, tool calls and
+// session events — and the Store interface that keeps it. The SQLite
+// implementation lives in package store/sqlite.
+//
+// Event IDs are assigned by the store when an event is appended: positive,
+// strictly increasing in commit order, never reused. Progress events are
+// live-only and never reach a Store (the tool contract: "live-only
+// tool.progress event").
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Session statuses. A session starts active; interrupting it cancels its
+// in-flight calls and refuses new ones; closing it does the same and is final.
+const (
+	SessionActive      = "active"
+	SessionInterrupted = "interrupted"
+	SessionClosed      = "closed"
+)
+
+// Tool call statuses, the ToolCall lifecycle of the peer platform (seed 001).
+// brain stores a call as running from the moment its tool.call event is
+// recorded; queued exists for the lifecycle and for calls of older processes;
+// requires_input is part of the lifecycle but brain never sets it (it has no
+// respond API).
+const (
+	CallQueued        = "queued"
+	CallRunning       = "running"
+	CallRequiresInput = "requires_input"
+	CallSucceeded     = "succeeded"
+	CallFailed        = "failed"
+	CallCancelled     = "cancelled"
+	CallTimedOut      = "timed_out"
+)
+
+// CallStatuses lists every ToolCall status in lifecycle order.
+var CallStatuses = []string{CallQueued, CallRunning, CallRequiresInput, CallSucceeded, CallFailed, CallCancelled, CallTimedOut}
+
+// Terminal reports whether a call in status s has finished for good.
+func Terminal(status string) bool {
+	switch status {
+	case CallSucceeded, CallFailed, CallCancelled, CallTimedOut:
+		return true
+	}
+	return false
+}
+
+// Event types recorded or forwarded on a session's event stream.
+const (
+	EventToolCall           = "tool.call"
+	EventToolProgress       = "tool.progress" // live-only, never stored
+	EventToolResult         = "tool.result"
+	EventSessionCreated     = "session.created"
+	EventSessionInterrupted = "session.interrupted"
+	EventSessionClosed      = "session.closed"
+	EventMCPUnavailable     = "mcp.unavailable"
+)
+
+// Session is one session of a tenant. Tools holds the tool names enabled in
+// config.tools; Config is the config object as sent (stored, returned as is).
+type Session struct {
+	ID        string
+	TenantID  string
+	Status    string
+	Harness   string
+	Tools     []string
+	Config    json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Call is one tool call (the ToolCall resource). Result is the tool.Result
+// JSON once the call finished, nil before.
+type Call struct {
+	ID             string
+	SessionID      string
+	TenantID       string
+	Tool           string
+	Status         string
+	Arguments      json.RawMessage
+	CreatedAt      time.Time
+	StartedAt      time.Time // zero when not started
+	FinishedAt     time.Time // zero while the call is not terminal
+	ErrorCode      string
+	ErrorMessage   string
+	UnknownOutcome bool
+	Result         json.RawMessage
+}
+
+// Event is one session event. ID is 0 until the store appends it; live-only
+// events (tool.progress) keep ID 0.
+type Event struct {
+	ID        int64
+	Type      string
+	SessionID string
+	CallID    string
+	Time      time.Time
+	Data      json.RawMessage
+}
+
+// CallFilter selects tool calls of one tenant; empty fields match all.
+// Limit is the most calls returned (1..MaxListLimit); calls come oldest first.
+type CallFilter struct {
+	TenantID  string
+	SessionID string
+	Tool      string
+	Status    string
+	Limit     int
+}
+
+// MaxListLimit is the most rows one list read returns.
+const MaxListLimit = 1000
+
+// ErrNotFound is returned when a session or call does not exist for the
+// tenant asking — whether it does not exist at all or belongs to another
+// tenant is deliberately not told apart.
+var ErrNotFound = errors.New("not found")
+
+// StateError is returned when a write is refused because the session or call
+// is in the wrong state; Status names the state it is in.
+type StateError struct {
+	What   string // "session" or "tool call"
+	Status string
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("%s is %s", e.What, e.Status)
+}
+
+// Store keeps sessions, tool calls and events durably. Every write that takes
+// an *Event appends it in the same transaction and sets its ID; the write has
+// committed when the method returns nil. Implementations deliver appended
+// events to their commit hook in ID order, after commit.
+type Store interface {
+	// CreateSession inserts s and appends ev (session.created).
+	CreateSession(ctx context.Context, s *Session, ev *Event) error
+	// Session returns the tenant's session id, or ErrNotFound.
+	Session(ctx context.Context, tenantID, id string) (*Session, error)
+	// SetSessionStatus moves the tenant's session id to status to, when its
+	// current status is one of from, and appends ev. ErrNotFound when there
+	// is no such session, *StateError when the status is not in from.
+	SetSessionStatus(ctx context.Context, tenantID, id string, from []string, to string, at time.Time, ev *Event) error
+
+	// CreateCall inserts c and appends ev (tool.call), only while c's session
+	// is active; otherwise *StateError naming the session's status.
+	CreateCall(ctx context.Context, c *Call, ev *Event) error
+	// FinishCall stores c's terminal status, error, result and finished_at,
+	// only while the stored call is not terminal (else *StateError), and
+	// appends ev (tool.result).
+	FinishCall(ctx context.Context, c *Call, ev *Event) error
+	// Call returns the tenant's call id, or ErrNotFound.
+	Call(ctx context.Context, tenantID, id string) (*Call, error)
+	// Calls lists the calls matching f, oldest first.
+	Calls(ctx context.Context, f CallFilter) ([]*Call, error)
+	// UnfinishedCalls lists every call left queued, running or
+	// requires_input, of every tenant (start-up recovery).
+	UnfinishedCalls(ctx context.Context) ([]*Call, error)
+
+	// Events lists up to limit stored events of session sessionID with ID >
+	// after, in ID order. The caller has checked the session's tenant.
+	Events(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error)
+
+	// Close waits for pending writes and closes the store.
+	Close() error
+}

@@ -9,6 +9,8 @@ require (
 
 require (
 	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/temoto/robotstxt v1.1.2 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
 

@@ -1,0 +1,56 @@
+# The brain tool-service suite. `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO       ?= go
+BIN      := $(CURDIR)/bin
+MODULES  := pkg services/brain services/local services/sandbox services/storage services/search services/webfetch examples
+SERVICES := brain local sandbox storage search webfetch
+# Packages of every module, for one go command over the workspace.
+PKGS     := $(addprefix ./,$(addsuffix /...,$(MODULES)))
+FUZZTIME ?= 10s
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node), once
+	@for d in services/*/deps.sh; do bash "$$d"; done
+
+.PHONY: build
+build: ## build every service and example into ./bin
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./services/brain ./services/local ./services/webfetch ./examples/session ./examples/fileserver
+	@for s in sandbox storage search; do \
+	  if [ -f services/$$s/main.go ]; then $(GO) build -o $(BIN)/$$s ./services/$$s; fi; done
+
+.PHONY: run
+run: deps build ## build, start the whole stack on loopback, run the demo session, stop
+	@bash scripts/run.sh
+
+.PHONY: lint
+lint: ## gofmt, go vet, and every module built alone (GOWORK=off)
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) build ./... ) || { echo "$$m does not build alone"; exit 1; }; done
+
+.PHONY: test
+test: deps lint ## lint, then every module's tests (-race, shuffled, uncached) and brief fuzzing
+	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
+	$(MAKE) --no-print-directory fuzz
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./pkg/sse
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME) ./pkg/tool
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./services/brain/internal/config
+
+.PHONY: bench
+bench: deps ## side-by-side benchmarks of every service against its anchor
+	@bash scripts/bench.sh
+
+.PHONY: clean
+clean: ## remove ./bin
+	rm -rf $(BIN)

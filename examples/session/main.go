@@ -1,0 +1,309 @@
+// Command session drives one brain session end to end, the way an
+// application would: it lists the catalog, creates a session with the tools
+// named in BRAIN_TOOLS, calls each of them directly through brain's
+// ToolCall API, and prints the results and the session's recorded events.
+//
+// Environment:
+//
+//	BRAIN_URL      brain's base URL (default http://127.0.0.1:8080)
+//	BRAIN_API_KEY  the API key of the tenant (required)
+//	BRAIN_TOOLS    comma-separated tools to enable (default: all in the catalog)
+//	DOCS_URL       base URL of a server of $(go env GOROOT)/doc, for web_fetch
+//
+// It exits non-zero when any step fails or a tool answers is_error.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "session:", err)
+		os.Exit(1)
+	}
+}
+
+// client is a minimal brain API client.
+type client struct {
+	base, key string
+	http      *http.Client
+}
+
+// apiError is brain's refusal body.
+type apiError struct {
+	Status int
+	Body   struct {
+		Error struct {
+			Code      string `json:"code"`
+			Message   string `json:"message"`
+			RequestID string `json:"request_id"`
+		} `json:"error"`
+	}
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("brain answered %d %s: %s", e.Status, e.Body.Error.Code, e.Body.Error.Message)
+}
+
+func (c *client) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return 0, err
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: read: %w", method, path, err)
+	}
+	if resp.StatusCode >= 400 {
+		e := &apiError{Status: resp.StatusCode}
+		_ = json.Unmarshal(data, &e.Body)
+		return resp.StatusCode, fmt.Errorf("%s %s: %w", method, path, e)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decode: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+type content struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	MIMEType string `json:"mime_type,omitempty"`
+}
+
+type result struct {
+	Content           []content       `json:"content"`
+	IsError           bool            `json:"is_error"`
+	StructuredContent json.RawMessage `json:"structured_content"`
+	UnknownOutcome    bool            `json:"unknown_outcome"`
+}
+
+type toolCall struct {
+	ID           string  `json:"id"`
+	Tool         string  `json:"tool"`
+	Status       string  `json:"status"`
+	ErrorCode    *string `json:"error_code"`
+	ErrorMessage *string `json:"error_message"`
+	Result       *result `json:"result"`
+}
+
+type event struct {
+	ID     string          `json:"id"`
+	Type   string          `json:"type"`
+	CallID string          `json:"call_id"`
+	Time   string          `json:"time"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// call creates a ToolCall and waits for it to finish, polling with
+// wait_seconds while brain answers 202.
+func (c *client) call(ctx context.Context, session, name string, args any) (*toolCall, error) {
+	var tc toolCall
+	status, err := c.do(ctx, http.MethodPost, "/sessions/"+session+"/tool_calls",
+		map[string]any{"tool": name, "arguments": args, "wait_seconds": 30}, &tc)
+	if err != nil {
+		return nil, err
+	}
+	for status == http.StatusAccepted {
+		if status, err = c.do(ctx, http.MethodGet, "/tool_calls/"+tc.ID+"?wait_seconds=30", nil, &tc); err != nil {
+			return nil, err
+		}
+	}
+	if tc.Result == nil {
+		return &tc, fmt.Errorf("%s: call %s ended %s without a result", name, tc.ID, tc.Status)
+	}
+	if tc.Result.IsError {
+		msg := ""
+		if len(tc.Result.Content) > 0 {
+			msg = tc.Result.Content[0].Text
+		}
+		return &tc, fmt.Errorf("%s: call %s ended %s: %s", name, tc.ID, tc.Status, msg)
+	}
+	return &tc, nil
+}
+
+func text(r *result) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		} else {
+			fmt.Fprintf(&b, "[%s %s]", c.Type, c.MIMEType)
+		}
+	}
+	return b.String()
+}
+
+// excerpt returns the first n lines of s, saying how many were left out.
+func excerpt(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) <= n {
+		return s
+	}
+	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n    … (%d more lines)", len(lines)-n)
+}
+
+func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
+
+func run(ctx context.Context, out io.Writer) error {
+	c := &client{base: strings.TrimRight(envOr("BRAIN_URL", "http://127.0.0.1:8080"), "/"), key: os.Getenv("BRAIN_API_KEY"), http: &http.Client{Timeout: 5 * time.Minute}}
+	if c.key == "" {
+		return errors.New("BRAIN_API_KEY is not set")
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+
+	var catalog struct {
+		Tools []struct {
+			Name, Description string
+		} `json:"tools"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/catalog", nil, &catalog); err != nil {
+		return err
+	}
+	p("== catalog: %d tools", len(catalog.Tools))
+	var names []string
+	for _, t := range catalog.Tools {
+		p("  %-20s %s", t.Name, t.Description)
+		names = append(names, t.Name)
+	}
+	enabled := names
+	if v := os.Getenv("BRAIN_TOOLS"); v != "" {
+		enabled = strings.Split(v, ",")
+	}
+
+	var session struct {
+		ID     string   `json:"id"`
+		Status string   `json:"status"`
+		Tools  []string `json:"tools"`
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/sessions", map[string]any{"config": map[string]any{"tools": enabled}}, &session); err != nil {
+		return err
+	}
+	p("\n== session %s (%s) with tools %s", session.ID, session.Status, strings.Join(enabled, ", "))
+	has := func(name string) bool { return slices.Contains(enabled, name) }
+
+	if has("echo") {
+		tc, err := c.call(ctx, session.ID, "echo", map[string]any{"text": "hello from the demo session"})
+		if err != nil {
+			return err
+		}
+		p("\n== echo → %s\n%s", tc.Status, indent(text(tc.Result)))
+	}
+
+	if has("web_fetch") {
+		docs := os.Getenv("DOCS_URL")
+		if docs == "" {
+			return errors.New("web_fetch is enabled but DOCS_URL is not set")
+		}
+		if err := fetchSpec(ctx, c, session.ID, strings.TrimRight(docs, "/")+"/go_spec.html", p); err != nil {
+			return err
+		}
+	}
+
+	var events struct {
+		Events []event `json:"events"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/sessions/"+session.ID+"/events?limit=1000", nil, &events); err != nil {
+		return err
+	}
+	p("\n== events of session %s: %d recorded", session.ID, len(events.Events))
+	for _, e := range events.Events {
+		var d struct {
+			Tool       string `json:"tool"`
+			Status     string `json:"status"`
+			DurationMS *int64 `json:"duration_ms"`
+		}
+		_ = json.Unmarshal(e.Data, &d)
+		line := fmt.Sprintf("  #%-4s %-18s", e.ID, e.Type)
+		if e.CallID != "" {
+			line += " call=" + e.CallID
+		}
+		if d.Tool != "" {
+			line += " tool=" + d.Tool
+		}
+		if d.Status != "" {
+			line += " status=" + d.Status
+		}
+		if d.DurationMS != nil {
+			line += fmt.Sprintf(" %dms", *d.DurationMS)
+		}
+		p("%s", line)
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/sessions/"+session.ID+"/close", nil, nil); err != nil {
+		return err
+	}
+	p("\n== session closed; the demo finished without errors")
+	return nil
+}
+
+// fetchSpec reads the Go spec as Markdown page by page through web_fetch,
+// showing the first two pages: the second comes from the first's
+// next_start_index.
+func fetchSpec(ctx context.Context, c *client, session, url string, p func(string, ...any)) error {
+	type page struct {
+		TotalLength    int    `json:"total_length"`
+		NextStartIndex *int   `json:"next_start_index"`
+		Title          string `json:"title"`
+		FinalURL       string `json:"final_url"`
+	}
+	start := 0
+	for n := 1; n <= 2; n++ {
+		tc, err := c.call(ctx, session, "web_fetch", map[string]any{"url": url, "format": "markdown", "max_length": 5000, "start_index": start})
+		if err != nil {
+			return err
+		}
+		var pg page
+		if err := json.Unmarshal(tc.Result.StructuredContent, &pg); err != nil {
+			return fmt.Errorf("web_fetch: structured_content: %w", err)
+		}
+		p("\n== web_fetch %s page %d (start_index %d of %d characters, title %q) → %s\n%s",
+			url, n, start, pg.TotalLength, pg.Title, tc.Status, indent(excerpt(text(tc.Result), 25)))
+		if pg.NextStartIndex == nil {
+			break
+		}
+		start = *pg.NextStartIndex
+	}
+	return nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

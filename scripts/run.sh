@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The main job (`make run`): start the whole suite on loopback, drive one
+# session through every tool, print what happened, stop everything.
+# Expects the binaries in ./bin (make build) and the dependencies installed
+# (make deps). Services log to $WORK/logs; the logs are printed on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=$ROOT/bin
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/brain-demo.XXXXXX")
+mkdir -p "$WORK/logs" "$WORK/data"
+PIDS=()
+
+rand() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+export BRAIN_API_KEY=${BRAIN_API_KEY:-$(rand)}
+export BRAIN_TOOLS_KEY=${BRAIN_TOOLS_KEY:-$(rand)}
+DOCS_ADDR=127.0.0.1:8090
+
+cleanup() {
+  local status=$?
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "$status" -ne 0 ]; then
+    echo "demo failed (exit $status); service logs:" >&2
+    for f in "$WORK"/logs/*.log; do echo "--- $(basename "$f")" >&2; tail -n 20 "$f" >&2; done
+  fi
+  rm -rf "$WORK"
+  exit "$status"
+}
+trap cleanup EXIT INT TERM
+
+# start NAME HEALTH_URL CMD... starts CMD in the background, logging to
+# $WORK/logs/NAME.log, and waits up to 20 s for HEALTH_URL to answer 200.
+start() {
+  local name=$1 health=$2; shift 2
+  "$@" >"$WORK/logs/$name.log" 2>&1 &
+  PIDS+=($!)
+  local pid=$!
+  for _ in $(seq 1 200); do
+    if curl -fsS -o /dev/null "$health" 2>/dev/null; then
+      printf '  %-10s up   (%s, pid %d)\n' "$name" "${health%/*}" "$pid"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "$name exited at start-up:" >&2; cat "$WORK/logs/$name.log" >&2; return 1
+    fi
+    sleep 0.1
+  done
+  echo "$name did not become healthy at $health within 20 s" >&2
+  return 1
+}
+
+echo "== starting the suite on loopback (work dir $WORK)"
+start docs "http://$DOCS_ADDR/" "$BIN/fileserver" -addr "$DOCS_ADDR" -dir "$(go env GOROOT)/doc"
+
+ADDR=127.0.0.1:8081 DATA_DIR="$WORK/data/local" \
+  start local http://127.0.0.1:8081/healthz "$BIN/local"
+
+# The demo's pages live on a loopback server: the operator allow-list is
+# the only way past web_fetch's SSRF guard, and it names exactly that.
+ADDR=127.0.0.1:8085 WEBFETCH_ALLOW="$DOCS_ADDR" \
+  start webfetch http://127.0.0.1:8085/healthz "$BIN/webfetch"
+
+BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" \
+  start brain http://127.0.0.1:8080/healthz "$BIN/brain" -config examples/brain.json
+
+echo
+BRAIN_URL=http://127.0.0.1:8080 DOCS_URL="http://$DOCS_ADDR" "$BIN/session"

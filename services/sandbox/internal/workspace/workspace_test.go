@@ -1,0 +1,251 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newManager(t *testing.T, opts Options) (*Manager, *clock) {
+	t.Helper()
+	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if opts.Root == "" {
+		opts.Root = t.TempDir()
+	}
+	if opts.Quota == 0 {
+		opts.Quota = 1 << 20
+	}
+	if opts.Idle == 0 {
+		opts.Idle = time.Minute
+	}
+	opts.Now = c.now
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, c
+}
+
+func TestAcquireKeepsOneWorkspacePerSession(t *testing.T) {
+	m, _ := newManager(t, Options{})
+	a1, rel1, err := m.Acquire("t1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel1()
+	if err := os.WriteFile(filepath.Join(a1.Dir, "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a2, rel2, err := m.Acquire("t1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel2()
+	if a1 != a2 || a1.Dir != a2.Dir {
+		t.Fatalf("same session got two workspaces: %s and %s", a1.Dir, a2.Dir)
+	}
+	if _, err := os.Stat(filepath.Join(a2.Dir, "f")); err != nil {
+		t.Fatalf("file did not persist: %v", err)
+	}
+	others := []struct{ tenant, session string }{{"t1", "s2"}, {"t2", "s1"}, {"t1\x00s", "1"}}
+	for _, o := range others {
+		b, rel, err := m.Acquire(o.tenant, o.session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+		if b.Dir == a1.Dir || b.Key == a1.Key {
+			t.Errorf("%q/%q shares the workspace of t1/s1", o.tenant, o.session)
+		}
+	}
+	if got := m.Count(); got != 4 {
+		t.Errorf("Count() = %d, want 4", got)
+	}
+	if _, _, err := m.Acquire("", "s"); err == nil {
+		t.Error("Acquire with empty tenant succeeded")
+	}
+}
+
+func TestOwnersAreDistinctUIDs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown (the sandbox service runs as root)")
+	}
+	m, _ := newManager(t, Options{UIDBase: 300000})
+	a, rel, err := m.Acquire("t", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel()
+	b, rel, err := m.Acquire("t", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel()
+	if a.UID != 300000 || b.UID != 300001 {
+		t.Fatalf("uids %d, %d; want 300000, 300001", a.UID, b.UID)
+	}
+	for _, ws := range []*Workspace{a, b} {
+		st, err := os.Stat(ws.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		if int(sys.Uid) != ws.UID || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: owner %d mode %v, want %d 0700", ws.Dir, sys.Uid, st.Mode().Perm(), ws.UID)
+		}
+	}
+}
+
+func TestSweepRemovesIdleWorkspaces(t *testing.T) {
+	var removed []string
+	var mu sync.Mutex
+	m, c := newManager(t, Options{Idle: time.Minute, OnRemove: func(_ context.Context, ws *Workspace) error {
+		mu.Lock()
+		removed = append(removed, ws.Session)
+		mu.Unlock()
+		return nil
+	}})
+	idle, rel, _ := m.Acquire("t", "idle")
+	rel()
+	busy, relBusy, _ := m.Acquire("t", "busy")
+	c.add(59 * time.Second)
+	if n := m.Sweep(context.Background()); n != 0 {
+		t.Fatalf("Sweep at 59s removed %d", n)
+	}
+	c.add(time.Second)
+	if n := m.Sweep(context.Background()); n != 1 {
+		t.Fatalf("Sweep at 60s removed %d, want 1", n)
+	}
+	if _, err := os.Stat(idle.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("idle workspace still on disk: %v", err)
+	}
+	if _, err := os.Stat(busy.Dir); err != nil {
+		t.Errorf("busy workspace removed: %v", err)
+	}
+	if len(removed) != 1 || removed[0] != "idle" {
+		t.Errorf("OnRemove saw %v", removed)
+	}
+	relBusy()
+	c.add(time.Minute)
+	if n := m.Sweep(context.Background()); n != 1 {
+		t.Fatalf("Sweep after release removed %d, want 1", n)
+	}
+	// A new call for a removed session starts from an empty workspace.
+	again, rel, err := m.Acquire("t", "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel()
+	if again.ID == idle.ID {
+		t.Error("recreated workspace kept the old ID")
+	}
+	entries, _ := os.ReadDir(again.Dir)
+	if len(entries) != 0 {
+		t.Errorf("recreated workspace has %d entries", len(entries))
+	}
+	trash, _ := filepath.Glob(filepath.Join(m.Root(), ".trash-*"))
+	if len(trash) != 0 {
+		t.Errorf("trash left behind: %v", trash)
+	}
+}
+
+func TestNewReloadsWorkspaces(t *testing.T) {
+	root := t.TempDir()
+	m1, c := newManager(t, Options{Root: root})
+	ws, rel, _ := m1.Acquire("t", "s")
+	rel()
+	os.WriteFile(filepath.Join(ws.Dir, "keep"), []byte("1"), 0o600)
+	os.MkdirAll(filepath.Join(root, ".trash-x"), 0o700)
+	m1.Close()
+	if _, _, err := m1.Acquire("t", "s"); err == nil {
+		t.Error("Acquire after Close succeeded")
+	}
+
+	m2, err := New(Options{Root: root, Quota: 1 << 20, Idle: time.Minute, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, rel, err := m2.Acquire("t", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel()
+	if again.ID != ws.ID || again.Dir != ws.Dir {
+		t.Errorf("reloaded workspace %+v, want %+v", again, ws)
+	}
+	if _, err := os.Stat(filepath.Join(again.Dir, "keep")); err != nil {
+		t.Errorf("file lost across restart: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".trash-x")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("old trash not removed at start")
+	}
+}
+
+func TestMaxWorkspaces(t *testing.T) {
+	m, c := newManager(t, Options{MaxWorkspaces: 2, Idle: time.Minute})
+	for _, s := range []string{"a", "b"} {
+		_, rel, err := m.Acquire("t", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+	}
+	if _, _, err := m.Acquire("t", "c"); !errors.Is(err, ErrFull) {
+		t.Fatalf("third workspace: err = %v, want ErrFull", err)
+	}
+	c.add(time.Minute)
+	m.Sweep(context.Background())
+	if _, _, err := m.Acquire("t", "c"); err != nil {
+		t.Fatalf("after sweep: %v", err)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	dir := t.TempDir()
+	for _, o := range []Options{
+		{Quota: 1, Idle: time.Second},
+		{Root: dir, Idle: time.Second},
+		{Root: dir, Quota: 1},
+		{Root: dir, Quota: 1, Idle: time.Second, UIDBase: -1},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) succeeded", o)
+		}
+	}
+}
+
+func TestUsageCountsAllocatedBlocks(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a"), make([]byte, 100_000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A sparse file of 1 GiB that allocates nothing must not count as 1 GiB.
+	f, _ := os.Create(filepath.Join(dir, "sparse"))
+	f.Truncate(1 << 30)
+	f.Close()
+	os.Symlink("/usr", filepath.Join(dir, "link"))
+	got, err := Usage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < 100_000 || got > 200_000 {
+		t.Errorf("Usage = %d, want about 100 kB", got)
+	}
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"sync"
+)
+
+// tenant authenticates r by its API key (Authorization: Bearer) and returns
+// the key's tenant; 401 otherwise.
+func (s *Server) tenant(r *http.Request) (string, error) {
+	tok, ok := bearerToken(r)
+	if !ok {
+		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: missing bearer token (Authorization: Bearer <api key>)")
+	}
+	tenant, ok := s.cfg.TenantForKey(tok)
+	if !ok {
+		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key")
+	}
+	return tenant, nil
+}
+
+// inspectionTokenBytes is the entropy of an inspection token: 256 bits.
+const inspectionTokenBytes = 32
+
+// grant is what one inspection token allows: reading the events of one
+// session until the call it was issued for returns (revoked is then closed).
+type grant struct {
+	tenant    string
+	sessionID string
+	callID    string
+	revoked   chan struct{}
+}
+
+// inspections holds the live inspection tokens, keyed by their SHA-256 so the
+// tokens themselves are never kept (the contract: "Don't log or store it").
+// Tokens live in memory only: a restart revokes them all.
+type inspections struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]*grant
+}
+
+// issue returns a new token for reading sessionID's events, and the grant to
+// revoke when the call returns.
+func (in *inspections) issue(tenant, sessionID, callID string) (string, *grant) {
+	var b [inspectionTokenBytes]byte
+	rand.Read(b[:])
+	tok := base64.RawURLEncoding.EncodeToString(b[:])
+	g := &grant{tenant: tenant, sessionID: sessionID, callID: callID, revoked: make(chan struct{})}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.m == nil {
+		in.m = map[[sha256.Size]byte]*grant{}
+	}
+	in.m[sha256.Sum256([]byte(tok))] = g
+	return tok, g
+}
+
+// revoke ends the token of g.
+func (in *inspections) revoke(tok string, g *grant) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	delete(in.m, sha256.Sum256([]byte(tok)))
+	close(g.revoked)
+}
+
+func (in *inspections) lookup(tok string) (*grant, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	g, ok := in.m[sha256.Sum256([]byte(tok))]
+	return g, ok
+}
+
+// eventsAuth authenticates a read of sessionID's events: by API key, or by an
+// inspection token issued for that session. A token for another session
+// answers 404 as if the session did not exist; an unknown or revoked token
+// 401. The grant is nil for API keys.
+func (s *Server) eventsAuth(r *http.Request, sessionID string) (string, *grant, error) {
+	tok, ok := bearerToken(r)
+	if !ok {
+		return "", nil, errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: missing bearer token (API key or inspection token)")
+	}
+	if tenant, ok := s.cfg.TenantForKey(tok); ok {
+		return tenant, nil, nil
+	}
+	g, ok := s.tokens.lookup(tok)
+	if !ok {
+		return "", nil, errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key or expired inspection token")
+	}
+	if g.sessionID != sessionID {
+		return "", nil, notFound("session %q not found", sessionID)
+	}
+	return g.tenant, g, nil
+}

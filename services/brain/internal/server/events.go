@@ -1,0 +1,159 @@
+package server
+
+import (
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/sse"
+	"github.com/brain-tools/suite/services/brain/internal/hub"
+	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/julienschmidt/httprouter"
+)
+
+// Limits of GET /sessions/{id}/events.
+const (
+	DefaultEventPage = 100
+	// replayPage is how many stored events an SSE stream reads at a time.
+	replayPage = 500
+)
+
+// events answers GET /sessions/{id}/events: an SSE stream (stored events
+// after Last-Event-ID or ?after=, then live ones, with heartbeat comments),
+// or with Accept: application/json one page {"events":[...],"has_more":bool}
+// (?after=&limit=). The caller is the session's tenant or holds an
+// inspection token issued for this session; such a stream ends when the
+// token's call returns.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
+	id := p.ByName("id")
+	tenant, g, err := s.eventsAuth(r, id)
+	if err != nil {
+		return err
+	}
+	asJSON := wantsJSON(r)
+	allowed := []string{"after"}
+	if asJSON {
+		allowed = append(allowed, "limit")
+	}
+	q, err := query(r, allowed...)
+	if err != nil {
+		return err
+	}
+	after, err := intParam(q, "after", 0, 1<<62, 0)
+	if err != nil {
+		return err
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" && !asJSON {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("last-event-id: want an event id (a non-negative integer), got %q", v)
+		}
+		after = n
+	}
+	if _, err := s.session(r.Context(), tenant, id); err != nil {
+		return err
+	}
+	if asJSON {
+		limit, err := intParam(q, "limit", 1, store.MaxListLimit, DefaultEventPage)
+		if err != nil {
+			return err
+		}
+		evs, err := s.store.Events(r.Context(), id, after, int(limit)+1)
+		if err != nil {
+			return fmt.Errorf("list events: %w", err)
+		}
+		more := len(evs) > int(limit)
+		if more {
+			evs = evs[:limit]
+		}
+		out := make([]EventJSON, 0, len(evs))
+		for _, ev := range evs {
+			out = append(out, eventJSON(ev))
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"events": out, "has_more": more})
+		return nil
+	}
+	return s.stream(w, r, id, after, g)
+}
+
+// wantsJSON reports whether the client asked for the JSON page: Accept names
+// application/json and not text/event-stream.
+func wantsJSON(r *http.Request) bool {
+	json, es := false, false
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		json = json || mt == "application/json"
+		es = es || mt == "text/event-stream"
+	}
+	return json && !es
+}
+
+// stream subscribes first, then replays stored events after `after`, then
+// forwards live events, skipping those already replayed (by ID). Progress
+// events have no ID and are forwarded as they come.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, after int64, g *grant) error {
+	sub := s.hub.Subscribe(id, hub.DefaultBuffer)
+	defer s.hub.Unsubscribe(sub)
+	sw := sse.NewWriter(w)
+	if err := sw.Start(); err != nil {
+		return nil
+	}
+	ctx := r.Context()
+	last := after
+	for {
+		evs, err := s.store.Events(ctx, id, last, replayPage)
+		if err != nil {
+			s.log.ErrorContext(ctx, "replay events", "session_id", id, "err", err)
+			return nil
+		}
+		for _, ev := range evs {
+			if sw.EventWithID(ev.Type, strconv.FormatInt(ev.ID, 10), eventJSON(ev)) != nil {
+				return nil
+			}
+			last = ev.ID
+		}
+		if len(evs) < replayPage {
+			break
+		}
+	}
+	var revoked <-chan struct{}
+	if g != nil {
+		revoked = g.revoked
+	}
+	tick := time.NewTicker(s.heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				// Dropped for falling behind: the client reconnects with
+				// Last-Event-ID and replays what it missed.
+				return nil
+			}
+			if ev.ID != 0 && ev.ID <= last {
+				continue
+			}
+			var idStr string
+			if ev.ID != 0 {
+				idStr, last = strconv.FormatInt(ev.ID, 10), ev.ID
+			}
+			if sw.EventWithID(ev.Type, idStr, eventJSON(ev)) != nil {
+				return nil
+			}
+		case <-tick.C:
+			if sw.Comment("heartbeat") != nil {
+				return nil
+			}
+		case <-revoked:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/julienschmidt/httprouter"
+)
+
+// MaxBodyBytes caps every request body brain reads (1 MiB); a larger body is
+// refused with 413 naming the limit.
+const MaxBodyBytes = 1 << 20
+
+// Error codes of the {"error":{"code",...}} body.
+const (
+	codeInvalidRequest   = "invalid_request"
+	codeUnauthorized     = "unauthorized"
+	codeNotFound         = "not_found"
+	codeMethodNotAllowed = "method_not_allowed"
+	codeConflict         = "conflict"
+	codeTooLarge         = "request_too_large"
+	codeUnsupportedMedia = "unsupported_media_type"
+	codeInternal         = "internal_error"
+)
+
+// apiError is a refusal: an HTTP status, a code and a message that is safe to
+// show the client and names the field at fault. cause, when set, is logged
+// and never sent.
+type apiError struct {
+	status  int
+	code    string
+	message string
+	cause   error
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) *apiError {
+	return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
+}
+
+func notFound(format string, args ...any) *apiError {
+	return errorf(http.StatusNotFound, codeNotFound, format, args...)
+}
+
+func conflict(format string, args ...any) *apiError {
+	return errorf(http.StatusConflict, codeConflict, format, args...)
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = 0
+
+// requestIDRE is what an incoming X-Request-Id must look like to be kept;
+// anything else is replaced by a fresh ID.
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newID returns prefix_ and 128 random bits in lower-case base32.
+func newID(prefix string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	return prefix + "_" + idEncoding.EncodeToString(b[:])
+}
+
+// withRequestID gives every request an ID (kept from X-Request-Id when it is
+// well-formed), echoes it in the X-Request-Id response header and puts it in
+// the context for error bodies and logs.
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !requestIDRE.MatchString(id) {
+			id = newID("req")
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+// handle adapts a handler that returns an error: *apiError is written as is,
+// anything else becomes a 500 "internal error" with the cause only logged.
+func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request, p httprouter.Params) error) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if err := h(w, r, p); err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error", cause: err}
+	}
+	if ae.status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
+			"request_id", requestID(r.Context()), "status", ae.status, "err", ae.cause)
+	}
+	if ae.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
+	}
+	type body struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		RequestID string `json:"request_id"`
+	}
+	writeJSON(w, ae.status, map[string]body{"error": {ae.code, ae.message, requestID(r.Context())}})
+}
+
+// writeJSON encodes v before writing the status, so an encoding failure is
+// still a clean 500.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, status = []byte(`{"error":{"code":"internal_error","message":"internal error: encode response"}}`), http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(data, '\n'))
+}
+
+// decodeBody decodes a JSON request body strictly into v: Content-Type must be
+// application/json (415 otherwise), at most MaxBodyBytes (413), no unknown
+// fields, no trailing data, types as declared (400 naming the field).
+func decodeBody(r *http.Request, v any) error {
+	if err := checkJSONContentType(r); err != nil {
+		return err
+	}
+	if r.ContentLength > MaxBodyBytes {
+		return tooLarge()
+	}
+	return decodeErr(strictjson.Decode(r.Body, MaxBodyBytes, v))
+}
+
+// decodeOptionalBody is decodeBody for endpoints whose body may be absent: an
+// empty body leaves v as it is.
+func decodeOptionalBody(r *http.Request, v any) error {
+	if r.ContentLength > MaxBodyBytes {
+		return tooLarge()
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return badRequest("body: read: %v", err)
+	}
+	if len(data) > MaxBodyBytes {
+		return tooLarge()
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	if err := checkJSONContentType(r); err != nil {
+		return err
+	}
+	return decodeErr(strictjson.Unmarshal(data, v))
+}
+
+func tooLarge() *apiError {
+	return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body: larger than the limit of %d bytes", MaxBodyBytes)
+}
+
+func checkJSONContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || mt != "application/json" {
+		return errorf(http.StatusUnsupportedMediaType, codeUnsupportedMedia,
+			"content-type: want application/json, got %q", ct)
+	}
+	return nil
+}
+
+func decodeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		tl *strictjson.TooLargeError
+		fe *strictjson.FieldError
+	)
+	switch {
+	case errors.As(err, &tl):
+		return tooLarge()
+	case errors.As(err, &fe):
+		if fe.Field == "" {
+			return badRequest("body: %s", fe.Problem)
+		}
+		return badRequest("%s: %s", fe.Field, fe.Problem)
+	}
+	return badRequest("body: %v", err)
+}
+
+// query checks that r's query names only allowed parameters, each once, and
+// returns them.
+func query(r *http.Request, allowed ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("query: %v", err)
+	}
+	for name, vs := range q {
+		if !slices.Contains(allowed, name) {
+			if len(allowed) == 0 {
+				return nil, badRequest("%s: unknown query parameter (this endpoint takes none)", name)
+			}
+			return nil, badRequest("%s: unknown query parameter (want one of %s)", name, strings.Join(allowed, ", "))
+		}
+		if len(vs) > 1 {
+			return nil, badRequest("%s: given %d times, want at most once", name, len(vs))
+		}
+	}
+	return q, nil
+}
+
+// intParam parses the query parameter name as an integer in min..max; def
+// when absent.
+func intParam(q url.Values, name string, min, max, def int64) (int64, error) {
+	if !q.Has(name) {
+		return def, nil
+	}
+	v := q.Get(name)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, badRequest("%s: want an integer %d..%d, got %q", name, min, max, v)
+	}
+	if n < min || n > max {
+		return 0, badRequest("%s: must be %d..%d, got %d", name, min, max, n)
+	}
+	return n, nil
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header.
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+func discardLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

@@ -1,0 +1,283 @@
+// Package server is brain's public HTTP API: catalog, sessions, ToolCall
+// resources and session events, per notes/BRAIN_IFACE.md "Public HTTP API".
+//
+// It owns the lifecycle of every tool call: a call is stored with its
+// tool.call event before the request leaves brain (the tool contract's
+// "records a tool.call event ... and sends"), runs through the invoke
+// Caller, and ends with exactly one tool.result event. State lives in a
+// store.Store (SQLite); live events fan out through a hub.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/hub"
+	"github.com/brain-tools/suite/services/brain/internal/invoke"
+	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
+	"github.com/julienschmidt/httprouter"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultHeartbeat is how often an idle SSE event stream gets a comment line,
+// so proxies and clients see the connection is alive.
+const DefaultHeartbeat = 15 * time.Second
+
+// MaxWaitSeconds is the largest wait_seconds a request may ask for.
+const MaxWaitSeconds = 60
+
+// Invoker calls one tool; *invoke.Caller is the implementation.
+type Invoker interface {
+	Call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(data json.RawMessage)) invoke.Outcome
+}
+
+var _ Invoker = (*invoke.Caller)(nil)
+
+// Options configures New.
+type Options struct {
+	// Config is the checked host config: bindings and API keys. Required.
+	Config *config.Config
+	// DataDir is the directory of the SQLite database (brain.db); created
+	// when missing. Required.
+	DataDir string
+	// Synchronous is the SQLite synchronous mode, NORMAL (default) or FULL;
+	// see package store/sqlite for what each keeps.
+	Synchronous string
+	// PublicURL is the brain_url sent to tools with inspect_session. Empty:
+	// "http://" + the listener's address, set by Serve.
+	PublicURL string
+	// Invoker calls tools; nil means invoke.New with Logger.
+	Invoker Invoker
+	// Logger receives server logs; nil discards them.
+	Logger *slog.Logger
+	// Heartbeat is the SSE heartbeat interval; 0 means DefaultHeartbeat.
+	Heartbeat time.Duration
+}
+
+// Server is brain's HTTP API and call engine. Create it with New, serve it
+// with Serve (or mount Handler), and Close it.
+type Server struct {
+	cfg       *config.Config
+	store     store.Store
+	hub       *hub.Hub
+	invoker   Invoker
+	log       *slog.Logger
+	heartbeat time.Duration
+	publicURL atomic.Pointer[string]
+	metrics   *metrics
+	tokens    inspections
+	handler   http.Handler
+
+	// callsCtx parents every call; Close cancels it.
+	callsCtx    context.Context
+	cancelCalls context.CancelCauseFunc
+	// reqCtx parents every request; Serve cancels it on shutdown so SSE
+	// streams and long waits end.
+	reqCtx     context.Context
+	cancelReqs context.CancelFunc
+
+	mu        sync.Mutex
+	inflight  map[string]*running            // by call ID
+	bySession map[string]map[string]*running // session ID → call ID →
+	calls     sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// running is a call in flight. final is set before done is closed.
+type running struct {
+	call   store.Call
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	final  *store.Call
+}
+
+// errShutdown is the cancel cause of calls still in flight at Close.
+var errShutdown = errors.New("brain is shutting down")
+
+// New opens the store under o.DataDir, ends the calls a previous process left
+// unfinished (failed, brain_restarted, unknown outcome, each with its
+// tool.result event), and returns a Server ready to serve.
+func New(ctx context.Context, o Options) (*Server, error) {
+	if o.Config == nil {
+		return nil, errors.New("new server: config is required")
+	}
+	if o.DataDir == "" {
+		return nil, errors.New("new server: data dir is required")
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("new server: data dir: %w", err)
+	}
+	log := discardLogger(o.Logger)
+	s := &Server{
+		cfg:       o.Config,
+		hub:       &hub.Hub{},
+		invoker:   o.Invoker,
+		log:       log,
+		heartbeat: o.Heartbeat,
+		metrics:   newMetrics(),
+		inflight:  map[string]*running{},
+		bySession: map[string]map[string]*running{},
+	}
+	if s.invoker == nil {
+		s.invoker = invoke.New(invoke.Options{Logger: log})
+	}
+	if s.heartbeat <= 0 {
+		s.heartbeat = DefaultHeartbeat
+	}
+	if o.PublicURL != "" {
+		s.publicURL.Store(&o.PublicURL)
+	}
+	s.callsCtx, s.cancelCalls = context.WithCancelCause(context.Background())
+	s.reqCtx, s.cancelReqs = context.WithCancel(context.Background())
+	db, err := sqlite.Open(filepath.Join(o.DataDir, "brain.db"), sqlite.Options{
+		Synchronous: o.Synchronous,
+		OnCommit:    s.hub.Publish,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new server: %w", err)
+	}
+	s.store = db
+	if err := s.recover(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("new server: %w", err)
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// recover ends every call left queued or running by a previous process: its
+// request may or may not have reached the tool, so it is an unknown outcome.
+func (s *Server) recover(ctx context.Context) error {
+	calls, err := s.store.UnfinishedCalls(ctx)
+	if err != nil {
+		return fmt.Errorf("recover calls: %w", err)
+	}
+	for _, c := range calls {
+		res := tool.Result{
+			Content:        []tool.Content{tool.Text("brain restarted while this call was in flight; the tool may or may not have done the work")},
+			IsError:        true,
+			UnknownOutcome: true,
+		}
+		out := invoke.Outcome{Result: res, Status: store.CallFailed, ErrorCode: "brain_restarted",
+			ErrorMessage: "brain restarted before the call finished", Sent: true}
+		if _, err := s.finish(ctx, c, out); err != nil {
+			return fmt.Errorf("recover call %s: %w", c.ID, err)
+		}
+		s.log.Warn("ended call left in flight by a previous process", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
+	}
+	return nil
+}
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry returns the Prometheus registry served at GET /metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+func (s *Server) routes() http.Handler {
+	r := httprouter.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = true
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, notFound("no endpoint %s %s", req.Method, req.URL.Path))
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed,
+			"method %s not allowed on %s (allowed: %s)", req.Method, req.URL.Path, w.Header().Get("Allow")))
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		s.writeError(w, req, fmt.Errorf("panic: %v", v))
+	}
+	r.GET("/healthz", s.handle(s.healthz))
+	r.Handler(http.MethodGet, "/metrics", s.metrics.handler())
+	r.GET("/catalog", s.handle(s.catalog))
+	r.POST("/sessions", s.handle(s.createSession))
+	r.GET("/sessions/:id", s.handle(s.getSession))
+	r.DELETE("/sessions/:id", s.handle(s.closeSession))
+	r.POST("/sessions/:id/interrupt", s.handle(s.interruptSession))
+	r.POST("/sessions/:id/close", s.handle(s.closeSession))
+	r.GET("/sessions/:id/events", s.handle(s.events))
+	r.POST("/sessions/:id/tool_calls", s.handle(s.createCall))
+	r.GET("/tool_calls", s.handle(s.listCalls))
+	r.GET("/tool_calls/:id", s.handle(s.getCall))
+	r.POST("/tool_calls/:id/cancel", s.handle(s.cancelCall))
+	return withRequestID(r)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// Serve serves the API on ln until ctx is cancelled, then shuts down: open
+// event streams and waits end, requests in progress get up to 10 s. It does
+// not Close the server. When no PublicURL was configured it becomes
+// "http://" + ln's address.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.publicURL.Load() == nil {
+		u := "http://" + ln.Addr().String()
+		s.publicURL.Store(&u)
+	}
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return s.reqCtx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.cancelReqs()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// Close cancels the calls still in flight (each ends cancelled, with an
+// unknown outcome when its request was sent, and its tool.result event),
+// waits for them, and closes the store.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancelReqs()
+		s.cancelCalls(errShutdown)
+		s.calls.Wait()
+		s.closeErr = s.store.Close()
+	})
+	return s.closeErr
+}
+
+func (s *Server) brainURL() string {
+	if p := s.publicURL.Load(); p != nil {
+		return *p
+	}
+	return ""
+}

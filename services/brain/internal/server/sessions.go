@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/julienschmidt/httprouter"
+)
+
+// Limits of a session's descriptive fields.
+const (
+	MaxHarnessBytes = 64
+	MaxModelBytes   = 256
+)
+
+func (s *Server) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	tenant, err := s.tenant(r)
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tools": s.cfg.Catalog(tenant)})
+	return nil
+}
+
+// createSessionRequest is the body of POST /sessions. harness and
+// config.model are stored and returned; config.tools enables tools by name.
+type createSessionRequest struct {
+	Harness *string        `json:"harness"`
+	Config  *sessionConfig `json:"config"`
+}
+
+type sessionConfig struct {
+	Model *string  `json:"model,omitempty"`
+	Tools []string `json:"tools"`
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	tenant, err := s.tenant(r)
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	var req createSessionRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	cfg := req.Config
+	if cfg == nil {
+		cfg = &sessionConfig{}
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = []string{}
+	}
+	var harness string
+	if req.Harness != nil {
+		harness = *req.Harness
+		if len(harness) > MaxHarnessBytes {
+			return badRequest("harness: longer than %d bytes (got %d)", MaxHarnessBytes, len(harness))
+		}
+	}
+	if cfg.Model != nil && len(*cfg.Model) > MaxModelBytes {
+		return badRequest("config.model: longer than %d bytes (got %d)", MaxModelBytes, len(*cfg.Model))
+	}
+	seen := map[string]int{}
+	for i, name := range cfg.Tools {
+		field := fmt.Sprintf("config.tools[%d]", i)
+		if name == "" {
+			return badRequest("%s: must be a tool name, got an empty string", field)
+		}
+		if j, dup := seen[name]; dup {
+			return badRequest("%s: tool %q is listed twice (also config.tools[%d])", field, name, j)
+		}
+		seen[name] = i
+		// Unknown and not-allowed read the same, so a tenant learns nothing
+		// about other tenants' tools.
+		if t, ok := s.cfg.Tool(name); !ok || !t.Allowed(tenant) {
+			return badRequest("%s: unknown tool %q (not in the catalog of tenant %q)", field, name, tenant)
+		}
+	}
+	now := time.Now().UTC()
+	sess := &store.Session{
+		ID: newID("ses"), TenantID: tenant, Status: store.SessionActive, Harness: harness,
+		Tools: cfg.Tools, Config: mustJSON(cfg), CreatedAt: now, UpdatedAt: now,
+	}
+	ev := &store.Event{Type: store.EventSessionCreated, SessionID: sess.ID, Time: now,
+		Data: mustJSON(sessionEventData{Status: store.SessionActive, Tools: cfg.Tools})}
+	if err := s.store.CreateSession(r.Context(), sess, ev); err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	writeJSON(w, http.StatusCreated, sessionJSON(sess))
+	return nil
+}
+
+// session returns the tenant's session id, or 404.
+func (s *Server) session(ctx context.Context, tenant, id string) (*store.Session, error) {
+	sess, err := s.store.Session(ctx, tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("session %q not found", id)
+	}
+	return sess, err
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
+	tenant, err := s.tenant(r)
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	sess, err := s.session(r.Context(), tenant, p.ByName("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sessionJSON(sess))
+	return nil
+}
+
+func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
+	return s.endSession(w, r, p.ByName("id"), store.SessionInterrupted)
+}
+
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
+	return s.endSession(w, r, p.ByName("id"), store.SessionClosed)
+}
+
+// errSessionEnded is the cancel cause of calls whose session was interrupted
+// or closed (the contract: "Interrupting or closing a session cancels its
+// in-flight tool requests").
+var errSessionEnded = errors.New("session ended")
+
+// endSession moves a session to interrupted or closed, then cancels its
+// in-flight calls and waits for their results to be recorded. An interrupted
+// session can still be closed; any other move from a non-active session is
+// 409 naming its state.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to string) error {
+	tenant, err := s.tenant(r)
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	var empty struct{}
+	if err := decodeOptionalBody(r, &empty); err != nil {
+		return err
+	}
+	from, evType := []string{store.SessionActive}, store.EventSessionInterrupted
+	if to == store.SessionClosed {
+		from, evType = []string{store.SessionActive, store.SessionInterrupted}, store.EventSessionClosed
+	}
+	now := time.Now().UTC()
+	ev := &store.Event{Type: evType, SessionID: id, Time: now, Data: mustJSON(sessionEventData{Status: to})}
+	err = s.store.SetSessionStatus(r.Context(), tenant, id, from, to, now, ev)
+	var se *store.StateError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("session %q not found", id)
+	case errors.As(err, &se):
+		return conflict("session %q is %s", id, se.Status)
+	case err != nil:
+		return fmt.Errorf("end session: %w", err)
+	}
+	s.mu.Lock()
+	var calls []*running
+	for _, rc := range s.bySession[id] {
+		calls = append(calls, rc)
+	}
+	s.mu.Unlock()
+	for _, rc := range calls {
+		rc.cancel(errSessionEnded)
+	}
+	for _, rc := range calls {
+		select {
+		case <-rc.done:
+		case <-r.Context().Done():
+			return r.Context().Err()
+		}
+	}
+	sess, err := s.session(r.Context(), tenant, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sessionJSON(sess))
+	return nil
+}

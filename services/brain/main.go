@@ -1,0 +1,107 @@
+// Command brain is the agent tool host: it loads a host config of tool
+// bindings, serves the catalog, sessions, ToolCall resources and session
+// events over HTTP, and calls tool services as the tool contract says.
+//
+//	brain -config brain.json [-check]
+//
+// Environment: BRAIN_ADDR (listen address, default 127.0.0.1:8080),
+// BRAIN_DATA_DIR (SQLite state, default ./data), BRAIN_PUBLIC_URL (brain_url
+// sent to tools with inspect_session; default http://<listen address>),
+// BRAIN_SQLITE_SYNC (NORMAL or FULL, default NORMAL), LOG_LEVEL (default
+// info), plus the env vars the host config names (API keys, token_env).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/server"
+	"github.com/caarlos0/env/v11"
+)
+
+// envConfig is brain's process configuration.
+type envConfig struct {
+	Addr       string     `env:"BRAIN_ADDR" envDefault:"127.0.0.1:8080"`
+	DataDir    string     `env:"BRAIN_DATA_DIR" envDefault:"./data"`
+	PublicURL  string     `env:"BRAIN_PUBLIC_URL"`
+	SQLiteSync string     `env:"BRAIN_SQLITE_SYNC" envDefault:"NORMAL"`
+	LogLevel   slog.Level `env:"LOG_LEVEL" envDefault:"info"`
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], environ(), os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "brain:", err)
+		os.Exit(1)
+	}
+}
+
+func environ() map[string]string {
+	m := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// run is brain's whole life: flags, env config, host config, store, serve
+// until ctx ends. It prints "brain listening on ADDR" to stdout once it
+// accepts connections (tests on 127.0.0.1:0 read the port from it).
+func run(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("brain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "host config file (JSON): tool bindings and API keys")
+	check := fs.Bool("check", false, "validate the host config and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *configPath == "" {
+		return errors.New("-config: required (brain -config brain.json)")
+	}
+	var ec envConfig
+	if err := env.ParseWithOptions(&ec, env.Options{Environment: environ}); err != nil {
+		return fmt.Errorf("env config: %w", err)
+	}
+	cfg, err := config.Load(*configPath, func(k string) string { return environ[k] })
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%s: ok (%d tools, %d API keys)\n", *configPath, len(cfg.Tools), len(cfg.APIKeys))
+		return nil
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: ec.LogLevel}))
+	srv, err := server.New(ctx, server.Options{
+		Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", ec.Addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("listen: %w", err), srv.Close())
+	}
+	fmt.Fprintf(stdout, "brain listening on %s\n", ln.Addr())
+	logger.Info("brain listening", "addr", ln.Addr().String(), "data_dir", ec.DataDir, "tools", len(cfg.Tools))
+	err = srv.Serve(ctx, ln)
+	return errors.Join(err, srv.Close())
+}

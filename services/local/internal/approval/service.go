@@ -1,0 +1,292 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/service"
+)
+
+// Config is the approval part of the local service's environment.
+type Config struct {
+	// DataDir holds approvals.db (env APPROVAL_DATA_DIR, default ./data).
+	DataDir string `env:"APPROVAL_DATA_DIR" envDefault:"data"`
+	// PageURL is the base URL at which operators reach the approval page
+	// (env APPROVAL_PAGE_URL), used for the url in progress events and
+	// webhooks. Default: PUBLIC_URL, else http://ADDR.
+	PageURL string `env:"APPROVAL_PAGE_URL"`
+	// WebhookURL, when set, receives a POST for each new pending approval
+	// (env APPROVAL_WEBHOOK_URL).
+	WebhookURL string `env:"APPROVAL_WEBHOOK_URL"`
+	// WebhookSecret, when set, signs each webhook body with HMAC-SHA256 in
+	// the X-Approval-Signature header (env APPROVAL_WEBHOOK_SECRET).
+	WebhookSecret string `env:"APPROVAL_WEBHOOK_SECRET"`
+	// SweepInterval is how often pending approvals past their expiry are
+	// expired when no stream waits on them (env APPROVAL_SWEEP_INTERVAL).
+	SweepInterval time.Duration `env:"APPROVAL_SWEEP_INTERVAL" envDefault:"1s"`
+}
+
+// Service is the approvals of one local service: the store, the waiters on
+// each approval, the operator page's subscribers, expiry and the webhook.
+type Service struct {
+	store   *Store
+	logger  *slog.Logger
+	pageURL string
+	webhook *webhook
+	sweep   time.Duration
+
+	// life ends when the local service shuts down: streams then answer at
+	// once and leave their approvals pending for after the restart.
+	life     context.Context
+	stopLife context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	changed map[string]chan struct{} // closed at the approval's next change
+	streams map[string]int           // request_approval streams attached
+	subs    map[chan struct{}]struct{}
+}
+
+// Open parses the APPROVAL_* variables of environ, opens the store under
+// the data directory and starts the expiry sweeper. addr and publicURL are
+// the service's ADDR and PUBLIC_URL, the fallbacks of APPROVAL_PAGE_URL.
+// Close stops it.
+func Open(ctx context.Context, environ map[string]string, addr, publicURL string, logger *slog.Logger) (*Service, error) {
+	cfg, err := service.ParseEnv[Config](environ)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PageURL == "" {
+		cfg.PageURL = publicURL
+	}
+	if cfg.PageURL == "" {
+		cfg.PageURL = "http://" + addr
+	}
+	return New(ctx, cfg, logger)
+}
+
+// New is Open with a parsed Config.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case !strings.HasPrefix(cfg.PageURL, "http://") && !strings.HasPrefix(cfg.PageURL, "https://"):
+		return nil, fmt.Errorf("approvals: APPROVAL_PAGE_URL must start with http:// or https://, got %q", cfg.PageURL)
+	case cfg.SweepInterval <= 0:
+		return nil, fmt.Errorf("approvals: APPROVAL_SWEEP_INTERVAL must be positive, got %s", cfg.SweepInterval)
+	}
+	wh, err := newWebhook(cfg.WebhookURL, cfg.WebhookSecret, logger)
+	if err != nil {
+		return nil, err
+	}
+	store, err := OpenStore(ctx, strings.TrimRight(cfg.DataDir, "/")+"/approvals.db")
+	if err != nil {
+		return nil, err
+	}
+	life, stop := context.WithCancel(context.Background())
+	s := &Service{
+		store: store, logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval,
+		life: life, stopLife: stop,
+		changed: map[string]chan struct{}{}, streams: map[string]int{}, subs: map[chan struct{}]struct{}{},
+	}
+	s.wg.Add(1)
+	go s.sweeper()
+	return s, nil
+}
+
+// Close stops the sweeper, answers waiting streams (their approvals stay
+// pending in the store), lets webhooks in flight finish and closes the
+// store.
+func (s *Service) Close() error {
+	s.stopLife()
+	s.wg.Wait()
+	s.webhook.wait()
+	return s.store.Close()
+}
+
+// Store returns the service's store, for the operator page.
+func (s *Service) Store() *Store { return s.store }
+
+// URL returns the operator page's link to approval id.
+func (s *Service) URL(id string) string { return s.pageURL + "/approval/" + id }
+
+// Health reports whether the store answers and how many approvals wait.
+func (s *Service) Health(ctx context.Context) (map[string]any, error) {
+	n, err := s.store.CountPending(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("approvals store: %w", err)
+	}
+	return map[string]any{"pending_approvals": n}, nil
+}
+
+// watch returns a channel closed at the next change of approval id. Take it
+// before reading the approval so no change is missed between the two.
+func (s *Service) watch(id string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.changed[id]
+	if !ok {
+		ch = make(chan struct{})
+		s.changed[id] = ch
+	}
+	return ch
+}
+
+// notify wakes the waiters of the given approvals and the page's
+// subscribers.
+func (s *Service) notify(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if ch, ok := s.changed[id]; ok {
+			close(ch)
+			delete(s.changed, id)
+		}
+	}
+	for sub := range s.subs {
+		select {
+		case sub <- struct{}{}:
+		default: // a change is already signalled
+		}
+	}
+}
+
+// Subscribe returns a channel that receives a value after approvals change
+// (coalesced: one value may stand for many changes), and a function that
+// ends the subscription. The operator page's live list uses it.
+func (s *Service) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.subs[ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.subs, ch)
+		s.mu.Unlock()
+	}
+}
+
+// Life returns a context that ends when the service shuts down, for
+// long-lived page streams.
+func (s *Service) Life() context.Context { return s.life }
+
+// Request records the approval of one tool call, or finds the one already
+// recorded for the same tenant, session and call (created false). A call
+// sent again with a different action or details is refused: one call, one
+// approval, for exactly what was shown.
+func (s *Service) Request(ctx context.Context, n NewApproval) (Approval, bool, error) {
+	a, created, err := s.store.Create(ctx, n)
+	if err != nil {
+		return Approval{}, false, err
+	}
+	if !created && a.DetailsHash != HashDetails(n.Action, n.Details) {
+		return a, false, fmt.Errorf("call %s of session %s: %w %s for a different action or details", n.CallID, n.SessionID, ErrOtherRequest, a.ID)
+	}
+	if created {
+		s.logger.Info("approval requested", "approval_id", a.ID, "tenant_id", a.TenantID, "session_id", a.SessionID,
+			"call_id", a.CallID, "origin", a.Origin, "expires_at", a.ExpiresAt)
+		s.notify(a.ID)
+		s.webhook.send(a, s.URL(a.ID))
+	}
+	return a, created, nil
+}
+
+// Decide records an operator's or the system's decision on approval id and
+// wakes its waiters. See Store.Decide for the first-answer-wins rule.
+func (s *Service) Decide(ctx context.Context, id string, decision Status, operator, comment string) (Approval, error) {
+	a, changed, err := s.store.Decide(ctx, id, decision, operator, comment)
+	if changed {
+		s.logger.Info("approval decided", "approval_id", a.ID, "tenant_id", a.TenantID, "decision", a.Status, "operator", a.Operator)
+		s.notify(a.ID)
+	}
+	return a, err
+}
+
+// Wait blocks until approval id of tenant is decided, ctx ends, or the
+// service shuts down, and returns the approval as it then stands. A pending
+// approval past its expiry is expired on the way.
+func (s *Service) Wait(ctx context.Context, tenant, id string) (Approval, error) {
+	for {
+		ch := s.watch(id)
+		a, err := s.store.GetForTenant(ctx, tenant, id)
+		if err != nil {
+			return Approval{}, err
+		}
+		if a.Status.Final() {
+			return a, nil
+		}
+		if !time.Now().Before(a.ExpiresAt) {
+			if a, err = s.Decide(ctx, id, Expired, SystemOperator, "no answer before the approval expired"); err != nil && !errors.Is(err, ErrDecided) {
+				return Approval{}, err
+			}
+			continue
+		}
+		timer := time.NewTimer(time.Until(a.ExpiresAt))
+		select {
+		case <-ch:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return a, ctx.Err()
+		case <-s.life.Done():
+			timer.Stop()
+			return a, errShuttingDown
+		}
+		timer.Stop()
+	}
+}
+
+var errShuttingDown = errors.New("the local service is shutting down")
+
+// attach counts a request_approval stream waiting on id; detach uncounts it
+// and reports whether it was the last one.
+func (s *Service) attach(id string) {
+	s.mu.Lock()
+	s.streams[id]++
+	s.mu.Unlock()
+}
+
+func (s *Service) detach(id string) (last bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.streams[id]--
+	if s.streams[id] <= 0 {
+		delete(s.streams, id)
+		return true
+	}
+	return false
+}
+
+// sweeper expires pending approvals past their expiry, so those nobody
+// waits on (approval_start) leave the page's list on time and their status
+// reads expired.
+func (s *Service) sweeper() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.sweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.life.Done():
+			return
+		case <-t.C:
+		}
+		expired, err := s.store.ExpireDue(s.life)
+		if err != nil && s.life.Err() == nil {
+			s.logger.Warn("expire approvals", "err", err)
+		}
+		if len(expired) > 0 {
+			ids := make([]string, len(expired))
+			for i, a := range expired {
+				ids[i] = a.ID
+				s.logger.Info("approval expired", "approval_id", a.ID, "tenant_id", a.TenantID)
+			}
+			s.notify(ids...)
+		}
+	}
+}

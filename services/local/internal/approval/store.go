@@ -1,0 +1,367 @@
+package approval
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+
+	"github.com/brain-tools/suite/pkg/jobs"
+)
+
+// Store keeps approvals and the decision log in one SQLite file. Writes go
+// through a single connection, so they queue in Go rather than spin on
+// SQLite's busy lock; reads use a small pool of their own (WAL mode lets
+// them run beside the writer). Every write is committed with
+// synchronous=FULL before it is acknowledged, so a pending approval and a
+// decision survive a kill of the process and a power cut alike.
+type Store struct {
+	w   *sql.DB
+	r   *sql.DB
+	now func() time.Time
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS approvals (
+	id           TEXT PRIMARY KEY,
+	tenant_id    TEXT NOT NULL,
+	session_id   TEXT NOT NULL,
+	call_id      TEXT NOT NULL,
+	origin       TEXT NOT NULL,
+	action       TEXT NOT NULL,
+	details      TEXT NOT NULL,
+	details_hash TEXT NOT NULL,
+	status       TEXT NOT NULL CHECK (status IN ('pending','approved','denied','expired','cancelled')),
+	created_at   INTEGER NOT NULL,
+	expires_at   INTEGER NOT NULL,
+	decided_at   INTEGER,
+	operator     TEXT NOT NULL DEFAULT '',
+	comment      TEXT NOT NULL DEFAULT '',
+	UNIQUE (tenant_id, session_id, call_id)
+);
+CREATE INDEX IF NOT EXISTS approvals_pending ON approvals (status, expires_at);
+CREATE INDEX IF NOT EXISTS approvals_decided ON approvals (decided_at);
+
+CREATE TABLE IF NOT EXISTS decisions (
+	seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+	approval_id  TEXT NOT NULL REFERENCES approvals (id),
+	decision     TEXT NOT NULL CHECK (decision IN ('approved','denied','expired','cancelled')),
+	operator     TEXT NOT NULL,
+	comment      TEXT NOT NULL,
+	details_hash TEXT NOT NULL,
+	at           INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS decisions_approval ON decisions (approval_id);
+
+-- The decision log is append-only: SQLite itself refuses to change or
+-- remove a row, whatever the code above it does.
+CREATE TRIGGER IF NOT EXISTS decisions_no_update BEFORE UPDATE ON decisions
+BEGIN SELECT RAISE(ABORT, 'decision log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS decisions_no_delete BEFORE DELETE ON decisions
+BEGIN SELECT RAISE(ABORT, 'decision log is append-only'); END;
+`
+
+// OpenStore opens (creating when missing) the approvals database at path,
+// creating its directory with mode 0700.
+func OpenStore(ctx context.Context, path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open approvals store: %w", err)
+	}
+	dsn := func(mode string) string {
+		q := url.Values{}
+		q.Set("_busy_timeout", "10000")
+		q.Set("_journal_mode", "WAL")
+		q.Set("_synchronous", "FULL")
+		q.Set("_foreign_keys", "1")
+		q.Set("_txlock", "immediate")
+		if mode == "ro" {
+			q.Set("_query_only", "1")
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	w, err := sql.Open("sqlite", dsn("rw"))
+	if err != nil {
+		return nil, fmt.Errorf("open approvals store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	if _, err := w.ExecContext(ctx, schema); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open approvals store %s: create schema: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", dsn("ro"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open approvals store %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	if err := r.PingContext(ctx); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open approvals store %s: %w", path, err)
+	}
+	return &Store{w: w, r: r, now: time.Now}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.r.PingContext(ctx)
+}
+
+const columns = `id, tenant_id, session_id, call_id, origin, action, details, details_hash, status, created_at, expires_at, decided_at, operator, comment`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanApproval(row scanner) (Approval, error) {
+	var a Approval
+	var created, expires int64
+	var decided sql.NullInt64
+	err := row.Scan(&a.ID, &a.TenantID, &a.SessionID, &a.CallID, &a.Origin, &a.Action, &a.Details, &a.DetailsHash,
+		&a.Status, &created, &expires, &decided, &a.Operator, &a.Comment)
+	if err != nil {
+		return Approval{}, err
+	}
+	a.CreatedAt = time.UnixMilli(created).UTC()
+	a.ExpiresAt = time.UnixMilli(expires).UTC()
+	if decided.Valid {
+		a.DecidedAt = time.UnixMilli(decided.Int64).UTC()
+	}
+	return a, nil
+}
+
+// NewApproval is what Create needs to record a request.
+type NewApproval struct {
+	TenantID, SessionID, CallID string
+	Origin                      Origin
+	Action, Details             string
+	Timeout                     time.Duration
+}
+
+// Create records a new pending approval with a fresh 128-bit ID, unless one
+// exists for the same tenant, session and call: then it returns that one
+// with created false, whatever its status. It never creates a second
+// approval for one call.
+func (s *Store) Create(ctx context.Context, n NewApproval) (a Approval, created bool, err error) {
+	now := s.now().UTC().Truncate(time.Millisecond)
+	a = Approval{
+		ID: jobs.NewID(), TenantID: n.TenantID, SessionID: n.SessionID, CallID: n.CallID, Origin: n.Origin,
+		Action: n.Action, Details: n.Details, DetailsHash: HashDetails(n.Action, n.Details),
+		Status: Pending, CreatedAt: now, ExpiresAt: now.Add(n.Timeout).Truncate(time.Millisecond),
+	}
+	res, err := s.w.ExecContext(ctx, `INSERT INTO approvals (id, tenant_id, session_id, call_id, origin, action, details, details_hash, status, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+		ON CONFLICT (tenant_id, session_id, call_id) DO NOTHING`,
+		a.ID, a.TenantID, a.SessionID, a.CallID, a.Origin, a.Action, a.Details, a.DetailsHash, a.CreatedAt.UnixMilli(), a.ExpiresAt.UnixMilli())
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("create approval: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return a, true, nil
+	}
+	row := s.w.QueryRowContext(ctx, `SELECT `+columns+` FROM approvals WHERE tenant_id = ? AND session_id = ? AND call_id = ?`,
+		n.TenantID, n.SessionID, n.CallID)
+	a, err = scanApproval(row)
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("create approval: read the existing one: %w", err)
+	}
+	return a, false, nil
+}
+
+// Get returns the approval id, for any tenant: the operator page's view.
+func (s *Store) Get(ctx context.Context, id string) (Approval, error) {
+	a, err := scanApproval(s.r.QueryRowContext(ctx, `SELECT `+columns+` FROM approvals WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Approval{}, ErrNotFound
+	}
+	if err != nil {
+		return Approval{}, fmt.Errorf("get approval %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// GetForTenant returns the approval id when it belongs to tenant, and
+// ErrNotFound otherwise: a tool call never sees another tenant's approvals.
+func (s *Store) GetForTenant(ctx context.Context, tenant, id string) (Approval, error) {
+	a, err := s.Get(ctx, id)
+	if err != nil {
+		return Approval{}, err
+	}
+	if a.TenantID != tenant {
+		return Approval{}, ErrNotFound
+	}
+	return a, nil
+}
+
+// ListPending returns the pending approvals, oldest first, at most limit.
+func (s *Store) ListPending(ctx context.Context, limit int) ([]Approval, error) {
+	return s.list(ctx, `SELECT `+columns+` FROM approvals WHERE status = 'pending' ORDER BY created_at, id LIMIT ?`, limit)
+}
+
+// ListDecided returns the most recently decided approvals, newest first.
+func (s *Store) ListDecided(ctx context.Context, limit int) ([]Approval, error) {
+	return s.list(ctx, `SELECT `+columns+` FROM approvals WHERE status != 'pending' ORDER BY decided_at DESC, id LIMIT ?`, limit)
+}
+
+// CountPending returns how many approvals are pending.
+func (s *Store) CountPending(ctx context.Context) (int, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM approvals WHERE status = 'pending'`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count pending approvals: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) list(ctx context.Context, query string, limit int) ([]Approval, error) {
+	rows, err := s.r.QueryContext(ctx, query, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []Approval
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list approvals: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	return out, nil
+}
+
+// Decide moves the pending approval id to decision (approved, denied,
+// expired or cancelled) and appends the decision to the log, in one
+// transaction. The first decision wins: on an approval that is no longer
+// pending it returns *DecidedError with the approval as it stands. An
+// answer (approved or denied) that comes at or after expires_at expires the
+// approval instead and returns *DecidedError with status expired.
+// changed reports whether this call changed the approval.
+func (s *Store) Decide(ctx context.Context, id string, decision Status, operator, comment string) (a Approval, changed bool, err error) {
+	if decision == Pending || decision == "" {
+		return Approval{}, false, fmt.Errorf("decide approval %s: %q is not a decision", id, decision)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("decide approval %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	a, err = scanApproval(tx.QueryRowContext(ctx, `SELECT `+columns+` FROM approvals WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Approval{}, false, ErrNotFound
+	}
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("decide approval %s: %w", id, err)
+	}
+	if a.Status.Final() {
+		return a, false, &DecidedError{Current: a}
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	late := (decision == Approved || decision == Denied) && !now.Before(a.ExpiresAt)
+	if late {
+		decision, operator, comment = Expired, SystemOperator, "no answer before the approval expired"
+	}
+	a.Status, a.DecidedAt, a.Operator, a.Comment = decision, now, operator, comment
+	if _, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, decided_at = ?, operator = ?, comment = ? WHERE id = ? AND status = 'pending'`,
+		a.Status, now.UnixMilli(), a.Operator, a.Comment, id); err != nil {
+		return Approval{}, false, fmt.Errorf("decide approval %s: %w", id, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO decisions (approval_id, decision, operator, comment, details_hash, at) VALUES (?, ?, ?, ?, ?, ?)`,
+		id, a.Status, a.Operator, a.Comment, a.DetailsHash, now.UnixMilli()); err != nil {
+		return Approval{}, false, fmt.Errorf("decide approval %s: log: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Approval{}, false, fmt.Errorf("decide approval %s: commit: %w", id, err)
+	}
+	if late {
+		return a, true, &DecidedError{Current: a}
+	}
+	return a, true, nil
+}
+
+// ExpireDue expires every pending approval whose expires_at has passed and
+// returns them.
+func (s *Store) ExpireDue(ctx context.Context) ([]Approval, error) {
+	now := s.now().UTC().Truncate(time.Millisecond)
+	rows, err := s.r.QueryContext(ctx, `SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= ?`, now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("expire approvals: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("expire approvals: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("expire approvals: %w", err)
+	}
+	var out []Approval
+	for _, id := range ids {
+		a, changed, err := s.Decide(ctx, id, Expired, SystemOperator, "no answer before the approval expired")
+		if errors.Is(err, ErrDecided) {
+			if changed {
+				out = append(out, a)
+			}
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// NextExpiry returns the earliest expires_at of the pending approvals, and
+// false when none is pending.
+func (s *Store) NextExpiry(ctx context.Context) (time.Time, bool, error) {
+	var ms sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT min(expires_at) FROM approvals WHERE status = 'pending'`).Scan(&ms); err != nil {
+		return time.Time{}, false, fmt.Errorf("next expiry: %w", err)
+	}
+	if !ms.Valid {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(ms.Int64).UTC(), true, nil
+}
+
+// Log returns the decision log of approval id, oldest first.
+func (s *Store) Log(ctx context.Context, id string) ([]LogEntry, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, approval_id, decision, operator, comment, details_hash, at FROM decisions WHERE approval_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("decision log of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []LogEntry
+	for rows.Next() {
+		var e LogEntry
+		var at int64
+		if err := rows.Scan(&e.Seq, &e.ApprovalID, &e.Decision, &e.Operator, &e.Comment, &e.DetailsHash, &at); err != nil {
+			return nil, fmt.Errorf("decision log of %s: %w", id, err)
+		}
+		e.At = time.UnixMilli(at).UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("decision log of %s: %w", id, err)
+	}
+	return out, nil
+}

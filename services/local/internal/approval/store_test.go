@@ -1,0 +1,230 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/jobs"
+)
+
+func openTestStore(t *testing.T, path string) *Store {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "approvals.db")
+	}
+	s, err := OpenStore(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newReq(call string) NewApproval {
+	return NewApproval{TenantID: "t1", SessionID: "s1", CallID: call, Origin: OriginStream, Action: "delete the reports", Details: "rm -rf /srv/reports\n14 files", Timeout: time.Minute}
+}
+
+func TestCreateIsIdempotentPerCall(t *testing.T) {
+	s := openTestStore(t, "")
+	ctx := context.Background()
+	a, created, err := s.Create(ctx, newReq("c1"))
+	if err != nil || !created {
+		t.Fatalf("first create: %v, created %v", err, created)
+	}
+	if !jobs.ValidID(a.ID) || a.Status != Pending || a.DetailsHash != HashDetails(a.Action, a.Details) {
+		t.Fatalf("created %+v", a)
+	}
+	b, created, err := s.Create(ctx, newReq("c1"))
+	if err != nil || created || b.ID != a.ID {
+		t.Fatalf("same call again: id %s (want %s), created %v, err %v", b.ID, a.ID, created, err)
+	}
+	// Another call, session or tenant is another approval.
+	for _, n := range []NewApproval{
+		{TenantID: "t1", SessionID: "s1", CallID: "c2", Action: "x", Timeout: time.Minute},
+		{TenantID: "t1", SessionID: "s2", CallID: "c1", Action: "x", Timeout: time.Minute},
+		{TenantID: "t2", SessionID: "s1", CallID: "c1", Action: "x", Timeout: time.Minute},
+	} {
+		c, created, err := s.Create(ctx, n)
+		if err != nil || !created || c.ID == a.ID {
+			t.Fatalf("create %+v: created %v, err %v", n, created, err)
+		}
+	}
+}
+
+func TestCreateConcurrentSameCallMakesOneApproval(t *testing.T) {
+	s := openTestStore(t, "")
+	var wg sync.WaitGroup
+	ids := make([]string, 20)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, _, err := s.Create(context.Background(), newReq("same"))
+			if err != nil {
+				t.Error(err)
+			}
+			ids[i] = a.ID
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("two approvals for one call: %s and %s", ids[0], id)
+		}
+	}
+}
+
+func TestDecideFirstAnswerWins(t *testing.T) {
+	s := openTestStore(t, "")
+	ctx := context.Background()
+	a, _, _ := s.Create(ctx, newReq("c1"))
+	got, changed, err := s.Decide(ctx, a.ID, Approved, "alice", "looks right")
+	if err != nil || !changed || got.Status != Approved || got.Operator != "alice" || got.Comment != "looks right" || got.DecidedAt.IsZero() {
+		t.Fatalf("decide = %+v, %v, %v", got, changed, err)
+	}
+	later, changed, err := s.Decide(ctx, a.ID, Denied, "bob", "no")
+	var de *DecidedError
+	if !errors.As(err, &de) || changed || later.Status != Approved || de.Current.Operator != "alice" {
+		t.Fatalf("second answer: %+v, changed %v, err %v", later, changed, err)
+	}
+	if !strings.Contains(err.Error(), "already decided: approved by alice") {
+		t.Fatalf("error %q", err)
+	}
+	log, err := s.Log(ctx, a.ID)
+	if err != nil || len(log) != 1 || log[0].Decision != Approved || log[0].Operator != "alice" || log[0].DetailsHash != a.DetailsHash {
+		t.Fatalf("log = %+v, %v", log, err)
+	}
+	if _, _, err := s.Decide(ctx, jobs.NewID(), Approved, "alice", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown id: %v", err)
+	}
+}
+
+func TestDecideConcurrentOneWinner(t *testing.T) {
+	s := openTestStore(t, "")
+	ctx := context.Background()
+	a, _, _ := s.Create(ctx, newReq("c1"))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	winners := 0
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := Approved
+			if i%2 == 1 {
+				d = Denied
+			}
+			_, changed, err := s.Decide(ctx, a.ID, d, "op", "")
+			if changed {
+				mu.Lock()
+				winners++
+				mu.Unlock()
+			} else if !errors.Is(err, ErrDecided) {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	log, _ := s.Log(ctx, a.ID)
+	if winners != 1 || len(log) != 1 {
+		t.Fatalf("%d winners, %d log rows; want 1 and 1", winners, len(log))
+	}
+}
+
+func TestLateAnswerExpires(t *testing.T) {
+	s := openTestStore(t, "")
+	ctx := context.Background()
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	a, _, _ := s.Create(ctx, newReq("c1"))
+	now = now.Add(time.Minute) // exactly expires_at: too late
+	got, changed, err := s.Decide(ctx, a.ID, Approved, "alice", "ok")
+	var de *DecidedError
+	if !errors.As(err, &de) || !changed || got.Status != Expired || got.Operator != SystemOperator {
+		t.Fatalf("late answer = %+v, changed %v, err %v", got, changed, err)
+	}
+	if !strings.Contains(err.Error(), "expired at") || !strings.Contains(err.Error(), "can no longer be answered") {
+		t.Fatalf("error %q", err)
+	}
+	log, _ := s.Log(ctx, a.ID)
+	if len(log) != 1 || log[0].Decision != Expired {
+		t.Fatalf("log %+v", log)
+	}
+}
+
+func TestCancelledCannotBeAnswered(t *testing.T) {
+	s := openTestStore(t, "")
+	ctx := context.Background()
+	a, _, _ := s.Create(ctx, newReq("c1"))
+	if _, _, err := s.Decide(ctx, a.ID, Cancelled, SystemOperator, "stream closed"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := s.Decide(ctx, a.ID, Approved, "alice", "")
+	if !errors.Is(err, ErrDecided) || !strings.Contains(err.Error(), "was cancelled") {
+		t.Fatalf("answer after cancel: %v", err)
+	}
+}
+
+func TestExpireDue(t *testing.T) {
+	s := openTestStore(t, "")
+	ctx := context.Background()
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	short := newReq("short")
+	short.Timeout = time.Second
+	a, _, _ := s.Create(ctx, short)
+	b, _, _ := s.Create(ctx, newReq("long"))
+	if next, ok, err := s.NextExpiry(ctx); err != nil || !ok || !next.Equal(a.ExpiresAt) {
+		t.Fatalf("next expiry = %v %v %v, want %v", next, ok, err, a.ExpiresAt)
+	}
+	now = now.Add(2 * time.Second)
+	expired, err := s.ExpireDue(ctx)
+	if err != nil || len(expired) != 1 || expired[0].ID != a.ID || expired[0].Status != Expired {
+		t.Fatalf("expired = %+v, %v", expired, err)
+	}
+	pending, _ := s.ListPending(ctx, 10)
+	if len(pending) != 1 || pending[0].ID != b.ID {
+		t.Fatalf("pending = %+v", pending)
+	}
+	decided, _ := s.ListDecided(ctx, 10)
+	if len(decided) != 1 || decided[0].ID != a.ID {
+		t.Fatalf("decided = %+v", decided)
+	}
+}
+
+func TestDecisionLogIsAppendOnly(t *testing.T) {
+	s := openTestStore(t, "")
+	ctx := context.Background()
+	a, _, _ := s.Create(ctx, newReq("c1"))
+	s.Decide(ctx, a.ID, Denied, "alice", "no")
+	if _, err := s.w.ExecContext(ctx, `UPDATE decisions SET decision = 'approved'`); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("update of the log: %v", err)
+	}
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM decisions`); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("delete from the log: %v", err)
+	}
+}
+
+func TestStoreSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approvals.db")
+	ctx := context.Background()
+	s1, err := OpenStore(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _, _ := s1.Create(ctx, newReq("c1"))
+	s1.Close()
+	s2 := openTestStore(t, path)
+	got, err := s2.GetForTenant(ctx, "t1", a.ID)
+	if err != nil || got.Status != Pending || got.Details != a.Details || !got.ExpiresAt.Equal(a.ExpiresAt) {
+		t.Fatalf("after reopen: %+v, %v", got, err)
+	}
+	if _, err := s2.GetForTenant(ctx, "t2", a.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("other tenant: %v", err)
+	}
+}

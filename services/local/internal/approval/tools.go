@@ -1,0 +1,278 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// StreamBindingTimeoutSeconds is request_approval's binding timeout: the
+// longest operator wait plus a minute, so the "expired" result reaches the
+// host before the host's own limit cuts the call.
+const StreamBindingTimeoutSeconds = MaxStreamTimeoutSeconds + 60
+
+// CallerOperator is the Operator recorded when the calling agent withdraws
+// its request with approval_cancel.
+const CallerOperator = "caller"
+
+// Progress is the payload of request_approval's progress event, sent as
+// soon as the approval is recorded.
+type Progress struct {
+	Status     string    `json:"status"` // "waiting_for_operator"
+	ApprovalID string    `json:"approval_id"`
+	URL        string    `json:"url"`
+	ExpiresAt  time.Time `json:"expires_at"`
+}
+
+// Decision is the structured_content of a decided approval's result.
+type Decision struct {
+	ApprovalID  string    `json:"approval_id"`
+	Decision    Status    `json:"decision"` // approved, denied, expired or cancelled
+	Operator    string    `json:"operator"` // a name, "system" or "caller"
+	Comment     string    `json:"comment"`
+	DecidedAt   time.Time `json:"decided_at"`
+	Action      string    `json:"action"`
+	DetailsHash string    `json:"details_sha256"`
+	RequestedAt time.Time `json:"requested_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+// Result is the tool result of a decided approval: approved is a success;
+// denied, expired and cancelled are is_error results whose text says which,
+// so that an expiry never reads as a person's denial. All carry Decision as
+// structured_content. It returns nil for a pending approval.
+func Result(a Approval) *tool.Result {
+	if !a.Status.Final() {
+		return nil
+	}
+	when := a.DecidedAt.UTC().Format(time.RFC3339)
+	comment := ""
+	if a.Comment != "" {
+		comment = fmt.Sprintf(" Comment: %q", a.Comment)
+	}
+	var text string
+	switch a.Status {
+	case Approved:
+		text = fmt.Sprintf("Approved by operator %s at %s.%s", a.Operator, when, comment)
+	case Denied:
+		text = fmt.Sprintf("Denied by operator %s at %s.%s", a.Operator, when, comment)
+	case Expired:
+		text = fmt.Sprintf("Expired: no operator answered approval %s before %s. Nobody denied it; nobody approved it either, so do not go ahead.",
+			a.ID, a.ExpiresAt.UTC().Format(time.RFC3339))
+	case Cancelled:
+		text = fmt.Sprintf("Cancelled at %s before an operator answered (%s). No operator decided.", when, a.Comment)
+	}
+	data, _ := json.Marshal(Decision{
+		ApprovalID: a.ID, Decision: a.Status, Operator: a.Operator, Comment: a.Comment, DecidedAt: a.DecidedAt,
+		Action: a.Action, DetailsHash: a.DetailsHash, RequestedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
+	})
+	return &tool.Result{Content: []tool.Content{tool.Text(text)}, IsError: a.Status != Approved, StructuredContent: data}
+}
+
+func argsSchema(maxTimeout int) json.RawMessage {
+	return mustJSON(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"action": map[string]any{"type": "string", "minLength": 1, "maxLength": MaxActionChars,
+				"description": "What you want to do, in one line, e.g. \"Delete 14 files in /srv/reports\"."},
+			"details": map[string]any{"type": "string", "maxLength": MaxDetailsChars,
+				"description": "Everything the operator needs to decide: the exact command, the objects affected, why."},
+			"timeout_seconds": map[string]any{"type": "integer", "minimum": 1, "maximum": maxTimeout, "default": DefaultTimeoutSeconds,
+				"description": "How long the operator has to answer before the request expires."},
+		},
+		"required":             []string{"action"},
+		"additionalProperties": false,
+	})
+}
+
+var decisionSchema = mustJSON(map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"approval_id":    map[string]any{"type": "string"},
+		"decision":       map[string]any{"enum": []Status{Approved, Denied, Expired, Cancelled}},
+		"operator":       map[string]any{"type": "string"},
+		"comment":        map[string]any{"type": "string"},
+		"decided_at":     map[string]any{"type": "string", "format": "date-time"},
+		"action":         map[string]any{"type": "string"},
+		"details_sha256": map[string]any{"type": "string"},
+		"requested_at":   map[string]any{"type": "string", "format": "date-time"},
+		"expires_at":     map[string]any{"type": "string", "format": "date-time"},
+	},
+	"required": []string{"approval_id", "decision", "operator", "decided_at"},
+})
+
+type streamArgs struct{ Args }
+
+func (a *streamArgs) Validate() error { return a.check(MaxStreamTimeoutSeconds) }
+
+type jobArgs struct{ Args }
+
+func (a *jobArgs) Validate() error { return a.check(MaxJobTimeoutSeconds) }
+
+// jobSpec is the job pattern's view of approvals.
+func (s *Service) jobSpec() jobs.Spec {
+	return jobs.Spec{Prefix: "approval", Noun: "approval", IDField: "approval_id", Backend: backend{s}}
+}
+
+// Tools returns request_approval, approval_start, approval_status and
+// approval_cancel. Every one authorizes by the request's tenant_id (and
+// records session_id and call_id), never by arguments.
+func (s *Service) Tools() []service.Tool {
+	spec := s.jobSpec()
+	spec.Start = service.Tool{
+		Binding: tool.Binding{
+			Name: "approval_start",
+			Description: "Ask a human operator to approve an action without waiting: returns an approval_id at once. " +
+				"Check the answer later with approval_status (it can wait up to 20 s per call); withdraw the request with approval_cancel. " +
+				"Use it when the operator may take longer than one call can wait.",
+			InputSchema:    argsSchema(MaxJobTimeoutSeconds),
+			OutputSchema:   jobs.OutputSchema("approval_id"),
+			TimeoutSeconds: 60,
+		},
+		Handler: service.Typed(s.start),
+	}
+	return append([]service.Tool{{
+		Binding: tool.Binding{
+			Name: "request_approval",
+			Description: "Ask a human operator to approve an action and wait for the answer. " +
+				"The result says approved (go ahead), denied (is_error, with the operator's comment) or expired (is_error: nobody answered in time). " +
+				"Describe the action exactly: the operator sees action and details as you write them.",
+			InputSchema:    argsSchema(MaxStreamTimeoutSeconds),
+			OutputSchema:   decisionSchema,
+			TimeoutSeconds: StreamBindingTimeoutSeconds,
+		},
+		Handler: service.Typed(s.request),
+	}}, jobs.Tools(spec)...)
+}
+
+func (s *Service) newApproval(call *service.Call, a Args, origin Origin) NewApproval {
+	return NewApproval{
+		TenantID: call.TenantID, SessionID: call.SessionID, CallID: call.CallID, Origin: origin,
+		Action: *a.Action, Details: a.Details, Timeout: a.timeout(),
+	}
+}
+
+// request is request_approval: record (or attach to) the call's approval,
+// report waiting_for_operator at once, wait for the decision, answer it.
+// If the host drops the stream, the approval is cancelled.
+func (s *Service) request(ctx context.Context, call *service.Call, args streamArgs) *tool.Result {
+	a, _, err := s.Request(ctx, s.newApproval(call, args.Args, OriginStream))
+	if err != nil {
+		return refuse(call, err)
+	}
+	if r := Result(a); r != nil {
+		return r
+	}
+	s.attach(a.ID)
+	if err := call.Progress(Progress{Status: "waiting_for_operator", ApprovalID: a.ID, URL: s.URL(a.ID), ExpiresAt: a.ExpiresAt}); err != nil {
+		call.Logger.Warn("approval progress", "approval_id", a.ID, "err", err)
+	}
+	decided, err := s.Wait(ctx, call.TenantID, a.ID)
+	last := s.detach(a.ID)
+	switch {
+	case err == nil:
+		return Result(decided)
+	case errors.Is(err, errShuttingDown):
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf(
+			"The approval service is restarting. Approval %s is still pending and keeps its place: ask approval_status with approval_id %q for the decision.", a.ID, a.ID))},
+			IsError: true, UnknownOutcome: true}
+	case ctx.Err() != nil:
+		// The host dropped the stream (session interrupted or closed, call
+		// cancelled or timed out): nobody is left to act on an answer.
+		if last && s.life.Err() == nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := s.Decide(cctx, a.ID, Cancelled, SystemOperator, "the caller stopped waiting (stream closed)"); err != nil && !errors.Is(err, ErrDecided) {
+				call.Logger.Error("cancel approval after a dropped stream", "approval_id", a.ID, "err", err)
+			}
+		}
+		return tool.Errorf("approval %s: the caller stopped waiting", a.ID)
+	default:
+		call.Logger.Error("wait for approval", "approval_id", a.ID, "err", err)
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("approval %s: internal error while waiting; ask approval_status with approval_id %q", a.ID, a.ID))},
+			IsError: true, UnknownOutcome: true}
+	}
+}
+
+// start is approval_start: record (or find) the call's approval and answer
+// its ID at once.
+func (s *Service) start(ctx context.Context, call *service.Call, args jobArgs) *tool.Result {
+	a, _, err := s.Request(ctx, s.newApproval(call, args.Args, OriginJob))
+	if err != nil {
+		return refuse(call, err)
+	}
+	return jobs.StartedResult(s.jobSpec(), jobStatus(a), map[string]any{
+		"url": s.URL(a.ID), "expires_at": a.ExpiresAt, "status": a.Status,
+	})
+}
+
+func refuse(call *service.Call, err error) *tool.Result {
+	if errors.Is(err, ErrOtherRequest) {
+		return tool.Errorf("%v", err)
+	}
+	call.Logger.Error("record approval", "err", err)
+	return &tool.Result{Content: []tool.Content{tool.Text("could not record the approval request: internal error")}, IsError: true, UnknownOutcome: true}
+}
+
+func jobStatus(a Approval) jobs.Status {
+	return jobs.Status{ID: a.ID, State: a.Status.JobState(), CreatedAt: a.CreatedAt, FinishedAt: a.DecidedAt, Result: Result(a)}
+}
+
+// backend serves approval_status and approval_cancel from the store.
+type backend struct{ s *Service }
+
+var _ jobs.Backend = backend{}
+
+func (b backend) Status(ctx context.Context, tenant, id string, wait time.Duration) (jobs.Status, error) {
+	if wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		_, err := b.s.Wait(wctx, tenant, id)
+		cancel()
+		if errors.Is(err, ErrNotFound) {
+			return jobs.Status{}, jobs.ErrNotFound
+		}
+		// Any other end of the wait (decided, waited long enough, shutting
+		// down) is answered with the approval as it now stands.
+	}
+	a, err := b.s.store.GetForTenant(ctx, tenant, id)
+	if err == nil && !a.Status.Final() && !time.Now().Before(a.ExpiresAt) {
+		a, err = b.s.Decide(ctx, id, Expired, SystemOperator, "no answer before the approval expired")
+		if errors.Is(err, ErrDecided) {
+			err = nil
+		}
+	}
+	if errors.Is(err, ErrNotFound) {
+		return jobs.Status{}, jobs.ErrNotFound
+	}
+	if err != nil {
+		return jobs.Status{}, err
+	}
+	return jobStatus(a), nil
+}
+
+func (b backend) Cancel(ctx context.Context, tenant, id string) (jobs.Status, error) {
+	if _, err := b.s.store.GetForTenant(ctx, tenant, id); errors.Is(err, ErrNotFound) {
+		return jobs.Status{}, jobs.ErrNotFound
+	} else if err != nil {
+		return jobs.Status{}, err
+	}
+	a, err := b.s.Decide(ctx, id, Cancelled, CallerOperator, "withdrawn by the caller with approval_cancel")
+	if err != nil && !errors.Is(err, ErrDecided) {
+		return jobs.Status{}, err
+	}
+	return jobStatus(a), nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

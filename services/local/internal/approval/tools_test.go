@@ -1,0 +1,484 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/sse"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+type fixture struct {
+	t   *testing.T
+	svc *Service
+	url string
+}
+
+func newFixture(t *testing.T, cfg Config) *fixture {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	if cfg.PageURL == "" {
+		cfg.PageURL = "http://operator.test"
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = 50 * time.Millisecond
+	}
+	svc, err := New(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &service.Server{Name: "local", Config: service.Config{Token: "tools-key", Heartbeat: 100 * time.Millisecond, StreamAfter: 5 * time.Second, MaxRequestBytes: 1 << 20}, Tools: svc.Tools()}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		svc.Close()
+	})
+	return &fixture{t: t, svc: svc, url: ts.URL}
+}
+
+func (f *fixture) post(ctx context.Context, name string, req tool.Request) *http.Response {
+	f.t.Helper()
+	body, _ := json.Marshal(req)
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/tools/"+name, bytes.NewReader(body))
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json, text/event-stream")
+	hr.Header.Set("Authorization", "Bearer tools-key")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		data, _ := io.ReadAll(resp.Body)
+		f.t.Fatalf("%s: status %d: %s", name, resp.StatusCode, data)
+	}
+	return resp
+}
+
+func request(tenant, session, call string, args any) tool.Request {
+	a, _ := json.Marshal(args)
+	return tool.Request{TenantID: tenant, SessionID: session, CallID: call, Arguments: a}
+}
+
+// stream is one request_approval call read as the host reads it.
+type stream struct {
+	progress []Progress
+	comments int
+	result   *tool.Result
+	err      error
+}
+
+// readStream reads events until the result; onProgress runs after each
+// progress event.
+func readStream(t *testing.T, resp *http.Response, onProgress func(Progress)) stream {
+	t.Helper()
+	defer resp.Body.Close()
+	var s stream
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+		data, _ := io.ReadAll(resp.Body)
+		s.result, s.err = tool.DecodeResult(data)
+		return s
+	}
+	for ev, err := range sse.Read(resp.Body, 1<<20) {
+		if err != nil {
+			s.err = err
+			return s
+		}
+		switch ev.Name {
+		case "progress":
+			var p Progress
+			if err := json.Unmarshal([]byte(ev.Data), &p); err != nil {
+				t.Fatalf("progress %q: %v", ev.Data, err)
+			}
+			s.progress = append(s.progress, p)
+			if onProgress != nil {
+				onProgress(p)
+			}
+		case "result":
+			s.result, s.err = tool.DecodeResult([]byte(ev.Data))
+		default:
+			t.Fatalf("unexpected event %q", ev.Name)
+		}
+	}
+	return s
+}
+
+func decision(t *testing.T, r *tool.Result) Decision {
+	t.Helper()
+	var d Decision
+	if err := json.Unmarshal(r.StructuredContent, &d); err != nil {
+		t.Fatalf("structured_content %s: %v", r.StructuredContent, err)
+	}
+	return d
+}
+
+func TestRequestApprovalOutcomes(t *testing.T) {
+	tests := []struct {
+		name     string
+		decide   func(f *fixture, id string)
+		timeout  int
+		isError  bool
+		status   Status
+		operator string
+		text     []string
+	}{
+		{
+			name:     "approved",
+			decide:   func(f *fixture, id string) { f.svc.Decide(context.Background(), id, Approved, "alice", "go ahead") },
+			status:   Approved,
+			operator: "alice",
+			text:     []string{"Approved by operator alice", `Comment: "go ahead"`},
+		},
+		{
+			name:     "denied",
+			decide:   func(f *fixture, id string) { f.svc.Decide(context.Background(), id, Denied, "bob", "not on a Friday") },
+			isError:  true,
+			status:   Denied,
+			operator: "bob",
+			text:     []string{"Denied by operator bob", "not on a Friday"},
+		},
+		{
+			name:     "expired",
+			timeout:  1,
+			isError:  true,
+			status:   Expired,
+			operator: SystemOperator,
+			text:     []string{"Expired: no operator answered", "Nobody denied it"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Config{})
+			args := map[string]any{"action": "restart the database", "details": "systemctl restart postgresql\non db-1"}
+			if tt.timeout > 0 {
+				args["timeout_seconds"] = tt.timeout
+			}
+			resp := f.post(context.Background(), "request_approval", request("t1", "s1", "c1", args))
+			if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+				t.Fatalf("content type %q: progress must come at once over SSE", ct)
+			}
+			s := readStream(t, resp, func(p Progress) {
+				if tt.decide != nil {
+					tt.decide(f, p.ApprovalID)
+				}
+			})
+			if s.err != nil || s.result == nil {
+				t.Fatalf("stream: %v", s.err)
+			}
+			if len(s.progress) != 1 {
+				t.Fatalf("%d progress events, want 1", len(s.progress))
+			}
+			p := s.progress[0]
+			if p.Status != "waiting_for_operator" || !jobs.ValidID(p.ApprovalID) || p.URL != "http://operator.test/approval/"+p.ApprovalID {
+				t.Fatalf("progress = %+v", p)
+			}
+			if s.result.IsError != tt.isError {
+				t.Fatalf("is_error = %v, want %v: %+v", s.result.IsError, tt.isError, s.result)
+			}
+			d := decision(t, s.result)
+			if d.Decision != tt.status || d.Operator != tt.operator || d.ApprovalID != p.ApprovalID || d.Action != "restart the database" {
+				t.Fatalf("decision = %+v", d)
+			}
+			for _, want := range tt.text {
+				if !strings.Contains(s.result.Content[0].Text, want) {
+					t.Errorf("text %q lacks %q", s.result.Content[0].Text, want)
+				}
+			}
+			if tt.status == Expired && strings.Contains(s.result.Content[0].Text, "Denied") {
+				t.Errorf("an expiry reads like a denial: %q", s.result.Content[0].Text)
+			}
+		})
+	}
+}
+
+func TestRequestApprovalHeartbeats(t *testing.T) {
+	f := newFixture(t, Config{})
+	resp := f.post(context.Background(), "request_approval", request("t1", "s1", "c1", map[string]any{"action": "x"}))
+	defer resp.Body.Close()
+	// Read raw lines: comments are what keep the stream alive.
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && strings.Count(got.String(), ": heartbeat") < 2 {
+		n, err := resp.Body.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	if strings.Count(got.String(), ": heartbeat") < 2 {
+		t.Fatalf("no heartbeats on a waiting stream: %q", got.String())
+	}
+}
+
+func TestSameCallAttachesToSameApproval(t *testing.T) {
+	f := newFixture(t, Config{})
+	req := request("t1", "s1", "c1", map[string]any{"action": "pay invoice 7", "details": "EUR 120"})
+	ids := make(chan string, 2)
+	results := make(chan stream, 2)
+	for range 2 {
+		go func() {
+			resp := f.post(context.Background(), "request_approval", req)
+			results <- readStream(t, resp, func(p Progress) { ids <- p.ApprovalID })
+		}()
+	}
+	a, b := <-ids, <-ids
+	if a != b {
+		t.Fatalf("the same call made two approvals: %s and %s", a, b)
+	}
+	pending, _ := f.svc.store.ListPending(context.Background(), 10)
+	if len(pending) != 1 {
+		t.Fatalf("%d pending approvals, want 1", len(pending))
+	}
+	f.svc.Decide(context.Background(), a, Approved, "alice", "")
+	for range 2 {
+		s := <-results
+		if s.result == nil || s.result.IsError {
+			t.Fatalf("attached stream: %+v %v", s.result, s.err)
+		}
+	}
+	// Sent again after the decision: the decision at once, no new approval.
+	s := readStream(t, f.post(context.Background(), "request_approval", req), nil)
+	if len(s.progress) != 0 || s.result == nil || s.result.IsError || decision(t, s.result).ApprovalID != a {
+		t.Fatalf("after decision: %+v", s)
+	}
+	// The same call with other details is refused, never a second approval.
+	other := request("t1", "s1", "c1", map[string]any{"action": "pay invoice 7", "details": "EUR 12000"})
+	s = readStream(t, f.post(context.Background(), "request_approval", other), nil)
+	if s.result == nil || !s.result.IsError || !strings.Contains(s.result.Content[0].Text, "already requested approval "+a) {
+		t.Fatalf("other details: %+v", s.result)
+	}
+}
+
+func TestDroppedStreamCancelsApproval(t *testing.T) {
+	f := newFixture(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := f.post(ctx, "request_approval", request("t1", "s1", "c1", map[string]any{"action": "x"}))
+	var id string
+	for ev, err := range sse.Read(resp.Body, 1<<20) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Name == "progress" {
+			var p Progress
+			json.Unmarshal([]byte(ev.Data), &p)
+			id = p.ApprovalID
+			break
+		}
+	}
+	ch := f.svc.watch(id)
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("approval not changed after the stream dropped")
+	}
+	a, err := f.svc.store.Get(context.Background(), id)
+	if err != nil || a.Status != Cancelled || a.Operator != SystemOperator {
+		t.Fatalf("after drop: %+v, %v", a, err)
+	}
+	if _, _, err := f.svc.store.Decide(context.Background(), id, Approved, "alice", ""); !strings.Contains(err.Error(), "was cancelled") {
+		t.Fatalf("answer after drop: %v", err)
+	}
+}
+
+func callJSON(t *testing.T, f *fixture, tenant, name string, args any) (*tool.Result, map[string]any) {
+	t.Helper()
+	s := readStream(t, f.post(context.Background(), name, request(tenant, "s1", "call-"+jobs.NewID(), args)), nil)
+	if s.err != nil || s.result == nil {
+		t.Fatalf("%s: %v", name, s.err)
+	}
+	var m map[string]any
+	if s.result.HasStructured() {
+		json.Unmarshal(s.result.StructuredContent, &m)
+	}
+	return s.result, m
+}
+
+func TestApprovalJobTools(t *testing.T) {
+	f := newFixture(t, Config{})
+	res, m := callJSON(t, f, "t1", "approval_start", map[string]any{"action": "rotate keys", "timeout_seconds": 86400})
+	if res.IsError || m["state"] != "running" || m["status"] != "pending" {
+		t.Fatalf("start = %+v %v", res, m)
+	}
+	id := m["approval_id"].(string)
+	if m["url"] != "http://operator.test/approval/"+id {
+		t.Fatalf("url = %v", m["url"])
+	}
+
+	// Tenant scoping: another tenant gets "not found" for status and cancel.
+	for _, name := range []string{"approval_status", "approval_cancel"} {
+		res, _ := callJSON(t, f, "t2", name, map[string]any{"approval_id": id})
+		if !res.IsError || !strings.Contains(res.Content[0].Text, "no approval with this ID") {
+			t.Fatalf("%s from another tenant: %+v", name, res)
+		}
+	}
+	a, _ := f.svc.store.Get(context.Background(), id)
+	if a.Status != Pending {
+		t.Fatalf("another tenant's cancel changed the approval: %s", a.Status)
+	}
+
+	res, m = callJSON(t, f, "t1", "approval_status", map[string]any{"approval_id": id})
+	if res.IsError || m["state"] != "running" || m["result"] != nil {
+		t.Fatalf("status while pending = %+v %v", res, m)
+	}
+
+	// A status call that waits sees the decision the moment it is made.
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		f.svc.Decide(context.Background(), id, Denied, "carol", "use the runbook")
+	}()
+	start := time.Now()
+	res, m = callJSON(t, f, "t1", "approval_status", map[string]any{"approval_id": id, "wait_seconds": 10})
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("status wait did not end at the decision")
+	}
+	if res.IsError || m["state"] != "failed" {
+		t.Fatalf("status after denial = %+v %v", res, m)
+	}
+	inner := m["result"].(map[string]any)
+	sc := inner["structured_content"].(map[string]any)
+	if inner["is_error"] != true || sc["decision"] != "denied" || sc["operator"] != "carol" || sc["comment"] != "use the runbook" {
+		t.Fatalf("result in status = %v", inner)
+	}
+	if !strings.Contains(res.Content[0].Text, "Denied by operator carol") {
+		t.Fatalf("status text %q", res.Content[0].Text)
+	}
+
+	// Cancel: withdrawn, recorded as the caller's, then unanswerable.
+	_, m = callJSON(t, f, "t1", "approval_start", map[string]any{"action": "other"})
+	id2 := m["approval_id"].(string)
+	res, m = callJSON(t, f, "t1", "approval_cancel", map[string]any{"approval_id": id2})
+	if res.IsError || m["state"] != "cancelled" {
+		t.Fatalf("cancel = %+v %v", res, m)
+	}
+	if _, err := f.svc.Decide(context.Background(), id2, Approved, "alice", ""); err == nil {
+		t.Fatal("a cancelled approval was answered")
+	}
+	log, _ := f.svc.store.Log(context.Background(), id2)
+	if len(log) != 1 || log[0].Decision != Cancelled || log[0].Operator != CallerOperator {
+		t.Fatalf("log = %+v", log)
+	}
+}
+
+func TestApprovalStartExpiresWithoutWaiters(t *testing.T) {
+	f := newFixture(t, Config{})
+	_, m := callJSON(t, f, "t1", "approval_start", map[string]any{"action": "x", "timeout_seconds": 1})
+	id := m["approval_id"].(string)
+	sub, stop := f.svc.Subscribe()
+	defer stop()
+	deadline := time.After(5 * time.Second)
+	for {
+		a, _ := f.svc.store.Get(context.Background(), id)
+		if a.Status == Expired {
+			break
+		}
+		select {
+		case <-sub:
+		case <-deadline:
+			t.Fatal("the sweeper did not expire the approval")
+		}
+	}
+	res, m := callJSON(t, f, "t1", "approval_status", map[string]any{"approval_id": id})
+	if res.IsError || m["state"] != "failed" || !strings.Contains(res.Content[0].Text, "Expired") {
+		t.Fatalf("status = %+v %v", res, m)
+	}
+}
+
+func TestArgumentErrors(t *testing.T) {
+	f := newFixture(t, Config{})
+	tests := []struct {
+		tool string
+		args any
+		want string
+	}{
+		{"request_approval", map[string]any{}, "action: required"},
+		{"request_approval", map[string]any{"action": ""}, "action: must not be empty"},
+		{"request_approval", map[string]any{"action": strings.Repeat("é", MaxActionChars+1)}, "action: 501 characters, more than the limit of 500"},
+		{"request_approval", map[string]any{"action": "x", "details": strings.Repeat("d", MaxDetailsChars+1)}, "details: 16385 characters"},
+		{"request_approval", map[string]any{"action": "x", "timeout_seconds": 0}, "timeout_seconds: must be from 1 to 3600, got 0"},
+		{"request_approval", map[string]any{"action": "x", "timeout_seconds": 3601}, "timeout_seconds: must be from 1 to 3600, got 3601"},
+		{"approval_start", map[string]any{"action": "x", "timeout_seconds": 86401}, "timeout_seconds: must be from 1 to 86400, got 86401"},
+		{"request_approval", map[string]any{"action": "x", "tenant_id": "t9"}, "tenant_id"},
+		{"approval_status", map[string]any{"approval_id": "nope"}, "is not an ID of this service"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool+" "+tt.want, func(t *testing.T) {
+			res, _ := callJSON(t, f, "t1", tt.tool, tt.args)
+			if !res.IsError || !strings.Contains(res.Content[0].Text, tt.want) {
+				t.Fatalf("got %+v, want is_error with %q", res.Content, tt.want)
+			}
+		})
+	}
+	// Edges that are allowed.
+	for _, args := range []map[string]any{
+		{"action": strings.Repeat("é", MaxActionChars), "details": strings.Repeat("d", MaxDetailsChars), "timeout_seconds": 3600},
+	} {
+		_, m := callJSON(t, f, "t1", "approval_start", args)
+		if m["approval_id"] == nil {
+			t.Fatalf("edge arguments refused: %v", m)
+		}
+	}
+}
+
+func TestWebhookAnnouncesPendingApprovals(t *testing.T) {
+	var mu sync.Mutex
+	var got []WebhookEvent
+	var sigOK bool
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var ev WebhookEvent
+		if err := json.Unmarshal(body, &ev); err != nil {
+			t.Errorf("webhook body %s: %v", body, err)
+		}
+		mu.Lock()
+		got = append(got, ev)
+		sigOK = r.Header.Get("X-Approval-Signature") == Signature([]byte("s3cret"), body) && r.Header.Get("Content-Type") == "application/json"
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	f := newFixture(t, Config{WebhookURL: hook.URL, WebhookSecret: "s3cret"})
+	_, m := callJSON(t, f, "t1", "approval_start", map[string]any{"action": "ship release 1.2", "details": "tag v1.2"})
+	f.svc.webhook.wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || !sigOK {
+		t.Fatalf("webhooks = %+v, signature ok %v", got, sigOK)
+	}
+	ev := got[0]
+	id := m["approval_id"].(string)
+	if ev.Event != "approval.pending" || ev.ApprovalID != id || ev.URL != "http://operator.test/approval/"+id || ev.Action != "ship release 1.2" || ev.TenantID != "t1" {
+		t.Fatalf("webhook event = %+v", ev)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{PageURL: "operator.test", SweepInterval: time.Second}, "APPROVAL_PAGE_URL must start with http"},
+		{Config{PageURL: "http://x", SweepInterval: time.Second, WebhookURL: "ftp://x"}, "APPROVAL_WEBHOOK_URL must be an http or https URL"},
+		{Config{PageURL: "http://x"}, "APPROVAL_SWEEP_INTERVAL must be positive"},
+	}
+	for _, tt := range tests {
+		tt.cfg.DataDir = t.TempDir()
+		_, err := New(context.Background(), tt.cfg, nil)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+	}
+}

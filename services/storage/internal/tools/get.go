@@ -1,0 +1,156 @@
+package tools
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/brain-tools/suite/pkg/tool"
+
+	"github.com/brain-tools/suite/services/storage/internal/keys"
+	"github.com/brain-tools/suite/services/storage/internal/objects"
+)
+
+type getArgs struct {
+	Key      string `json:"key"`
+	MaxBytes *int64 `json:"max_bytes"`
+	Offset   int64  `json:"offset"`
+}
+
+func (a *getArgs) Validate() error {
+	if err := keys.Validate(a.Key); err != nil {
+		return &strictjson.FieldError{Field: "key", Problem: err.Error()}
+	}
+	if a.MaxBytes != nil && *a.MaxBytes < 1 {
+		return &strictjson.FieldError{Field: "max_bytes", Problem: fmt.Sprintf("must be at least 1, got %d", *a.MaxBytes)}
+	}
+	if a.Offset < 0 {
+		return &strictjson.FieldError{Field: "offset", Problem: fmt.Sprintf("must be 0 or more, got %d", a.Offset)}
+	}
+	return nil
+}
+
+// getResult is storage_get's structured_content: the object's description
+// and which bytes the content blocks carry. The bytes themselves are only
+// in the content blocks, so the output limit is not spent twice.
+type getResult struct {
+	objects.Object
+	Offset int64 `json:"offset"`
+	// Length is how many bytes of the object the content carries.
+	Length int64 `json:"length"`
+	// Encoding is text (UTF-8), base64 or image (an image block).
+	Encoding string `json:"encoding"`
+	// NextOffset, when set, is where the next storage_get continues.
+	NextOffset *int64 `json:"next_offset,omitempty"`
+}
+
+func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) *tool.Result {
+	ns, bad := t.namespace(call)
+	if bad != nil {
+		return bad
+	}
+	// Read at most the output limit: no encoding makes data smaller.
+	want := t.cfg.MaxOutputBytes
+	if a.MaxBytes != nil && *a.MaxBytes < want {
+		want = *a.MaxBytes
+	}
+	obj, data, err := t.store.Get(ctx, ns, a.Key, a.Offset, want)
+	if err != nil {
+		return failure(err, false)
+	}
+	// Spend on data what the rest of the result leaves of the limit, and
+	// shrink if the first estimate was off.
+	limit := int(t.cfg.MaxOutputBytes) - sseMargin
+	budget := limit - encodedLen(t.render(obj, nil, a.Offset, 0)) - 512
+	for range 4 {
+		r := t.render(obj, data, a.Offset, budget)
+		n := encodedLen(r)
+		if n <= limit {
+			return r
+		}
+		budget -= n - limit
+	}
+	return tool.Errorf("get %q: cannot fit the object's description in the %d-byte output limit", a.Key, t.cfg.MaxOutputBytes)
+}
+
+// render builds storage_get's result for data read at offset of obj,
+// spending at most budget bytes of encoded output on the data itself.
+func (t *Tools) render(obj objects.Object, data []byte, offset int64, budget int) *tool.Result {
+	if budget < 0 {
+		budget = 0
+	}
+	res := getResult{Object: obj, Offset: offset}
+	more := offset+int64(len(data)) < obj.Size
+	var payload tool.Content
+	mt, image := isImage(obj.ContentType)
+	switch {
+	case len(data) == 0:
+		res.Encoding = "text"
+	case image && offset == 0 && !more && base64.StdEncoding.EncodedLen(len(data)) <= budget:
+		res.Encoding = "image"
+		payload = tool.Image(data, mt)
+	case isText(obj.ContentType) && textOK(data, more):
+		res.Encoding = "text"
+		if more {
+			data = trimPartialRune(data)
+		}
+		s := fitText(string(data), budget)
+		data = data[:len(s)]
+		payload = tool.Text(s)
+	default:
+		res.Encoding = "base64"
+		if max := budget / 4 * 3; len(data) > max {
+			data = data[:max]
+		}
+		payload = tool.Text(base64.StdEncoding.EncodeToString(data))
+	}
+	res.Length = int64(len(data))
+	if end := offset + res.Length; end < obj.Size {
+		res.NextOffset = &end
+	}
+	blocks := []tool.Content{tool.Text(getHeader(res))}
+	if payload.Type != "" && res.Length > 0 {
+		blocks = append(blocks, payload)
+	}
+	return structured(res, blocks...)
+}
+
+// textOK reports whether data can go out as text: valid UTF-8, allowing an
+// incomplete character at the end when the object continues.
+func textOK(data []byte, more bool) bool {
+	if more {
+		data = trimPartialRune(data)
+	}
+	return utf8.Valid(data)
+}
+
+func getHeader(r getResult) string {
+	size := r.Size
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q: %s, %d bytes", r.Key, orUnknown(r.ContentType), size)
+	switch {
+	case r.Length == 0 && r.Offset >= size && r.Offset > 0:
+		fmt.Fprintf(&b, "; offset %d is at or past the end, no data", r.Offset)
+	case size == 0:
+		b.WriteString("; empty")
+	case r.Length == 0:
+		b.WriteString("; no data fits in the output limit")
+	default:
+		fmt.Fprintf(&b, "; bytes %d-%d as %s", r.Offset, r.Offset+r.Length-1, r.Encoding)
+	}
+	if r.NextOffset != nil {
+		fmt.Fprintf(&b, "; more: call storage_get with offset %d, or storage_presign for a download URL", *r.NextOffset)
+	}
+	return b.String()
+}
+
+func orUnknown(ct string) string {
+	if ct == "" {
+		return "unknown type"
+	}
+	return ct
+}

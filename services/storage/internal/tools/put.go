@@ -1,0 +1,163 @@
+package tools
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/brain-tools/suite/pkg/tool"
+
+	"github.com/brain-tools/suite/services/storage/internal/keys"
+)
+
+// MaxMetadataBytes is S3's limit on user-defined metadata: 2 KB of keys and
+// values together.
+const MaxMetadataBytes = 2048
+
+type putArgs struct {
+	Key         string            `json:"key"`
+	Text        *string           `json:"text"`
+	DataBase64  *string           `json:"data_base64"`
+	ContentType string            `json:"content_type"`
+	Metadata    map[string]string `json:"metadata"`
+}
+
+func (a *putArgs) Validate() error {
+	if err := keys.Validate(a.Key); err != nil {
+		return &strictjson.FieldError{Field: "key", Problem: err.Error()}
+	}
+	if (a.Text == nil) == (a.DataBase64 == nil) {
+		return &strictjson.FieldError{Field: "text", Problem: "give exactly one of text and data_base64"}
+	}
+	if a.ContentType != "" {
+		if _, _, err := mime.ParseMediaType(a.ContentType); err != nil {
+			return &strictjson.FieldError{Field: "content_type", Problem: fmt.Sprintf("%q is not a media type: %v", a.ContentType, err)}
+		}
+	}
+	return validateMetadata(a.Metadata)
+}
+
+// validateMetadata applies S3's rules for user metadata, which travels as
+// x-amz-meta-* headers: names of lower-case letters, digits, '-' and '_',
+// values of printable ASCII, 2 KB in all.
+func validateMetadata(m map[string]string) error {
+	total := 0
+	for k, v := range m {
+		if k == "" || len(k) > 128 {
+			return &strictjson.FieldError{Field: "metadata", Problem: fmt.Sprintf("name %q: want 1 to 128 characters", k)}
+		}
+		for _, r := range k {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return &strictjson.FieldError{Field: "metadata." + k, Problem: "names use lower-case letters, digits, - and _"}
+			}
+		}
+		for _, r := range v {
+			if r < 0x20 || r > 0x7e {
+				return &strictjson.FieldError{Field: "metadata." + k, Problem: fmt.Sprintf("value has %U; values are printable ASCII", r)}
+			}
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxMetadataBytes {
+		return &strictjson.FieldError{Field: "metadata", Problem: fmt.Sprintf("%d bytes of names and values, more than S3's %d", total, MaxMetadataBytes)}
+	}
+	return nil
+}
+
+func (t *Tools) put(ctx context.Context, call *service.Call, a putArgs) *tool.Result {
+	ns, bad := t.namespace(call)
+	if bad != nil {
+		return bad
+	}
+	var body []byte
+	contentType := a.ContentType
+	if a.Text != nil {
+		body = []byte(*a.Text)
+		if contentType == "" {
+			contentType = textType(a.Key)
+		}
+	} else {
+		if enc := base64.StdEncoding.DecodedLen(len(*a.DataBase64)); int64(enc) > t.cfg.MaxPutBytes+3 {
+			return t.tooLarge("data_base64", int64(enc))
+		}
+		var err error
+		body, err = base64.StdEncoding.DecodeString(*a.DataBase64)
+		if err != nil {
+			return fieldErr("data_base64", "not standard base64: %v", err)
+		}
+		if contentType == "" {
+			contentType = binaryType(a.Key, body)
+		}
+	}
+	if int64(len(body)) > t.cfg.MaxPutBytes {
+		field := "data_base64"
+		if a.Text != nil {
+			field = "text"
+		}
+		return t.tooLarge(field, int64(len(body)))
+	}
+	obj, err := t.store.Put(ctx, ns, a.Key, body, contentType, a.Metadata)
+	if err != nil {
+		return failure(err, true)
+	}
+	return structured(obj, tool.Text(fmt.Sprintf("stored %q: %d bytes, %s, etag %s", obj.Key, obj.Size, obj.ContentType, obj.ETag)))
+}
+
+func (t *Tools) tooLarge(field string, n int64) *tool.Result {
+	return fieldErr(field, "%d bytes, more than the %d bytes storage_put takes; upload larger objects with storage_presign (method PUT)", n, t.cfg.MaxPutBytes)
+}
+
+// textType picks a text content type from the key's extension, falling
+// back to text/plain.
+func textType(key string) string {
+	if ct := mime.TypeByExtension(path.Ext(key)); ct != "" && isText(ct) {
+		if !strings.Contains(ct, "charset") {
+			ct += "; charset=utf-8"
+		}
+		return ct
+	}
+	return "text/plain; charset=utf-8"
+}
+
+// binaryType picks a content type from the key's extension, then from the
+// bytes (net/http's sniffing), so images come back as image blocks.
+func binaryType(key string, body []byte) string {
+	if ct := mime.TypeByExtension(path.Ext(key)); ct != "" {
+		return ct
+	}
+	return http.DetectContentType(body)
+}
+
+// isText reports whether bytes of this content type should be returned as
+// text: text/*, JSON, XML, YAML, JavaScript and the +json/+xml suffixes.
+func isText(contentType string) bool {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	if strings.HasPrefix(mt, "text/") || strings.HasSuffix(mt, "+json") || strings.HasSuffix(mt, "+xml") || strings.HasSuffix(mt, "+yaml") {
+		return true
+	}
+	switch mt {
+	case "application/json", "application/xml", "application/javascript", "application/ecmascript",
+		"application/x-yaml", "application/yaml", "application/toml", "application/x-ndjson",
+		"application/sql", "application/x-sh", "application/csv", "application/graphql":
+		return true
+	}
+	_, hasCharset := params["charset"]
+	return hasCharset && mt != "application/octet-stream"
+}
+
+// imageTypes are the image types returned as image blocks.
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+func isImage(contentType string) (string, bool) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return mt, err == nil && imageTypes[mt]
+}

@@ -1,0 +1,136 @@
+// Package tools serves the storage tools (storage_put, storage_get,
+// storage_head, storage_list, storage_delete, storage_presign) on top of an
+// objects.Store.
+//
+// Each call's namespace is built from the request body's tenant_id (and
+// session_id in session mode), never from arguments: the tool contract says
+// to authorize with the session's identity only. Results stay under the
+// binding's max_output_bytes; larger objects are read in ranges or through
+// presigned URLs.
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/tool"
+
+	"github.com/brain-tools/suite/services/storage/internal/keys"
+	"github.com/brain-tools/suite/services/storage/internal/objects"
+)
+
+// Config is the tools' own settings, parsed from the environment.
+type Config struct {
+	// KeyPrefixMode is tenant (one namespace per tenant) or session (one per
+	// session of each tenant) (env STORAGE_KEY_PREFIX_MODE).
+	KeyPrefixMode string `env:"STORAGE_KEY_PREFIX_MODE" envDefault:"tenant"`
+	// KeyRoot is a prefix above every namespace, "" or ending in "/"
+	// (env STORAGE_KEY_ROOT), e.g. "brain/" to share a bucket.
+	KeyRoot string `env:"STORAGE_KEY_ROOT"`
+	// MaxPutBytes caps the object storage_put stores, after base64
+	// decoding (env STORAGE_MAX_PUT_BYTES, default 2 MiB). The request body
+	// cap MAX_REQUEST_BYTES (4 MiB) must hold it base64-encoded; larger
+	// objects go through storage_presign with method PUT.
+	MaxPutBytes int64 `env:"STORAGE_MAX_PUT_BYTES" envDefault:"2097152"`
+	// MaxOutputBytes is the max_output_bytes of the bindings, which every
+	// result stays under (env STORAGE_MAX_OUTPUT_BYTES, default 1 MiB, at
+	// most 2 MiB: the contract's limit).
+	MaxOutputBytes int64 `env:"STORAGE_MAX_OUTPUT_BYTES" envDefault:"1048576"`
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if _, err := keys.ParseMode(c.KeyPrefixMode); err != nil {
+		errs = append(errs, fmt.Errorf("STORAGE_KEY_PREFIX_MODE: %w", err))
+	}
+	if _, err := keys.New(c.KeyRoot, keys.ModeTenant, "t", ""); err != nil {
+		errs = append(errs, fmt.Errorf("STORAGE_KEY_ROOT: %w", err))
+	}
+	if c.MaxPutBytes < 1 {
+		errs = append(errs, fmt.Errorf("STORAGE_MAX_PUT_BYTES must be positive, got %d", c.MaxPutBytes))
+	}
+	if c.MaxOutputBytes < minOutputBytes || c.MaxOutputBytes > tool.MaxOutputBytesLimit {
+		errs = append(errs, fmt.Errorf("STORAGE_MAX_OUTPUT_BYTES must be from %d to %d, got %d", minOutputBytes, tool.MaxOutputBytesLimit, c.MaxOutputBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// minOutputBytes leaves room for the largest key and metadata a result
+// can echo (1 KiB key and 2 KiB metadata, JSON-escaped) plus some data.
+const minOutputBytes = 64 << 10
+
+// Tools serves the storage tools for one Store.
+type Tools struct {
+	store *objects.Store
+	cfg   Config
+	mode  keys.Mode
+}
+
+// New returns the tools over store. cfg must be valid (see Validate).
+func New(store *objects.Store, cfg Config) (*Tools, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mode, _ := keys.ParseMode(cfg.KeyPrefixMode)
+	return &Tools{store: store, cfg: cfg, mode: mode}, nil
+}
+
+// List returns the six tools with their bindings.
+func (t *Tools) List() []service.Tool {
+	b := func(name, desc, schema string, out string) tool.Binding {
+		return tool.Binding{
+			Name:           name,
+			Description:    desc,
+			InputSchema:    json.RawMessage(schema),
+			OutputSchema:   json.RawMessage(out),
+			TimeoutSeconds: 120,
+			MaxOutputBytes: t.cfg.MaxOutputBytes,
+		}
+	}
+	return []service.Tool{
+		{Binding: b("storage_put", putDescription, putSchema, objectOutSchema), Handler: service.Typed(t.put)},
+		{Binding: b("storage_get", getDescription, getSchema, getOutSchema), Handler: service.Typed(t.get)},
+		{Binding: b("storage_head", headDescription, keySchema, objectOutSchema), Handler: service.Typed(t.head)},
+		{Binding: b("storage_list", listDescription, listSchema, listOutSchema), Handler: service.Typed(t.list)},
+		{Binding: b("storage_delete", deleteDescription, keySchema, deleteOutSchema), Handler: service.Typed(t.delete)},
+		{Binding: b("storage_presign", presignDescription, presignSchema, presignOutSchema), Handler: service.Typed(t.presign)},
+	}
+}
+
+// namespace builds the call's namespace from the request body's identity.
+func (t *Tools) namespace(call *service.Call) (keys.Namespace, *tool.Result) {
+	ns, err := keys.New(t.cfg.KeyRoot, t.mode, call.TenantID, call.SessionID)
+	if err != nil {
+		return keys.Namespace{}, tool.Errorf("storage namespace: %v", err)
+	}
+	return ns, nil
+}
+
+// failure turns a Store error into an is_error result. For put and delete,
+// a failure that may have happened after the server acted (network, 5xx)
+// is an unknown outcome, as the contract's outcome table asks.
+func failure(err error, mutating bool) *tool.Result {
+	r := tool.Errorf("%v", err)
+	var e *objects.Error
+	if errors.As(err, &e) && mutating && e.Kind == objects.KindUnavailable {
+		r.UnknownOutcome = true
+	}
+	return r
+}
+
+// structured builds a result with v as structured_content and text blocks.
+func structured(v any, blocks ...tool.Content) *tool.Result {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return tool.Errorf("encode result: %v", err)
+	}
+	return &tool.Result{Content: blocks, StructuredContent: data}
+}
+
+// fieldErr names the argument at fault the way service.Typed does.
+func fieldErr(field, format string, args ...any) *tool.Result {
+	return tool.Errorf("invalid arguments: %s: %s", field, fmt.Sprintf(format, args...))
+}

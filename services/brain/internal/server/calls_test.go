@@ -1,0 +1,384 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCreateCall(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "echo", "slow")
+	tests := []struct {
+		name   string
+		body   any
+		status int
+		code   string
+		want   []string // message parts for refusals
+		// for accepted calls
+		callStatus, errorCode, text string
+		isError, unknown            bool
+	}{
+		{name: "succeeds", body: map[string]any{"tool": "echo", "arguments": map[string]string{"text": "hello"}, "wait_seconds": 5},
+			status: 200, callStatus: "succeeded", text: "hello"},
+		{name: "wait_seconds at its limit", body: map[string]any{"tool": "echo", "arguments": map[string]string{"text": "hi"}, "wait_seconds": MaxWaitSeconds},
+			status: 200, callStatus: "succeeded", text: "hi"},
+		{name: "arguments fail the schema", body: map[string]any{"tool": "echo", "arguments": map[string]string{"text": strings.Repeat("x", 101)}, "wait_seconds": 5},
+			status: 200, callStatus: "failed", errorCode: "invalid_arguments", isError: true, text: "/text"},
+		{name: "arguments miss a required field", body: map[string]any{"tool": "echo", "wait_seconds": 5},
+			status: 200, callStatus: "failed", errorCode: "invalid_arguments", isError: true, text: "text"},
+		{name: "no wait answers 202", body: map[string]any{"tool": "slow"}, status: 202, callStatus: "running"},
+		{name: "tool not enabled", body: map[string]any{"tool": "progress"}, status: 400, code: codeInvalidRequest, want: []string{"tool", `"progress"`, "not enabled"}},
+		{name: "tool of another tenant", body: map[string]any{"tool": "secret"}, status: 400, code: codeInvalidRequest, want: []string{"tool", `"secret"`}},
+		{name: "no tool", body: map[string]any{"arguments": map[string]string{}}, status: 400, code: codeInvalidRequest, want: []string{"tool", "required"}},
+		{name: "wait_seconds over its limit", body: map[string]any{"tool": "echo", "wait_seconds": MaxWaitSeconds + 1}, status: 400, code: codeInvalidRequest, want: []string{"wait_seconds", "0..60", "61"}},
+		{name: "negative wait_seconds", body: map[string]any{"tool": "echo", "wait_seconds": -1}, status: 400, code: codeInvalidRequest, want: []string{"wait_seconds"}},
+		{name: "wait_seconds of wrong type", body: `{"tool":"echo","wait_seconds":"5"}`, status: 400, code: codeInvalidRequest, want: []string{"wait_seconds", "integer"}},
+		{name: "fractional wait_seconds", body: `{"tool":"echo","wait_seconds":1.5}`, status: 400, code: codeInvalidRequest, want: []string{"wait_seconds", "integer"}},
+		{name: "arguments not an object", body: `{"tool":"echo","arguments":["a"]}`, status: 400, code: codeInvalidRequest, want: []string{"arguments", "object"}},
+		{name: "unknown field", body: `{"tool":"echo","args":{}}`, status: 400, code: codeInvalidRequest, want: []string{"args", "unknown field"}},
+		{name: "malformed JSON", body: `{"tool":`, status: 400, code: codeInvalidRequest, want: []string{"malformed JSON"}},
+		{name: "body over the size limit", body: `{"tool":"echo","arguments":{"text":"` + strings.Repeat("a", MaxBodyBytes) + `"}}`, status: 413, code: codeTooLarge, want: []string{"1048576"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", tt.body)
+			if tt.code != "" {
+				wantRefusal(t, r, tt.status, tt.code, tt.want...)
+				return
+			}
+			if r.status != tt.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tt.status, r.body)
+			}
+			var c CallJSON
+			r.json(t, &c)
+			if c.Status != tt.callStatus || c.SessionID != s.ID || c.TenantID != "t1" || !strings.HasPrefix(c.ID, "call_") {
+				t.Errorf("call = %+v", c)
+			}
+			if tt.callStatus == "running" {
+				if string(c.Result) != "null" || c.FinishedAt != nil || c.StartedAt == nil {
+					t.Errorf("pending call has result %s, finished_at %v", c.Result, c.FinishedAt)
+				}
+				return
+			}
+			text, res := resultText(t, c.Result)
+			if res.IsError != tt.isError || res.UnknownOutcome != tt.unknown || c.UnknownOutcome != tt.unknown || !strings.Contains(text, tt.text) {
+				t.Errorf("result = %s, want is_error %v unknown_outcome %v text ~ %q", c.Result, tt.isError, tt.unknown, tt.text)
+			}
+			if got := deref(c.ErrorCode); got != tt.errorCode {
+				t.Errorf("error_code = %q, want %q", got, tt.errorCode)
+			}
+			if c.FinishedAt == nil {
+				t.Error("finished call without finished_at")
+			}
+			g := b.do("GET", "/tool_calls/"+c.ID, "t1", nil)
+			var again CallJSON
+			g.json(t, &again)
+			if g.status != 200 {
+				t.Errorf("GET finished call: %d", g.status)
+			}
+			if diff := cmp.Diff(c, again); diff != "" {
+				t.Errorf("GET differs from POST (-post +get):\n%s", diff)
+			}
+		})
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func TestWaitAndGet(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "slow")
+	st, c := b.call("t1", s.ID, "slow", nil, 0)
+	if st != http.StatusAccepted {
+		t.Fatalf("status %d", st)
+	}
+	waitStarted(t, b.tools)
+	tests := []struct {
+		query  string
+		status int
+		want   []string
+	}{
+		{"?wait_seconds=61", 400, []string{"wait_seconds", "0..60"}},
+		{"?wait_seconds=-1", 400, []string{"wait_seconds"}},
+		{"?wait_seconds=abc", 400, []string{"wait_seconds", "integer"}},
+		{"?wait_seconds=1&wait_seconds=2", 400, []string{"wait_seconds", "2 times"}},
+		{"?wait=1", 400, []string{"wait", "unknown query parameter"}},
+		{"", 202, nil},
+		{"?wait_seconds=0", 202, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			r := b.do("GET", "/tool_calls/"+c.ID+tt.query, "t1", nil)
+			if tt.status >= 400 {
+				wantRefusal(t, r, tt.status, codeInvalidRequest, tt.want...)
+				return
+			}
+			var got CallJSON
+			r.json(t, &got)
+			if r.status != tt.status || got.Status != "running" {
+				t.Errorf("%d %s", r.status, r.body)
+			}
+		})
+	}
+	start := time.Now()
+	r := b.do("GET", "/tool_calls/"+c.ID+"?wait_seconds=1", "t1", nil)
+	if r.status != http.StatusAccepted || time.Since(start) < 900*time.Millisecond {
+		t.Errorf("wait 1 s on a running call: %d after %v", r.status, time.Since(start))
+	}
+	go func() { time.Sleep(100 * time.Millisecond); b.tools.releaseAll() }()
+	r = b.do("GET", "/tool_calls/"+c.ID+"?wait_seconds=10", "t1", nil)
+	var done CallJSON
+	r.json(t, &done)
+	if r.status != 200 || done.Status != "succeeded" {
+		t.Errorf("wait for release: %d %s", r.status, r.body)
+	}
+	wantRefusal(t, b.do("GET", "/tool_calls/call_nope", "t1", nil), 404, codeNotFound, "call_nope")
+}
+
+func TestCancelCall(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "slow", "echo")
+	_, c := b.call("t1", s.ID, "slow", nil, 0)
+	waitStarted(t, b.tools)
+	tests := []struct {
+		name   string
+		body   any
+		hdr    []string
+		status int
+		code   string
+		want   []string
+	}{
+		{"unknown field in body", `{"reason":"x"}`, nil, 400, codeInvalidRequest, []string{"reason", "unknown field"}},
+		{"body of wrong content type", `{}`, []string{"Content-Type", "text/plain"}, 415, codeUnsupportedMedia, []string{"content-type"}},
+		{"unknown call", nil, nil, 404, codeNotFound, []string{"not found"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := c.ID
+			if tt.status == 404 {
+				id = "call_nope"
+			}
+			wantRefusal(t, b.do("POST", "/tool_calls/"+id+"/cancel", "t1", tt.body, tt.hdr...), tt.status, tt.code, tt.want...)
+		})
+	}
+	r := b.do("POST", "/tool_calls/"+c.ID+"/cancel", "t1", nil)
+	var got CallJSON
+	r.json(t, &got)
+	text, res := resultText(t, got.Result)
+	if r.status != 200 || got.Status != "cancelled" || !res.IsError || !res.UnknownOutcome || !got.UnknownOutcome || deref(got.ErrorCode) != "cancelled" {
+		t.Errorf("cancel in flight: %d %s", r.status, r.body)
+	}
+	if !strings.Contains(text, "cancel") {
+		t.Errorf("result text %q does not say cancelled", text)
+	}
+	wantRefusal(t, b.do("POST", "/tool_calls/"+c.ID+"/cancel", "t1", `{}`), 409, codeConflict, c.ID, "cancelled")
+	_, done := b.call("t1", s.ID, "echo", map[string]string{"text": "x"}, 5)
+	wantRefusal(t, b.do("POST", "/tool_calls/"+done.ID+"/cancel", "t1", nil), 409, codeConflict, "succeeded")
+	evs := b.events("t1", s.ID)
+	if diff := cmp.Diff([]string{"session.created", "tool.call", "tool.result", "tool.call", "tool.result"}, eventTypes(evs)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	// The tool saw its request end.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.tools.mu.Lock()
+		n := b.tools.cancelled
+		b.tools.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tool saw %d cancelled requests, want 1", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestInterruptAndClose(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "slow", "echo")
+	var calls []CallJSON
+	for range 2 {
+		_, c := b.call("t1", s.ID, "slow", nil, 0)
+		waitStarted(t, b.tools)
+		calls = append(calls, c)
+	}
+	steps := []struct {
+		name, method, path string
+		body               any
+		status             int
+		want               []string
+		sessionStatus      string
+	}{
+		{"interrupt", "POST", "/interrupt", nil, 200, nil, "interrupted"},
+		{"call in interrupted session", "POST", "/tool_calls", map[string]any{"tool": "echo", "arguments": map[string]string{"text": "x"}}, 409, []string{"interrupted"}, ""},
+		{"interrupt again", "POST", "/interrupt", nil, 409, []string{"interrupted"}, ""},
+		{"interrupt with unknown field", "POST", "/interrupt", `{"now":true}`, 400, []string{"now"}, ""},
+		{"close", "POST", "/close", `{}`, 200, nil, "closed"},
+		{"close again", "POST", "/close", nil, 409, []string{"closed"}, ""},
+		{"delete closed", "DELETE", "", nil, 409, []string{"closed"}, ""},
+		{"call in closed session", "POST", "/tool_calls", map[string]any{"tool": "echo"}, 409, []string{"closed"}, ""},
+	}
+	for _, st := range steps {
+		r := b.do(st.method, "/sessions/"+s.ID+st.path, "t1", st.body)
+		switch {
+		case st.status == 200:
+			var got SessionJSON
+			r.json(t, &got)
+			if r.status != 200 || got.Status != st.sessionStatus {
+				t.Errorf("%s: %d %s", st.name, r.status, r.body)
+			}
+		case st.status == 400:
+			wantRefusal(t, r, 400, codeInvalidRequest, st.want...)
+		default:
+			wantRefusal(t, r, st.status, codeConflict, st.want...)
+		}
+		if st.name == "interrupt" {
+			for _, c := range calls {
+				g := b.do("GET", "/tool_calls/"+c.ID, "t1", nil)
+				var got CallJSON
+				g.json(t, &got)
+				_, res := resultText(t, got.Result)
+				if g.status != 200 || got.Status != "cancelled" || !res.IsError || !res.UnknownOutcome {
+					t.Errorf("call %s after interrupt: %d %s", c.ID, g.status, g.body)
+				}
+			}
+		}
+	}
+	want := []string{"session.created", "tool.call", "tool.call", "session.interrupted", "tool.result", "tool.result", "session.closed"}
+	if diff := cmp.Diff(want, eventTypes(b.events("t1", s.ID))); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	// DELETE closes too.
+	s2 := b.session("t1")
+	r := b.do("DELETE", "/sessions/"+s2.ID, "t1", nil)
+	var got SessionJSON
+	r.json(t, &got)
+	if r.status != 200 || got.Status != "closed" {
+		t.Errorf("DELETE: %d %s", r.status, r.body)
+	}
+}
+
+func TestListCalls(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s1 := b.session("t1", "echo", "slow")
+	s2 := b.session("t1", "echo")
+	for i := range 3 {
+		b.call("t1", s1.ID, "echo", map[string]string{"text": fmt.Sprint(i)}, 5)
+	}
+	b.call("t1", s1.ID, "echo", map[string]string{}, 5) // failed
+	b.call("t1", s2.ID, "echo", map[string]string{"text": "s2"}, 5)
+	b.call("t1", s1.ID, "slow", nil, 0)
+	waitStarted(t, b.tools)
+	tests := []struct {
+		query  string
+		status int
+		n      int
+		want   []string
+	}{
+		{"", 200, 6, nil},
+		{"?session_id=" + s1.ID, 200, 5, nil},
+		{"?session_id=" + s2.ID, 200, 1, nil},
+		{"?tool=echo", 200, 5, nil},
+		{"?tool=slow&status=running", 200, 1, nil},
+		{"?status=succeeded", 200, 4, nil},
+		{"?status=failed&session_id=" + s1.ID, 200, 1, nil},
+		{"?status=cancelled", 200, 0, nil},
+		{"?tool=nope", 200, 0, nil},
+		{"?limit=2", 200, 2, nil},
+		{"?limit=1000", 200, 6, nil},
+		{"?limit=1001", 400, 0, []string{"limit", "1..1000"}},
+		{"?limit=0", 400, 0, []string{"limit"}},
+		{"?status=done", 400, 0, []string{"status", `"done"`, "queued", "timed_out"}},
+		{"?state=running", 400, 0, []string{"state", "unknown query parameter"}},
+		{"?session_id=ses_nope", 404, 0, []string{"ses_nope"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			r := b.do("GET", "/tool_calls"+tt.query, "t1", nil)
+			if tt.status != 200 {
+				code := codeInvalidRequest
+				if tt.status == 404 {
+					code = codeNotFound
+				}
+				wantRefusal(t, r, tt.status, code, tt.want...)
+				return
+			}
+			var list struct {
+				ToolCalls []CallJSON `json:"tool_calls"`
+			}
+			r.json(t, &list)
+			if r.status != 200 || len(list.ToolCalls) != tt.n {
+				t.Errorf("%d calls, want %d: %s", len(list.ToolCalls), tt.n, r.body)
+			}
+		})
+	}
+}
+
+func TestTraceparent(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "echo")
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "echo", "arguments": map[string]string{"text": "x"}, "wait_seconds": 5}, "traceparent", tp)
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	b.call("t1", s.ID, "echo", map[string]string{"text": "untraced"}, 5)
+	b.tools.mu.Lock()
+	defer b.tools.mu.Unlock()
+	got := b.tools.traceparent
+	if len(got) != 2 || !strings.HasPrefix(got[0], "00-4bf92f3577b34da6a3ce929d0e0e4736-") || got[1] != "" {
+		t.Errorf("traceparent at the tool = %q, want the trace of the request, then none", got)
+	}
+}
+
+// TestShutdownCancelsCalls: Close ends calls still in flight as cancelled
+// with their tool.result recorded, so a restart finds nothing to recover.
+func TestShutdownCancelsCalls(t *testing.T) {
+	t.Parallel()
+	ts := newToolServer(t)
+	dir := t.TempDir()
+	cfg := hostConfig(t, ts.URL)
+	srv, err := New(context.Background(), Options{Config: cfg, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &brain{t: t, srv: srv, tools: ts, dir: dir}
+	hs := newHTTPTestServer(t, srv)
+	b.url = hs
+	s := b.session("t1", "slow")
+	_, c := b.call("t1", s.ID, "slow", nil, 0)
+	waitStarted(t, ts)
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv2, err := New(context.Background(), Options{Config: cfg, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv2.Close()
+	got, err := srv2.store.Call(context.Background(), "t1", c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "cancelled" || got.ErrorCode != "cancelled" || !got.UnknownOutcome {
+		t.Errorf("call after shutdown = %+v", got)
+	}
+}

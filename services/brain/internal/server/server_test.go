@@ -1,0 +1,267 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestHealthzAndRouting(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	tests := []struct {
+		name, method, path, tenant string
+		status                     int
+		code                       string
+		want                       []string
+	}{
+		{"healthz without auth", "GET", "/healthz", "", 200, "", nil},
+		{"healthz with query", "GET", "/healthz?x=1", "", 400, codeInvalidRequest, []string{"x", "unknown query parameter"}},
+		{"unknown route", "GET", "/nope", "t1", 404, codeNotFound, []string{"/nope"}},
+		{"trailing slash is not redirected", "GET", "/catalog/", "t1", 404, codeNotFound, []string{"/catalog/"}},
+		{"wrong method on sessions", "PUT", "/sessions", "t1", 405, codeMethodNotAllowed, []string{"PUT", "POST"}},
+		{"wrong method on catalog", "POST", "/catalog", "t1", 405, codeMethodNotAllowed, []string{"POST", "GET"}},
+		{"wrong method on tool call", "DELETE", "/tool_calls/x", "t1", 405, codeMethodNotAllowed, []string{"DELETE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := b.do(tt.method, tt.path, tt.tenant, nil)
+			if r.header.Get("X-Request-Id") == "" {
+				t.Error("no X-Request-Id header")
+			}
+			if tt.status == 200 {
+				if r.status != 200 || strings.TrimSpace(string(r.body)) != `{"status":"ok"}` {
+					t.Errorf("got %d %s", r.status, r.body)
+				}
+				return
+			}
+			wantRefusal(t, r, tt.status, tt.code, tt.want...)
+			if tt.status == 405 && r.header.Get("Allow") == "" {
+				t.Error("405 without Allow header")
+			}
+		})
+	}
+	t.Run("request id kept when well-formed", func(t *testing.T) {
+		r := b.do("GET", "/healthz", "", nil, "X-Request-Id", "abc-123")
+		if got := r.header.Get("X-Request-Id"); got != "abc-123" {
+			t.Errorf("X-Request-Id = %q, want abc-123", got)
+		}
+		r = b.do("GET", "/healthz", "", nil, "X-Request-Id", "bad id\twith tab")
+		if got := r.header.Get("X-Request-Id"); got == "" || strings.Contains(got, " ") {
+			t.Errorf("X-Request-Id = %q, want a fresh id", got)
+		}
+	})
+}
+
+func TestCatalog(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	tests := []struct {
+		tenant string
+		status int
+		want   []string
+		code   string
+	}{
+		{"t1", 200, []string{"echo", "slow", "progress", "inspect"}, ""},
+		{"t2", 200, []string{"echo", "secret"}, ""},
+		{"", 401, nil, codeUnauthorized},
+		{"wrong-key", 401, nil, codeUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tenant, func(t *testing.T) {
+			r := b.do("GET", "/catalog", tt.tenant, nil)
+			if tt.status != 200 {
+				wantRefusal(t, r, tt.status, tt.code, "authorization")
+				if r.header.Get("WWW-Authenticate") == "" {
+					t.Error("401 without WWW-Authenticate")
+				}
+				return
+			}
+			if strings.Contains(string(r.body), "url") || strings.Contains(string(r.body), "token_env") {
+				t.Errorf("catalog shows url or token_env: %s", r.body)
+			}
+			var cat struct {
+				Tools []struct {
+					Name        string          `json:"name"`
+					InputSchema json.RawMessage `json:"input_schema"`
+				} `json:"tools"`
+			}
+			r.json(t, &cat)
+			var names []string
+			for _, c := range cat.Tools {
+				names = append(names, c.Name)
+				if len(c.InputSchema) == 0 {
+					t.Errorf("%s: no input_schema", c.Name)
+				}
+			}
+			if diff := cmp.Diff(tt.want, names); diff != "" {
+				t.Errorf("catalog of %s (-want +got):\n%s", tt.tenant, diff)
+			}
+		})
+	}
+}
+
+func TestCreateSession(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	big := `{"harness":"x"` + strings.Repeat(" ", MaxBodyBytes) + `}`
+	exact := `{"harness":"x"` + strings.Repeat(" ", MaxBodyBytes-len(`{"harness":"x"}`)) + `}`
+	tests := []struct {
+		name   string
+		tenant string
+		body   any
+		hdr    []string
+		status int
+		code   string
+		want   []string
+	}{
+		{"tools and known fields", "t1", `{"harness":"pi","config":{"model":"openai/gpt-4.1-mini","tools":["echo","slow"]}}`, nil, 201, "", nil},
+		{"no config", "t1", `{}`, nil, 201, "", nil},
+		{"body at the size limit", "t1", exact, nil, 201, "", nil},
+		{"harness at its limit", "t1", map[string]any{"harness": strings.Repeat("h", MaxHarnessBytes)}, nil, 201, "", nil},
+		{"model at its limit", "t1", map[string]any{"config": map[string]any{"model": strings.Repeat("m", MaxModelBytes)}}, nil, 201, "", nil},
+		{"harness over its limit", "t1", map[string]any{"harness": strings.Repeat("h", MaxHarnessBytes+1)}, nil, 400, codeInvalidRequest, []string{"harness", "64"}},
+		{"model over its limit", "t1", map[string]any{"config": map[string]any{"model": strings.Repeat("m", MaxModelBytes+1)}}, nil, 400, codeInvalidRequest, []string{"config.model", "256"}},
+		{"unknown tool", "t1", `{"config":{"tools":["echo","nope"]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[1]", `"nope"`}},
+		{"tool of another tenant", "t1", `{"config":{"tools":["secret"]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[0]", `"secret"`}},
+		{"tool listed twice", "t1", `{"config":{"tools":["echo","slow","echo"]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[2]", `"echo"`, "twice"}},
+		{"empty tool name", "t1", `{"config":{"tools":[""]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[0]"}},
+		{"unknown field", "t1", `{"harnes":"pi"}`, nil, 400, codeInvalidRequest, []string{"harnes", "unknown field"}},
+		{"unknown nested field", "t1", `{"config":{"toolz":[]}}`, nil, 400, codeInvalidRequest, []string{"toolz", "unknown field"}},
+		{"wrong type", "t1", `{"config":{"tools":"echo"}}`, nil, 400, codeInvalidRequest, []string{"tools", "array"}},
+		{"wrong type of harness", "t1", `{"harness":7}`, nil, 400, codeInvalidRequest, []string{"harness", "string"}},
+		{"malformed JSON", "t1", `{"config":`, nil, 400, codeInvalidRequest, []string{"malformed JSON"}},
+		{"trailing data", "t1", `{} {}`, nil, 400, codeInvalidRequest, []string{"after the JSON value"}},
+		{"empty body", "t1", ``, nil, 400, codeInvalidRequest, []string{"empty"}},
+		{"body over the size limit", "t1", big, nil, 413, codeTooLarge, []string{"1048576"}},
+		{"text content type", "t1", `{}`, []string{"Content-Type", "text/plain"}, 415, codeUnsupportedMedia, []string{"content-type", "text/plain"}},
+		{"no content type", "t1", `{}`, []string{"Content-Type", ""}, 415, codeUnsupportedMedia, []string{"content-type"}},
+		{"json with charset", "t1", `{}`, []string{"Content-Type", "application/json; charset=utf-8"}, 201, "", nil},
+		{"no API key", "", `{}`, nil, 401, codeUnauthorized, []string{"authorization"}},
+		{"wrong API key", "bogus", `{}`, nil, 401, codeUnauthorized, []string{"API key"}},
+		{"basic auth", "", `{}`, []string{"Authorization", "Basic dTpw"}, 401, codeUnauthorized, []string{"bearer"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := b.do("POST", "/sessions", tt.tenant, tt.body, tt.hdr...)
+			if tt.status != 201 {
+				wantRefusal(t, r, tt.status, tt.code, tt.want...)
+				return
+			}
+			if r.status != 201 {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			var s SessionJSON
+			r.json(t, &s)
+			if !strings.HasPrefix(s.ID, "ses_") || s.TenantID != tt.tenant || s.Status != "active" || s.Tools == nil {
+				t.Errorf("session = %+v", s)
+			}
+			got := b.do("GET", "/sessions/"+s.ID, tt.tenant, nil)
+			var again SessionJSON
+			got.json(t, &again)
+			if diff := cmp.Diff(s, again); diff != "" {
+				t.Errorf("GET differs from POST (-post +get):\n%s", diff)
+			}
+		})
+	}
+	t.Run("stored fields", func(t *testing.T) {
+		r := b.do("POST", "/sessions", "t1", `{"harness":"pi","config":{"model":"m1","tools":["echo"]}}`)
+		var s SessionJSON
+		r.json(t, &s)
+		if s.Harness == nil || *s.Harness != "pi" || string(s.Config) != `{"model":"m1","tools":["echo"]}` || !slices.Equal(s.Tools, []string{"echo"}) {
+			t.Errorf("session = %+v, config %s", s, s.Config)
+		}
+		evs := b.events("t1", s.ID)
+		if len(evs) != 1 || evs[0].Type != "session.created" || evs[0].ID == "" {
+			t.Errorf("events = %+v, want one session.created", evs)
+		}
+	})
+	t.Run("unknown query parameter", func(t *testing.T) {
+		wantRefusal(t, b.do("POST", "/sessions?debug=1", "t1", `{}`), 400, codeInvalidRequest, "debug")
+	})
+}
+
+// TestTenantIsolation: whatever IDs a tenant sends, another tenant's
+// sessions, calls and events are "not found".
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s1 := b.session("t1", "echo")
+	_, c1 := b.call("t1", s1.ID, "echo", map[string]string{"text": "mine"}, 5)
+	s2 := b.session("t2", "echo")
+	_, c2 := b.call("t2", s2.ID, "echo", map[string]string{"text": "theirs"}, 5)
+	tests := []struct {
+		name, method, path string
+		body               any
+		hdr                []string
+	}{
+		{"get session", "GET", "/sessions/" + s1.ID, nil, nil},
+		{"interrupt session", "POST", "/sessions/" + s1.ID + "/interrupt", nil, nil},
+		{"close session", "POST", "/sessions/" + s1.ID + "/close", nil, nil},
+		{"delete session", "DELETE", "/sessions/" + s1.ID, nil, nil},
+		{"events page", "GET", "/sessions/" + s1.ID + "/events", nil, []string{"Accept", "application/json"}},
+		{"events stream", "GET", "/sessions/" + s1.ID + "/events", nil, nil},
+		{"call in session", "POST", "/sessions/" + s1.ID + "/tool_calls", map[string]any{"tool": "echo", "arguments": map[string]string{"text": "x"}}, nil},
+		{"get call", "GET", "/tool_calls/" + c1.ID, nil, nil},
+		{"wait for call", "GET", "/tool_calls/" + c1.ID + "?wait_seconds=1", nil, nil},
+		{"cancel call", "POST", "/tool_calls/" + c1.ID + "/cancel", nil, nil},
+		{"list calls of session", "GET", "/tool_calls?session_id=" + s1.ID, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantRefusal(t, b.do(tt.method, tt.path, "t2", tt.body, tt.hdr...), 404, codeNotFound, "not found")
+		})
+	}
+	r := b.do("GET", "/tool_calls", "t2", nil)
+	var list struct{ ToolCalls []CallJSON `json:"tool_calls"` }
+	r.json(t, &list)
+	if len(list.ToolCalls) != 1 || list.ToolCalls[0].ID != c2.ID {
+		t.Errorf("t2 lists %+v, want only its own call %s", list.ToolCalls, c2.ID)
+	}
+	if s := b.do("GET", "/sessions/"+s1.ID, "t1", nil); s.status != 200 {
+		t.Errorf("t1 lost its own session after t2's attempts: %d", s.status)
+	}
+	if evs := b.events("t1", s1.ID); len(evs) != 3 {
+		t.Errorf("t1 session events = %v, want session.created, tool.call, tool.result", eventTypes(evs))
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "echo")
+	b.call("t1", s.ID, "echo", map[string]string{"text": "hi"}, 5)
+	b.call("t1", s.ID, "echo", map[string]string{}, 5) // invalid_arguments
+	r := b.do("GET", "/metrics", "", nil)
+	for _, want := range []string{
+		`brain_tool_calls_total{status="succeeded",tool="echo"} 1`,
+		`brain_tool_calls_total{status="failed",tool="echo"} 1`,
+		`brain_tool_call_duration_seconds_count{status="succeeded",tool="echo"} 1`,
+	} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestSessionEventsAfterContextDone(t *testing.T) {
+	// An SSE stream ends when the server shuts down (Serve cancels request
+	// contexts), so Shutdown does not hang on it.
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, evs := b.openSSE(ctx, "t1", s.ID)
+	if ev := next(t, evs); ev.name != "session.created" {
+		t.Fatalf("first event %+v", ev)
+	}
+	if r := b.do("GET", "/sessions/"+s.ID+"/events", "t1", nil, "Last-Event-ID", "x"); r.status != http.StatusBadRequest {
+		t.Errorf("bad Last-Event-ID: %d", r.status)
+	}
+}

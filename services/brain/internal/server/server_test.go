@@ -218,7 +218,9 @@ func TestTenantIsolation(t *testing.T) {
 		})
 	}
 	r := b.do("GET", "/tool_calls", "t2", nil)
-	var list struct{ ToolCalls []CallJSON `json:"tool_calls"` }
+	var list struct {
+		ToolCalls []CallJSON `json:"tool_calls"`
+	}
 	r.json(t, &list)
 	if len(list.ToolCalls) != 1 || list.ToolCalls[0].ID != c2.ID {
 		t.Errorf("t2 lists %+v, want only its own call %s", list.ToolCalls, c2.ID)

@@ -1,0 +1,178 @@
+// Package backend is what the sandbox tools need from a place that runs
+// commands: run one command in a session's workspace with its output
+// streamed, read, write and list the workspace's files, and let go of a
+// workspace when it expires. Subpackages adapt one provider each: local
+// (bubblewrap on this host), e2b, daytona and modal.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
+)
+
+// Stream names an output stream of a command.
+type Stream int
+
+// The output streams.
+const (
+	Stdout Stream = 1
+	Stderr Stream = 2
+)
+
+func (s Stream) String() string {
+	switch s {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	}
+	return fmt.Sprintf("stream(%d)", int(s))
+}
+
+// ExecRequest is one command to run.
+type ExecRequest struct {
+	// Command is a shell command line, run with the backend's shell (bash
+	// where there is one) as `shell -c Command`.
+	Command string
+	// Dir is the working directory relative to the workspace root, clean
+	// and slash-separated ("" or "." is the root); see CleanPath.
+	Dir string
+	// Env is added to an environment that is otherwise cleared, apart from
+	// the backend's PATH and HOME defaults, which Env may override.
+	Env map[string]string
+	// Stdin is the command's standard input when non-nil; nil gives an
+	// empty input (/dev/null), so a command reading it ends at once.
+	Stdin []byte
+	// Timeout is the command's time limit. Backends whose provider can
+	// enforce a deadline on its side pass it on; every backend also kills
+	// the command when ctx ends.
+	Timeout time.Duration
+}
+
+// OutputFunc receives a command's output as it arrives. It may be called
+// from two goroutines at once (one per stream); p is only valid during the
+// call.
+type OutputFunc func(s Stream, p []byte)
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	// ExitCode is the command's exit status; 128+n when signal n ended it
+	// inside the sandbox; -1 when the backend killed it (ctx ended or a
+	// limit in Reason) and no status came back.
+	ExitCode int
+	// Killed is true when the backend killed the command because ctx ended
+	// or for Reason.
+	Killed bool
+	// Reason says why the backend killed the command when it was not ctx
+	// ("disk quota of 100 MiB exceeded"). Empty otherwise.
+	Reason string
+}
+
+// FileInfo describes one entry of a workspace listing.
+type FileInfo struct {
+	// Path is relative to the listed directory, slash-separated.
+	Path string `json:"path"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type string `json:"type"`
+	// Size in bytes (files), 0 when the backend does not tell.
+	Size int64 `json:"size"`
+	// Mode is the permission bits as octal text ("0644"), empty when the
+	// backend does not tell.
+	Mode string `json:"mode,omitempty"`
+	// ModTime is the last modification, zero when the backend does not
+	// tell.
+	ModTime time.Time `json:"mod_time,omitzero"`
+}
+
+// Backend runs commands and file operations for a workspace. Every method
+// is safe for concurrent use.
+type Backend interface {
+	// Name is the backend's config name: local, e2b, daytona or modal.
+	Name() string
+	// Check reports whether the backend can run commands now (the health
+	// check). Its error says what is missing.
+	Check(ctx context.Context) error
+	// Exec runs req in ws, sending output to out, and returns once the
+	// command and every process it started have ended or been killed. It
+	// returns an error only when the command could not be run or its end
+	// could not be learned (the provider failed); a command that fails is
+	// a result with its exit code.
+	Exec(ctx context.Context, ws *workspace.Workspace, req ExecRequest, out OutputFunc) (ExecResult, error)
+	// WriteFile writes data to the file at rel (see CleanPath), creating
+	// parent directories and replacing any existing file. Errors:
+	// ErrQuota, ErrIsDir, ErrOutside.
+	WriteFile(ctx context.Context, ws *workspace.Workspace, rel string, data []byte) error
+	// ReadFile reads at most limit bytes of the file at rel from offset
+	// and returns them with the file's size (-1 when unknown). Errors:
+	// ErrNotFound, ErrIsDir, ErrOutside.
+	ReadFile(ctx context.Context, ws *workspace.Workspace, rel string, offset, limit int64) (data []byte, size int64, err error)
+	// ListFiles lists the directory at rel down to depth levels (1 = its
+	// entries only), at most limit entries sorted by path; truncated
+	// tells whether more existed. Errors: ErrNotFound, ErrNotDir,
+	// ErrOutside.
+	ListFiles(ctx context.Context, ws *workspace.Workspace, rel string, depth, limit int) (entries []FileInfo, truncated bool, err error)
+	// Release lets go of whatever the backend holds for ws (a remote
+	// sandbox); the workspace manager calls it when ws expires.
+	Release(ctx context.Context, ws *workspace.Workspace) error
+}
+
+// Errors of the file operations. Backends wrap them with the path.
+var (
+	ErrNotFound = errors.New("no such file or directory")
+	ErrIsDir    = errors.New("is a directory")
+	ErrNotDir   = errors.New("not a directory")
+	ErrOutside  = errors.New("path leaves the workspace")
+	ErrQuota    = errors.New("disk quota exceeded")
+)
+
+// WorkspaceMount is where a sandbox sees its workspace. Paths given to the
+// tools may be relative to it or absolute under it.
+const WorkspaceMount = "/workspace"
+
+// CleanPath turns a path from a tool call into a clean path relative to
+// the workspace root: "src/a.go", "./src/../src/a.go" and
+// "/workspace/src/a.go" are all "src/a.go"; "", ".", "/workspace" are "".
+// A path that leaves the workspace ("../x", "/etc/passwd") is ErrOutside;
+// NUL bytes are refused. Symbolic links are the backends' business.
+func CleanPath(p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("path %q: contains a NUL byte", p)
+	}
+	if strings.HasPrefix(p, "/") {
+		rest, ok := strings.CutPrefix(path.Clean(p), WorkspaceMount)
+		if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+			return "", fmt.Errorf("path %q: %w (absolute paths must be under %s)", p, ErrOutside, WorkspaceMount)
+		}
+		p = strings.TrimPrefix(rest, "/")
+	}
+	c := path.Clean(p)
+	if c == "." {
+		return "", nil
+	}
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("path %q: %w", p, ErrOutside)
+	}
+	return c, nil
+}
+
+// SortAndCap sorts entries by path and keeps at most limit, telling whether
+// some were cut.
+func SortAndCap(entries []FileInfo, limit int) ([]FileInfo, bool) {
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
+	if limit > 0 && len(entries) > limit {
+		return entries[:limit], true
+	}
+	return entries, false
+}
+
+// ModeString renders permission bits as the 4-digit octal text of
+// FileInfo.Mode.
+func ModeString(m fs.FileMode) string { return fmt.Sprintf("%04o", m.Perm()) }

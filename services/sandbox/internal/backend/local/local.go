@@ -1,0 +1,640 @@
+// Package local runs sandbox commands on this host with bubblewrap (bwrap).
+//
+// Each command gets a fresh sandbox: every namespace unshared (so no
+// network: only a loopback of its own), its own PID namespace with the
+// command as PID 1 (--as-pid-1), --die-with-parent and --new-session, the
+// host's system directories read-only, the session's workspace at
+// /workspace as the only writable place besides a size-capped /tmp (the
+// root and /dev, which bwrap builds as tmpfs, are remounted read-only, so
+// /dev/shm is read-only too), an
+// environment cleared apart from what the call gives, and stdin /dev/null
+// unless input is given.
+//
+// Resource limits are set with prlimit(1) from util-linux, which execs
+// bwrap: prlimit(2) sets soft and hard limits in one call by resource name,
+// before any sandbox code runs, and bwrap and everything inside inherit
+// them; nothing inside can raise a hard limit (no CAP_SYS_RESOURCE). The
+// alternatives were worse: a shell `ulimit` line depends on the shell's
+// dialect (dash's -p is processes, bash's is the pipe size), prlimit on a
+// running pid races the child's first fork, and Go has no per-child rlimit.
+//
+// RLIMIT_NPROC counts processes per real uid and does not apply to root,
+// so when the service runs as root each session's commands run under their
+// own unprivileged host uid (the workspace's UID): bwrap then maps the
+// sandbox user (uid 1000 inside) to that uid, and a fork bomb stops at the
+// limit instead of filling the host's process table.
+//
+// Without --as-pid-1, bwrap's own PID-1 reaper outlives the outer bwrap for
+// a moment as a zombie of the host's init; those zombies count against
+// RLIMIT_NPROC and made back-to-back commands of one session fail to fork.
+// With the command as PID 1 the outer bwrap reaps it itself. When PID 1
+// exits the kernel kills every other process in the namespace, so
+// background children (`sleep 1000 &`, `nohup …`, `setsid …`) never outlive
+// the call; on a timeout or cancel the service SIGKILLs bwrap's process
+// group and --die-with-parent takes the namespace down with it.
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/brain-tools/suite/services/sandbox/internal/backend"
+	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
+)
+
+// Limits are the rlimits of every process in a sandbox. Zero fields take
+// the defaults of DefaultLimits.
+type Limits struct {
+	// CPUSeconds is RLIMIT_CPU, per process (soft = hard).
+	CPUSeconds int
+	// AddressSpace is RLIMIT_AS in bytes, per process.
+	AddressSpace int64
+	// Processes is RLIMIT_NPROC: processes and threads of the session's
+	// uid, all its sandboxes together. Only enforced when commands run
+	// under a non-root uid (see the package doc).
+	Processes int
+	// FileSize is RLIMIT_FSIZE in bytes: the largest file a process may
+	// write.
+	FileSize int64
+	// OpenFiles is RLIMIT_NOFILE per process.
+	OpenFiles int
+}
+
+// DefaultLimits are the limits used for zero fields of Config.Limits.
+var DefaultLimits = Limits{
+	CPUSeconds:   3600,
+	AddressSpace: 4 << 30,
+	Processes:    256,
+	FileSize:     1 << 30,
+	OpenFiles:    1024,
+}
+
+// Config configures the local backend.
+type Config struct {
+	// Bwrap and Prlimit are the programs; empty means look them up in PATH.
+	Bwrap, Prlimit string
+	// Shell runs the command line inside the sandbox as `Shell -c CMD`.
+	// Default /bin/bash, or /bin/sh when there is no bash.
+	Shell string
+	// ReadOnly lists host paths mounted read-only at the same place.
+	// Symbolic links (Debian's /bin -> usr/bin) are recreated as links;
+	// missing paths are skipped. Default DefaultReadOnly.
+	ReadOnly []string
+	// TmpSize caps the sandbox's /tmp (a tmpfs, in memory) in bytes.
+	// Default 64 MiB.
+	TmpSize int64
+	// Limits are the rlimits; zero fields take DefaultLimits.
+	Limits Limits
+	// SandboxUID is the uid and gid the command has inside the sandbox.
+	// Default 1000.
+	SandboxUID int
+	// Quota is the disk quota of a workspace in bytes; a command that
+	// pushes its workspace over it is killed. 0 means no check.
+	Quota int64
+	// QuotaInterval is how often a running command's workspace is
+	// measured. Default 500 ms.
+	QuotaInterval time.Duration
+	// KillGrace is how long to wait for output pipes to close after the
+	// sandbox has ended before closing them ourselves. Default 2 s.
+	KillGrace time.Duration
+	// ProbeUID is the host uid the start-up probe runs as; -1 runs it as
+	// the service's own uid.
+	ProbeUID int
+	// Logger may be nil.
+	Logger *slog.Logger
+}
+
+// DefaultReadOnly are the host paths a sandbox sees read-only by default:
+// the system's programs, libraries and configuration.
+var DefaultReadOnly = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// DefaultPath is the PATH inside a sandbox unless the call sets one.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Backend runs commands with bwrap. Create it with New.
+type Backend struct {
+	cfg     Config
+	log     *slog.Logger
+	asRoot  bool
+	mounts  []string // bwrap options for the read-only system paths
+	probeMu sync.Mutex
+	probeAt time.Time
+	probeOK error
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New checks the configuration, finds bwrap and prlimit, and runs the
+// start-up probe: a real sandbox with every option Exec uses. Its error
+// says exactly what is missing (see Probe).
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	b, err := newBackend(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Probe(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func newBackend(cfg Config) (*Backend, error) {
+	if cfg.Bwrap == "" {
+		p, err := exec.LookPath("bwrap")
+		if err != nil {
+			return nil, errors.New("local sandbox: bwrap not found in PATH: install bubblewrap (services/sandbox/deps.sh, or apt-get install bubblewrap)")
+		}
+		cfg.Bwrap = p
+	}
+	if cfg.Prlimit == "" {
+		p, err := exec.LookPath("prlimit")
+		if err != nil {
+			return nil, errors.New("local sandbox: prlimit not found in PATH: install util-linux")
+		}
+		cfg.Prlimit = p
+	}
+	if cfg.ReadOnly == nil {
+		cfg.ReadOnly = DefaultReadOnly
+	}
+	if cfg.Shell == "" {
+		cfg.Shell = "/bin/bash"
+		if _, err := os.Stat(cfg.Shell); err != nil {
+			cfg.Shell = "/bin/sh"
+		}
+	}
+	if cfg.TmpSize <= 0 {
+		cfg.TmpSize = 64 << 20
+	}
+	if cfg.SandboxUID <= 0 {
+		cfg.SandboxUID = 1000
+	}
+	if cfg.QuotaInterval <= 0 {
+		cfg.QuotaInterval = 500 * time.Millisecond
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = 2 * time.Second
+	}
+	l := &cfg.Limits
+	d := DefaultLimits
+	if l.CPUSeconds <= 0 {
+		l.CPUSeconds = d.CPUSeconds
+	}
+	if l.AddressSpace <= 0 {
+		l.AddressSpace = d.AddressSpace
+	}
+	if l.Processes <= 0 {
+		l.Processes = d.Processes
+	}
+	if l.FileSize <= 0 {
+		l.FileSize = d.FileSize
+	}
+	if l.OpenFiles <= 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	b := &Backend{cfg: cfg, log: cfg.Logger, asRoot: os.Geteuid() == 0}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	mounts, err := systemMounts(cfg.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	b.mounts = mounts
+	return b, nil
+}
+
+// systemMounts turns the read-only paths into bwrap options: --ro-bind for
+// directories and files, --symlink for links (so /bin -> usr/bin keeps
+// working), nothing for paths that do not exist.
+func systemMounts(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("local sandbox: read-only path %q is not absolute", p)
+		}
+		p = filepath.Clean(p)
+		if p == "/" || p == backend.WorkspaceMount || p == "/tmp" || p == "/proc" || p == "/dev" {
+			return nil, fmt.Errorf("local sandbox: read-only path %q would hide the sandbox's own mounts", p)
+		}
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("local sandbox: read-only path: %w", err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			if err != nil {
+				return nil, fmt.Errorf("local sandbox: read-only path: %w", err)
+			}
+			out = append(out, "--symlink", target, p)
+			continue
+		}
+		out = append(out, "--ro-bind", p, p)
+	}
+	return out, nil
+}
+
+// Name returns "local".
+func (b *Backend) Name() string { return "local" }
+
+// Limits returns the limits in force (defaults applied).
+func (b *Backend) Limits() Limits { return b.cfg.Limits }
+
+// command is one prepared sandbox run.
+type command struct {
+	cmd      *exec.Cmd
+	argsR    *os.File // bwrap options, read by bwrap from fd 3
+	argsData []byte
+}
+
+// prepare builds the prlimit+bwrap command for req in a workspace at dir
+// owned by uid (-1: run as the service's uid).
+func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*command, error) {
+	l := b.cfg.Limits
+	argv := []string{
+		b.cfg.Prlimit,
+		"--cpu=" + strconv.Itoa(l.CPUSeconds),
+		"--as=" + strconv.FormatInt(l.AddressSpace, 10),
+		"--nproc=" + strconv.Itoa(l.Processes),
+		"--fsize=" + strconv.FormatInt(l.FileSize, 10),
+		"--nofile=" + strconv.Itoa(l.OpenFiles),
+		"--core=0",
+		"--",
+		b.cfg.Bwrap,
+		"--args", "3",
+		"--", b.cfg.Shell, "-c", req.Command,
+	}
+
+	// Everything but the command line goes through fd 3, so the
+	// environment (which may hold secrets) never shows in the host's
+	// process list and no option can be mistaken for part of the command.
+	sid := strconv.Itoa(b.cfg.SandboxUID)
+	opts := []string{
+		"--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session",
+		"--uid", sid, "--gid", sid, "--cap-drop", "ALL", "--hostname", "sandbox",
+	}
+	opts = append(opts, b.mounts...)
+	opts = append(opts,
+		"--proc", "/proc",
+		// /dev and the root are tmpfs mounts bwrap makes; left writable
+		// they would be uncapped scratch space in memory.
+		"--dev", "/dev", "--remount-ro", "/dev",
+		"--size", strconv.FormatInt(b.cfg.TmpSize, 10), "--tmpfs", "/tmp",
+		"--bind", dir, backend.WorkspaceMount,
+		"--remount-ro", "/",
+		"--chdir", path.Join(backend.WorkspaceMount, req.Dir),
+		"--clearenv",
+		"--setenv", "PATH", DefaultPath,
+		"--setenv", "HOME", backend.WorkspaceMount,
+		"--setenv", "LANG", "C.UTF-8",
+	)
+	keys := make([]string, 0, len(req.Env))
+	for k := range req.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		opts = append(opts, "--setenv", k, req.Env[k])
+	}
+	var data bytes.Buffer
+	for _, o := range opts {
+		if strings.IndexByte(o, 0) >= 0 {
+			return nil, fmt.Errorf("sandbox option %q contains a NUL byte", o)
+		}
+		data.WriteString(o)
+		data.WriteByte(0)
+	}
+
+	argsR, argsW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
+	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: []string{}, Dir: "/"}
+	cmd.ExtraFiles = []*os.File{argsR}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if uid >= 0 && b.asRoot {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
+	}
+	c := &command{cmd: cmd, argsR: argsR, argsData: data.Bytes()}
+	go func() {
+		// bwrap reads its options right away; if it dies first the write
+		// fails with EPIPE, which Exec learns from the exit status.
+		_, _ = argsW.Write(c.argsData)
+		argsW.Close()
+	}()
+	return c, nil
+}
+
+// Exec runs req in ws's workspace. See backend.Backend.
+func (b *Backend) Exec(ctx context.Context, ws *workspace.Workspace, req backend.ExecRequest, out backend.OutputFunc) (backend.ExecResult, error) {
+	if req.Dir != "" {
+		if err := b.checkDir(ws, req.Dir); err != nil {
+			return backend.ExecResult{}, err
+		}
+	}
+	c, err := b.prepare(ws.Dir, ws.UID, req)
+	if err != nil {
+		return backend.ExecResult{}, err
+	}
+	return b.run(ctx, c, ws.Dir, req.Stdin, out)
+}
+
+func (b *Backend) checkDir(ws *workspace.Workspace, rel string) error {
+	root, err := os.OpenRoot(ws.Dir)
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	fi, err := root.Stat(rel)
+	if err != nil {
+		return fmt.Errorf("cwd %q: %w", rel, mapErr(err))
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("cwd %q: %w", rel, backend.ErrNotDir)
+	}
+	return nil
+}
+
+func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte, out backend.OutputFunc) (backend.ExecResult, error) {
+	cmd := c.cmd
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		c.argsR.Close()
+		return backend.ExecResult{}, fmt.Errorf("start sandbox: %w", err)
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		c.argsR.Close()
+		stdoutR.Close()
+		stdoutW.Close()
+		return backend.ExecResult{}, fmt.Errorf("start sandbox: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	var stdinW *os.File
+	if stdin != nil {
+		var stdinR *os.File
+		stdinR, stdinW, err = os.Pipe()
+		if err != nil {
+			c.argsR.Close()
+			stdoutR.Close()
+			stdoutW.Close()
+			stderrR.Close()
+			stderrW.Close()
+			return backend.ExecResult{}, fmt.Errorf("start sandbox: %w", err)
+		}
+		cmd.Stdin = stdinR
+		defer stdinR.Close()
+	}
+	startErr := cmd.Start()
+	// The child has its own copies now (or never will).
+	c.argsR.Close()
+	stdoutW.Close()
+	stderrW.Close()
+	if startErr != nil {
+		stdoutR.Close()
+		stderrR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		return backend.ExecResult{}, fmt.Errorf("start sandbox: %w", startErr)
+	}
+	if stdinW != nil {
+		go func() {
+			// A command that does not read its input ends with EPIPE here.
+			_, _ = stdinW.Write(stdin)
+			stdinW.Close()
+		}()
+	}
+
+	var readers sync.WaitGroup
+	drain := func(r *os.File, s backend.Stream) {
+		defer readers.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				out(s, buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	readers.Add(2)
+	go drain(stdoutR, backend.Stdout)
+	go drain(stderrR, backend.Stderr)
+
+	pid := cmd.Process.Pid
+	var killMu sync.Mutex
+	killed, reason := false, ""
+	kill := func(why string) {
+		killMu.Lock()
+		defer killMu.Unlock()
+		if !killed {
+			killed, reason = true, why
+		}
+		// The group holds prlimit-turned-bwrap; its death takes the
+		// sandbox's PID namespace down (--die-with-parent).
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+
+	waitDone := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(waitDone)
+	}()
+	var quotaTick <-chan time.Time
+	var startUsage int64
+	if b.cfg.Quota > 0 {
+		startUsage, _ = workspace.Usage(dir)
+		t := time.NewTicker(b.cfg.QuotaInterval)
+		defer t.Stop()
+		quotaTick = t.C
+	}
+wait:
+	for {
+		select {
+		case <-waitDone:
+			break wait
+		case <-ctx.Done():
+			kill("")
+			<-waitDone
+			break wait
+		case <-quotaTick:
+			// Usage above the quota is tolerated only while it shrinks,
+			// so a command that cleans up an over-full workspace may run.
+			if u, err := workspace.Usage(dir); err == nil && u > b.cfg.Quota && u > startUsage {
+				kill(fmt.Sprintf("disk quota of %d bytes exceeded (workspace uses %d)", b.cfg.Quota, u))
+				<-waitDone
+				break wait
+			}
+		}
+	}
+
+	// Every process of the sandbox is gone with its namespace, so the
+	// pipes close; KillGrace guards against anything that kept a copy.
+	pipesDone := make(chan struct{})
+	go func() { readers.Wait(); close(pipesDone) }()
+	select {
+	case <-pipesDone:
+	case <-time.After(b.cfg.KillGrace):
+		b.log.Warn("sandbox output still open after the sandbox ended; closing it", "pid", pid)
+		kill("")
+	}
+	stdoutR.Close()
+	stderrR.Close()
+	<-pipesDone
+
+	killMu.Lock()
+	defer killMu.Unlock()
+	st := cmd.ProcessState
+	if st.Exited() {
+		return backend.ExecResult{ExitCode: st.ExitCode(), Killed: false}, nil
+	}
+	if killed {
+		return backend.ExecResult{ExitCode: -1, Killed: true, Reason: reason}, nil
+	}
+	// Killed by someone else (the OOM killer, an operator).
+	ws, _ := st.Sys().(syscall.WaitStatus)
+	return backend.ExecResult{ExitCode: 128 + int(ws.Signal())}, nil
+}
+
+// Release does nothing: the workspace manager deletes the files.
+func (b *Backend) Release(context.Context, *workspace.Workspace) error { return nil }
+
+// Check reports the start-up probe's verdict, probing again when the last
+// probe is over a minute old.
+func (b *Backend) Check(ctx context.Context) error {
+	b.probeMu.Lock()
+	stale := time.Since(b.probeAt) > time.Minute
+	err := b.probeOK
+	b.probeMu.Unlock()
+	if !stale {
+		return err
+	}
+	return b.Probe(ctx)
+}
+
+// Probe runs `true` in a sandbox built exactly as Exec builds one, in a
+// scratch workspace, and explains a failure: bwrap missing, user
+// namespaces blocked (with the sysctls that block them), mounts refused,
+// limits refused.
+func (b *Backend) Probe(ctx context.Context) error {
+	err := b.probe(ctx)
+	b.probeMu.Lock()
+	b.probeAt, b.probeOK = time.Now(), err
+	b.probeMu.Unlock()
+	return err
+}
+
+func (b *Backend) probe(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "sandbox-probe-")
+	if err != nil {
+		return fmt.Errorf("local sandbox probe: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	uid := b.cfg.ProbeUID
+	if !b.asRoot {
+		uid = -1
+	}
+	if uid >= 0 {
+		if err := os.Chown(dir, uid, uid); err != nil {
+			return fmt.Errorf("local sandbox probe: give the scratch workspace to uid %d: %w", uid, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	c, err := b.prepare(dir, uid, backend.ExecRequest{Command: "test -w " + backend.WorkspaceMount + " && test -w /tmp && ! test -w /usr"})
+	if err != nil {
+		return err
+	}
+	var outMu sync.Mutex
+	var errOut bytes.Buffer
+	res, err := b.run(ctx, c, dir, nil, func(_ backend.Stream, p []byte) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		if errOut.Len() < 4096 {
+			errOut.Write(p)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("local sandbox probe: %w", err)
+	}
+	if res.Killed {
+		return errors.New("local sandbox probe: `true` in a sandbox did not finish within 20s")
+	}
+	if res.ExitCode == 0 {
+		return nil
+	}
+	return explain(res.ExitCode, strings.TrimSpace(errOut.String()))
+}
+
+// explain turns a failed probe's bwrap message into what to fix.
+func explain(code int, msg string) error {
+	base := fmt.Sprintf("local sandbox probe: bwrap exited %d: %s", code, msg)
+	switch {
+	case msg == "":
+		return errors.New(base + " (the sandbox started but /workspace or /tmp was not writable, or /usr was)")
+	case strings.Contains(msg, "namespace") || strings.Contains(msg, "uid map") || strings.Contains(msg, "setting up uid") || strings.Contains(msg, "Operation not permitted"):
+		return fmt.Errorf("%s: user namespaces are blocked here; need %s", base, userNSState())
+	case strings.Contains(msg, "Can't mount proc") || strings.Contains(msg, "mount"):
+		return fmt.Errorf("%s: this host refuses the mounts bwrap makes (in a container, /proc must not be masked read-only and mounts must be allowed, e.g. docker --security-opt seccomp=unconfined --security-opt apparmor=unconfined)", base)
+	case strings.Contains(msg, "prlimit"):
+		return fmt.Errorf("%s: prlimit could not set the sandbox limits", base)
+	}
+	return errors.New(base)
+}
+
+// userNSState reports the sysctls that govern unprivileged user namespaces.
+func userNSState() string {
+	var parts []string
+	for _, s := range []struct{ path, want string }{
+		{"/proc/sys/user/max_user_namespaces", "> 0"},
+		{"/proc/sys/kernel/unprivileged_userns_clone", "= 1"},
+		{"/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "= 0"},
+	} {
+		v, err := os.ReadFile(s.path)
+		name := strings.ReplaceAll(strings.TrimPrefix(s.path, "/proc/sys/"), "/", ".")
+		if err != nil {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (is %s)", name, s.want, strings.TrimSpace(string(v))))
+	}
+	if len(parts) == 0 {
+		return "user namespaces enabled in the kernel (CONFIG_USER_NS)"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func mapErr(err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return backend.ErrNotFound
+	case errors.Is(err, syscall.ENOTDIR):
+		return backend.ErrNotDir
+	case errors.Is(err, syscall.EISDIR):
+		return backend.ErrIsDir
+	case errors.Is(err, syscall.ELOOP):
+		return errors.New("is a symbolic link")
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		return backend.ErrOutside
+	}
+	return err
+}

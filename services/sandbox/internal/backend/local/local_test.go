@@ -350,7 +350,7 @@ func TestProbeExplainsWhatIsMissing(t *testing.T) {
 	for msg, want := range map[string]string{
 		"bwrap: Can't mount proc on /newroot/proc: Operation not permitted": "user namespaces",
 		"bwrap: Failed to mount tmpfs: Permission denied":                   "refuses the mounts",
-		"":                                                                  "not writable",
+		"": "not writable",
 	} {
 		if err := explain(1, msg); !strings.Contains(err.Error(), want) {
 			t.Errorf("explain(%q) = %v, want %q", msg, err, want)

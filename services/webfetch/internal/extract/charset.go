@@ -1,0 +1,192 @@
+package extract
+
+import (
+	"bytes"
+	"mime"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gogs/chardet"
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/charset"
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/unicode"
+)
+
+// Charset sources, reported with the decoded text.
+const (
+	FromBOM    = "bom"
+	FromHeader = "header"
+	FromMeta   = "meta"
+	FromSniff  = "sniffing"
+)
+
+// Decoded is a body turned into UTF-8.
+type Decoded struct {
+	Text string
+	// Charset is the WHATWG name of the encoding used ("shift_jis").
+	Charset string
+	// Source says where the charset came from: bom, header, meta or
+	// sniffing.
+	Source string
+}
+
+// Decode turns body into valid UTF-8. The charset comes from, in order:
+// a byte order mark, the Content-Type header's charset, a <meta> charset
+// declaration in the first 1024 bytes (HTML only), then sniffing: valid
+// UTF-8 is UTF-8, anything else goes to a statistical detector (the ICU
+// algorithm in github.com/gogs/chardet), and windows-1252 is the last
+// resort. The BOM comes before the header as in the WHATWG encoding
+// standard ("decode", step 1): a BOM is in the bytes themselves, while a
+// header charset is often a server default. Bytes invalid in the chosen
+// encoding become U+FFFD.
+func Decode(body []byte, contentType string, isHTML bool) Decoded {
+	if name, rest, ok := bomCharset(body); ok {
+		return decodeWith(rest, name, FromBOM)
+	}
+	if _, params, err := mime.ParseMediaType(contentType); err == nil {
+		if cs := params["charset"]; cs != "" {
+			if e, name := charset.Lookup(cs); e != nil {
+				return decodeWith(body, name, FromHeader)
+			}
+		}
+	}
+	if isHTML {
+		if name := metaCharset(body); name != "" {
+			return decodeWith(body, name, FromMeta)
+		}
+	}
+	return decodeWith(body, sniffCharset(body, isHTML), FromSniff)
+}
+
+func bomCharset(b []byte) (string, []byte, bool) {
+	switch {
+	case bytes.HasPrefix(b, bomUTF8):
+		return "utf-8", b[3:], true
+	case bytes.HasPrefix(b, bomUTF16BE):
+		return "utf-16be", b, true
+	case bytes.HasPrefix(b, bomUTF16LE):
+		return "utf-16le", b, true
+	}
+	return "", nil, false
+}
+
+func decodeWith(body []byte, name, source string) Decoded {
+	var e encoding.Encoding
+	switch name {
+	case "utf-8":
+		e = encoding.Nop
+	case "utf-16be":
+		e = unicode.UTF16(unicode.BigEndian, unicode.ExpectBOM)
+	case "utf-16le":
+		e = unicode.UTF16(unicode.LittleEndian, unicode.ExpectBOM)
+	default:
+		e, _ = charset.Lookup(name)
+	}
+	var s string
+	if e == nil || e == encoding.Nop {
+		s = string(body)
+	} else if out, err := e.NewDecoder().Bytes(body); err == nil {
+		s = string(out)
+	} else {
+		s = string(body)
+	}
+	s = strings.TrimPrefix(s, "\uFEFF")
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return Decoded{Text: s, Charset: name, Source: source}
+}
+
+// metaCharset is the HTML prescan (WHATWG "prescan a byte stream to
+// determine its encoding", simplified): the first <meta charset> or
+// <meta http-equiv="content-type" content="...charset=..."> within the
+// first 1024 bytes. A UTF-16 declaration means UTF-8, as the standard says,
+// since a page that could be read as ASCII to find it is not UTF-16.
+func metaCharset(body []byte) string {
+	if len(body) > 1024 {
+		body = body[:1024]
+	}
+	z := html.NewTokenizer(bytes.NewReader(body))
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return ""
+		case html.StartTagToken, html.SelfClosingTagToken:
+			name, hasAttr := z.TagName()
+			if string(name) != "meta" || !hasAttr {
+				continue
+			}
+			var cs, content string
+			var pragma bool
+			for more := true; more; {
+				var k, v []byte
+				k, v, more = z.TagAttr()
+				switch string(k) {
+				case "charset":
+					cs = string(v)
+				case "content":
+					content = string(v)
+				case "http-equiv":
+					pragma = strings.EqualFold(string(v), "content-type")
+				}
+			}
+			if cs == "" && pragma {
+				if _, params, err := mime.ParseMediaType(content); err == nil {
+					cs = params["charset"]
+				}
+			}
+			if cs == "" {
+				continue
+			}
+			if _, name := charset.Lookup(cs); name != "" {
+				if strings.HasPrefix(name, "utf-16") {
+					return "utf-8"
+				}
+				return name
+			}
+		}
+	}
+}
+
+// chardetNames maps the detector's names to WHATWG labels where they
+// differ.
+var chardetNames = map[string]string{
+	"GB-18030":     "gb18030",
+	"ISO-8859-8-I": "iso-8859-8-i",
+}
+
+// sniffCharset guesses the encoding of bytes that declare none.
+func sniffCharset(body []byte, isHTML bool) string {
+	if isValidUTF8Prefix(body) {
+		return "utf-8"
+	}
+	d := chardet.NewTextDetector()
+	if isHTML {
+		d = chardet.NewHtmlDetector()
+	}
+	if r, err := d.DetectBest(body); err == nil && r.Confidence >= 20 {
+		label := r.Charset
+		if l, ok := chardetNames[label]; ok {
+			label = l
+		}
+		if e, name := charset.Lookup(label); e != nil {
+			return name
+		}
+	}
+	return "windows-1252"
+}
+
+// isValidUTF8Prefix reports whether b is UTF-8, allowing the last rune to be
+// cut short.
+func isValidUTF8Prefix(b []byte) bool {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-3; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				b = b[:i]
+			}
+			break
+		}
+	}
+	return utf8.Valid(b)
+}

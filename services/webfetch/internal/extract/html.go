@@ -1,0 +1,416 @@
+package extract
+
+import (
+	"bytes"
+	"net/url"
+	"strings"
+	"unicode"
+
+	"codeberg.org/readeck/go-readability/v2"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/base"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/commonmark"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/table"
+	"github.com/PuerkitoBio/goquery"
+	"github.com/andybalholm/cascadia"
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+)
+
+// nearlyEmpty is the article size under which readability is judged to
+// have missed the page (content hidden until scripts run, unusual markup):
+// fewer than this many non-space characters while the page has more than
+// twice as many. The whole page is used instead.
+const nearlyEmpty = 200
+
+// newConverter returns the Markdown converter: CommonMark plus GFM tables.
+func newConverter() *converter.Converter {
+	return converter.NewConverter(converter.WithPlugins(
+		base.NewBasePlugin(),
+		commonmark.NewCommonmarkPlugin(),
+		table.NewTablePlugin(),
+	))
+}
+
+// htmlResult is an HTML page reduced to what the caller asked for.
+type htmlResult struct {
+	title string
+	root  *html.Node
+	// fallback reports that readability found (nearly) nothing and the
+	// whole page was used.
+	fallback bool
+	// hasSentinel reports that the page text holds pipeSentinel.
+	hasSentinel bool
+}
+
+// selectHTML parses the page, makes every link absolute against its
+// <base href> (itself resolved against the final URL), and picks the part
+// to render: the selector's matches, readability's article, or the body.
+func selectHTML(text string, pageURL *url.URL, mainContent bool, selector string) (*htmlResult, error) {
+	doc, err := html.Parse(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
+	base := baseURL(doc, pageURL)
+	absolutize(doc, base)
+	res := &htmlResult{title: docTitle(doc), hasSentinel: strings.Contains(text, pipeSentinel)}
+	body := findBody(doc)
+	switch {
+	case selector != "":
+		matches := topmost(goquery.NewDocumentFromNode(doc).Find(selector).Nodes)
+		if len(matches) == 0 {
+			return nil, errNoMatch
+		}
+		root := &html.Node{Type: html.ElementNode, Data: "div", DataAtom: atom.Div}
+		for _, m := range matches {
+			m.Parent.RemoveChild(m)
+			root.AppendChild(m)
+		}
+		res.root = root
+	case mainContent:
+		// Readability drops headings whose id or class looks like clutter
+		// ("comments", "share"); on documentation that loses real section
+		// titles (go_spec.html's <h3 id="Comments">). Hide those attributes
+		// from it and put the ids back afterwards.
+		renameHeadingAttrs(doc, "id", hiddenID)
+		renameHeadingAttrs(doc, "class", hiddenClass)
+		p := readability.NewParser()
+		art, err := p.ParseDocument(doc, base)
+		if err == nil && art.Node != nil {
+			got := textLen(art.Node)
+			if !(got < nearlyEmpty && 2*got < textLen(body)) {
+				renameHeadingAttrs(art.Node, hiddenID, "id")
+				res.root = art.Node
+				if res.title == "" {
+					res.title = art.Title()
+				}
+				return res, nil
+			}
+		}
+		renameHeadingAttrs(body, hiddenID, "id")
+		renameHeadingAttrs(body, hiddenClass, "class")
+		res.root, res.fallback = body, true
+	default:
+		res.root = body
+	}
+	return res, nil
+}
+
+// render writes the chosen part in format f.
+func (r *htmlResult) render(conv *converter.Converter, f Format) (string, error) {
+	switch f {
+	case HTMLFormat:
+		var b bytes.Buffer
+		for c := r.root.FirstChild; c != nil; c = c.NextSibling {
+			if err := html.Render(&b, c); err != nil {
+				return "", err
+			}
+		}
+		return strings.TrimSpace(b.String()), nil
+	case TextFormat:
+		return renderText(r.root), nil
+	}
+	guarded := !r.hasSentinel && protectCellPipes(r.root)
+	out, err := conv.ConvertNode(r.root)
+	if err != nil {
+		return "", err
+	}
+	if guarded {
+		out = bytes.ReplaceAll(out, []byte(pipeSentinel), []byte(`\|`))
+	}
+	return string(out), nil
+}
+
+// pipeSentinel stands in for "|" inside code spans of table cells during
+// conversion. It is a Unicode noncharacter, never meant for interchange;
+// pages that carry it anyway skip the workaround.
+const pipeSentinel = "\uFDD0"
+
+// protectCellPipes replaces "|" in code spans inside table cells with
+// pipeSentinel, to be written back as "\|". GFM ends a cell at any
+// unescaped "|", code span or not, and html-to-markdown escapes pipes in
+// cell text but not in cell code. It reports whether it changed anything.
+func protectCellPipes(root *html.Node) bool {
+	changed := false
+	var visit func(n *html.Node, inCell, inCode bool)
+	visit = func(n *html.Node, inCell, inCode bool) {
+		if n.Type == html.TextNode && inCell && inCode && strings.Contains(n.Data, "|") {
+			n.Data = strings.ReplaceAll(n.Data, "|", pipeSentinel)
+			changed = true
+			return
+		}
+		if n.Type == html.ElementNode {
+			switch n.DataAtom {
+			case atom.Td, atom.Th:
+				inCell = true
+			case atom.Code, atom.Kbd, atom.Samp, atom.Tt:
+				inCode = true
+			case atom.Pre:
+				// Block code renders on its own terms.
+				inCell = false
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			visit(c, inCell, inCode)
+		}
+	}
+	visit(root, false, false)
+	return changed
+}
+
+const (
+	hiddenID    = "data-webfetch-id"
+	hiddenClass = "data-webfetch-class"
+)
+
+// renameHeadingAttrs renames attribute from to to on every h1-h6 under n.
+func renameHeadingAttrs(n *html.Node, from, to string) {
+	walk(n, func(c *html.Node) bool {
+		if c.Type != html.ElementNode {
+			return true
+		}
+		switch c.DataAtom {
+		case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+			for i := range c.Attr {
+				if c.Attr[i].Namespace == "" && c.Attr[i].Key == from {
+					c.Attr[i].Key = to
+				}
+			}
+			return false
+		}
+		return true
+	})
+}
+
+// topmost drops matches inside other matches, so nested matches are not
+// rendered twice.
+func topmost(nodes []*html.Node) []*html.Node {
+	in := make(map[*html.Node]bool, len(nodes))
+	for _, n := range nodes {
+		in[n] = true
+	}
+	out := nodes[:0]
+	for _, n := range nodes {
+		inside := false
+		for p := n.Parent; p != nil; p = p.Parent {
+			if in[p] {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// baseURL is the document's base URL: the first <base href> resolved
+// against the page URL when it is http(s), else the page URL (HTML
+// standard, "document base URL").
+func baseURL(doc *html.Node, pageURL *url.URL) *url.URL {
+	var href string
+	var found bool
+	walk(doc, func(n *html.Node) bool {
+		if found {
+			return false
+		}
+		if n.Type == html.ElementNode && n.DataAtom == atom.Base {
+			if h, ok := attr(n, "href"); ok {
+				href, found = h, true
+			}
+		}
+		return true
+	})
+	if !found || pageURL == nil {
+		return pageURL
+	}
+	b, err := pageURL.Parse(strings.TrimSpace(href))
+	if err != nil || (b.Scheme != "http" && b.Scheme != "https") {
+		return pageURL
+	}
+	return b
+}
+
+// linkAttrs are the attributes that hold a URL, by element.
+var linkAttrs = map[atom.Atom][]string{
+	atom.A:          {"href"},
+	atom.Area:       {"href"},
+	atom.Img:        {"src", "srcset"},
+	atom.Source:     {"src", "srcset"},
+	atom.Video:      {"src", "poster"},
+	atom.Audio:      {"src"},
+	atom.Track:      {"src"},
+	atom.Iframe:     {"src"},
+	atom.Embed:      {"src"},
+	atom.Object:     {"data"},
+	atom.Blockquote: {"cite"},
+	atom.Q:          {"cite"},
+	atom.Del:        {"cite"},
+	atom.Ins:        {"cite"},
+}
+
+// absolutize rewrites every link and image URL against base.
+func absolutize(doc *html.Node, base *url.URL) {
+	if base == nil {
+		return
+	}
+	walk(doc, func(n *html.Node) bool {
+		if n.Type != html.ElementNode {
+			return true
+		}
+		names, ok := linkAttrs[n.DataAtom]
+		if !ok {
+			return true
+		}
+		for i := range n.Attr {
+			a := &n.Attr[i]
+			if a.Namespace != "" || !contains(names, a.Key) {
+				continue
+			}
+			if a.Key == "srcset" {
+				a.Val = absSrcset(a.Val, base)
+			} else {
+				a.Val = absURL(a.Val, base)
+			}
+		}
+		return true
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func absURL(raw string, base *url.URL) string {
+	v := strings.TrimSpace(raw)
+	if v == "" {
+		return raw
+	}
+	lower := strings.ToLower(v)
+	if strings.HasPrefix(lower, "javascript:") || strings.HasPrefix(lower, "data:") || strings.HasPrefix(lower, "mailto:") || strings.HasPrefix(lower, "tel:") {
+		return v
+	}
+	u, err := base.Parse(v)
+	if err != nil {
+		return v
+	}
+	return u.String()
+}
+
+// absSrcset rewrites each candidate URL of a srcset ("a.png 1x, b.png 2x").
+func absSrcset(v string, base *url.URL) string {
+	parts := strings.Split(v, ",")
+	for i, p := range parts {
+		f := strings.Fields(p)
+		if len(f) == 0 {
+			continue
+		}
+		f[0] = absURL(f[0], base)
+		parts[i] = strings.Join(f, " ")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func docTitle(doc *html.Node) string {
+	var title string
+	walk(doc, func(n *html.Node) bool {
+		if title != "" {
+			return false
+		}
+		if n.Type == html.ElementNode && n.DataAtom == atom.Svg {
+			return false
+		}
+		if n.Type == html.ElementNode && n.DataAtom == atom.Title {
+			title = strings.Join(strings.Fields(textOf(n)), " ")
+			return false
+		}
+		return true
+	})
+	return title
+}
+
+func findBody(doc *html.Node) *html.Node {
+	var body *html.Node
+	walk(doc, func(n *html.Node) bool {
+		if body != nil {
+			return false
+		}
+		if n.Type == html.ElementNode && n.DataAtom == atom.Body {
+			body = n
+			return false
+		}
+		return true
+	})
+	if body == nil {
+		return doc
+	}
+	return body
+}
+
+// walk visits n and its descendants in document order; fn returning false
+// skips the node's children.
+func walk(n *html.Node, fn func(*html.Node) bool) {
+	if !fn(n) {
+		return
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		walk(c, fn)
+	}
+}
+
+func attr(n *html.Node, key string) (string, bool) {
+	for _, a := range n.Attr {
+		if a.Namespace == "" && a.Key == key {
+			return a.Val, true
+		}
+	}
+	return "", false
+}
+
+func textOf(n *html.Node) string {
+	var b strings.Builder
+	walk(n, func(c *html.Node) bool {
+		if c.Type == html.TextNode {
+			b.WriteString(c.Data)
+		}
+		return true
+	})
+	return b.String()
+}
+
+// textLen counts the non-space characters of n's visible text (scripts and
+// styles left out).
+func textLen(n *html.Node) int {
+	count := 0
+	walk(n, func(c *html.Node) bool {
+		switch c.Type {
+		case html.ElementNode:
+			switch c.DataAtom {
+			case atom.Script, atom.Style, atom.Noscript, atom.Template, atom.Head:
+				return false
+			}
+		case html.TextNode:
+			for _, r := range c.Data {
+				if !unicode.IsSpace(r) {
+					count++
+				}
+			}
+		}
+		return true
+	})
+	return count
+}
+
+// CheckSelector reports whether s is a CSS selector goquery can use (it
+// compiles selectors with cascadia, and silently matches nothing on a bad
+// one, hence this check up front).
+func CheckSelector(s string) error {
+	_, err := cascadia.Compile(s)
+	return err
+}

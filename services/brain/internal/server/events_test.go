@@ -1,0 +1,264 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestEventStream(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "progress")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, evs := b.openSSE(ctx, "t1", s.ID)
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	created := next(t, evs)
+	if created.name != "session.created" || created.id == "" {
+		t.Fatalf("first event = %+v", created)
+	}
+	_, c := b.call("t1", s.ID, "progress", nil, 0)
+
+	call := next(t, evs)
+	p1 := next(t, evs)
+	waitStarted(t, b.tools)
+	b.tools.releaseAll()
+	p2 := next(t, evs)
+	result := next(t, evs)
+	got := []string{call.name, p1.name, p2.name, result.name}
+	if diff := cmp.Diff([]string{"tool.call", "tool.progress", "tool.progress", "tool.result"}, got); diff != "" {
+		t.Fatalf("live events (-want +got):\n%s", diff)
+	}
+	if call.id == "" || result.id == "" || p1.id != "" || p2.id != "" {
+		t.Errorf("ids: tool.call %q tool.result %q progress %q %q; want ids on stored events only", call.id, result.id, p1.id, p2.id)
+	}
+	var pe EventJSON
+	if err := json.Unmarshal([]byte(p1.data), &pe); err != nil {
+		t.Fatal(err)
+	}
+	if pe.CallID != c.ID || string(pe.Data) != `{"step":1}` || pe.ID != "" {
+		t.Errorf("progress event = %s", p1.data)
+	}
+	var re EventJSON
+	json.Unmarshal([]byte(result.data), &re)
+	var rd struct {
+		Tool       string          `json:"tool"`
+		Status     string          `json:"status"`
+		ErrorCode  *string         `json:"error_code"`
+		Result     json.RawMessage `json:"result"`
+		DurationMS *int64          `json:"duration_ms"`
+	}
+	if err := json.Unmarshal(re.Data, &rd); err != nil {
+		t.Fatal(err)
+	}
+	if re.ID != result.id || re.CallID != c.ID || rd.Tool != "progress" || rd.Status != "succeeded" || rd.ErrorCode != nil || rd.DurationMS == nil {
+		t.Errorf("tool.result event = %s", result.data)
+	}
+	// Heartbeats: comment lines while idle (50 ms in tests).
+	deadline := time.After(5 * time.Second)
+heartbeat:
+	for {
+		select {
+		case ev := <-evs:
+			if ev.comment {
+				break heartbeat
+			}
+		case <-deadline:
+			t.Fatal("no heartbeat comment within 5 s")
+		}
+	}
+
+	// Resume: after tool.call, only tool.result comes back (progress is
+	// live-only); Last-Event-ID wins over ?after.
+	for _, hdr := range [][]string{{"Last-Event-ID", call.id}, {}} {
+		rctx, rcancel := context.WithCancel(context.Background())
+		path := s.ID
+		if len(hdr) == 0 {
+			path = s.ID + "/events?after=" + call.id
+		}
+		var stream <-chan sseEvent
+		if len(hdr) == 0 {
+			req, _ := http.NewRequestWithContext(rctx, "GET", b.url+"/sessions/"+path, nil)
+			req.Header.Set("Authorization", "Bearer "+apiKeys["t1"])
+			r, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Body.Close()
+			stream = readSSE(r.Body)
+		} else {
+			_, stream = b.openSSE(rctx, "t1", s.ID, hdr...)
+		}
+		if ev := next(t, stream); ev.name != "tool.result" || ev.id != result.id {
+			t.Errorf("resume %v: first event = %+v, want tool.result %s", hdr, ev, result.id)
+		}
+		rcancel()
+	}
+}
+
+func TestEventPage(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "echo")
+	for i := range 3 {
+		b.call("t1", s.ID, "echo", map[string]string{"text": fmt.Sprint(i)}, 5)
+	}
+	all := b.events("t1", s.ID)
+	if len(all) != 7 {
+		t.Fatalf("events = %v", eventTypes(all))
+	}
+	for i := 1; i < len(all); i++ {
+		a, _ := strconv.ParseInt(all[i-1].ID, 10, 64)
+		z, _ := strconv.ParseInt(all[i].ID, 10, 64)
+		if z <= a {
+			t.Errorf("event ids not increasing: %s then %s", all[i-1].ID, all[i].ID)
+		}
+	}
+	var tc toolCallData
+	json.Unmarshal(all[1].Data, &tc)
+	if all[1].Type != "tool.call" || tc.Tool != "echo" || string(tc.Arguments) != `{"text":"0"}` || all[1].CallID == "" {
+		t.Errorf("tool.call event = %+v", all[1])
+	}
+	tests := []struct {
+		query  string
+		status int
+		ids    []string
+		more   bool
+		want   []string
+	}{
+		{"?limit=2", 200, []string{all[0].ID, all[1].ID}, true, nil},
+		{"?after=" + all[1].ID + "&limit=2", 200, []string{all[2].ID, all[3].ID}, true, nil},
+		{"?after=" + all[4].ID, 200, []string{all[5].ID, all[6].ID}, false, nil},
+		{"?after=" + all[6].ID, 200, nil, false, nil},
+		{"?limit=1000", 200, nil, false, nil},
+		{"?limit=1001", 400, nil, false, []string{"limit", "1..1000"}},
+		{"?limit=0", 400, nil, false, []string{"limit"}},
+		{"?after=-1", 400, nil, false, []string{"after"}},
+		{"?after=x", 400, nil, false, []string{"after", "integer"}},
+		{"?since=1", 400, nil, false, []string{"since", "unknown query parameter"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			r := b.do("GET", "/sessions/"+s.ID+"/events"+tt.query, "t1", nil, "Accept", "application/json")
+			if tt.status != 200 {
+				wantRefusal(t, r, tt.status, codeInvalidRequest, tt.want...)
+				return
+			}
+			var page struct {
+				Events  []EventJSON `json:"events"`
+				HasMore bool        `json:"has_more"`
+			}
+			r.json(t, &page)
+			if tt.query == "?limit=1000" {
+				if len(page.Events) != 7 {
+					t.Errorf("%d events", len(page.Events))
+				}
+				return
+			}
+			var ids []string
+			for _, e := range page.Events {
+				ids = append(ids, e.ID)
+			}
+			if !cmp.Equal(ids, tt.ids) || page.HasMore != tt.more {
+				t.Errorf("ids %v has_more %v, want %v %v", ids, page.HasMore, tt.ids, tt.more)
+			}
+		})
+	}
+	// limit only applies to the JSON page.
+	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events?limit=5", "t1", nil), 400, codeInvalidRequest, "limit")
+	wantRefusal(t, b.do("GET", "/sessions/ses_nope/events", "t1", nil, "Accept", "application/json"), 404, codeNotFound, "ses_nope")
+	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events", "", nil), 401, codeUnauthorized, "authorization")
+}
+
+// TestInspection: a binding with inspect_session gets a token and brain_url;
+// the token reads its own session's events while the call runs, nothing of
+// another session, and nothing once the call returned.
+func TestInspection(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "inspect", "echo")
+	other := b.session("t1", "echo")
+	type check struct {
+		name   string
+		status int
+	}
+	var (
+		token   string
+		checks  []check
+		seenURL string
+		types   []string
+		ended   = make(chan bool, 1)
+	)
+	b.tools.mu.Lock()
+	b.tools.inspectFn = func(req tool.Request) *tool.Result {
+		token, seenURL = req.InspectionToken, req.BrainURL
+		get := func(name, path string, hdr ...string) resp {
+			r := b.do("GET", path, token, nil, hdr...)
+			checks = append(checks, check{name, r.status})
+			return r
+		}
+		r := get("own session page", "/sessions/"+req.SessionID+"/events", "Accept", "application/json")
+		var page struct{ Events []EventJSON }
+		json.Unmarshal(r.body, &page)
+		types = eventTypes(page.Events)
+		get("other session", "/sessions/"+other.ID+"/events", "Accept", "application/json")
+		get("session resource", "/sessions/"+req.SessionID, "")
+		get("catalog", "/catalog", "")
+		// An SSE stream opened with the token ends when the call returns.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			hreq, _ := http.NewRequestWithContext(ctx, "GET", b.url+"/sessions/"+req.SessionID+"/events", nil)
+			hreq.Header.Set("Authorization", "Bearer "+token)
+			res, err := http.DefaultClient.Do(hreq)
+			if err != nil {
+				ended <- false
+				return
+			}
+			defer res.Body.Close()
+			for range readSSE(res.Body) {
+			}
+			ended <- ctx.Err() == nil
+		}()
+		for b.srv.hub.Subscribers(req.SessionID) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return tool.TextResult("inspected")
+	}
+	b.tools.mu.Unlock()
+	_, c := b.call("t1", s.ID, "inspect", nil, 5)
+	if c.Status != "succeeded" {
+		t.Fatalf("inspect call: %+v", c)
+	}
+	if len(token) < 22 || seenURL != b.url {
+		t.Errorf("token %d chars (want ≥ 128 bits), brain_url %q, want %q", len(token), seenURL, b.url)
+	}
+	want := []check{{"own session page", 200}, {"other session", 404}, {"session resource", 401}, {"catalog", 401}}
+	if diff := cmp.Diff(want, checks, cmp.AllowUnexported(check{})); diff != "" {
+		t.Errorf("reads with the token during the call (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"session.created", "tool.call"}, types); diff != "" {
+		t.Errorf("events seen by the tool (-want +got):\n%s", diff)
+	}
+	// After the call returned: 401 everywhere.
+	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events", token, nil, "Accept", "application/json"), 401, codeUnauthorized, "inspection token")
+	wantRefusal(t, b.do("GET", "/sessions/"+other.ID+"/events", token, nil, "Accept", "application/json"), 401, codeUnauthorized)
+	if !<-ended {
+		t.Error("SSE stream opened with the inspection token did not end when the call returned")
+	}
+	// A binding without inspect_session gets neither field.
+	_, e := b.call("t1", s.ID, "echo", map[string]string{"text": "x"}, 5)
+	if e.Status != "succeeded" {
+		t.Fatalf("echo: %+v", e)
+	}
+}

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestRecoverUnfinished: calls a previous process left queued or running end
+// failed with brain_restarted, is_error and unknown_outcome, each with a
+// tool.result event; finished calls are untouched.
+func TestRecoverUnfinished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sqlite.Open(filepath.Join(dir, "brain.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	sess := &store.Session{ID: "ses_1", TenantID: "t1", Status: store.SessionActive, Tools: []string{"slow"}, Config: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(db.CreateSession(ctx, sess, &store.Event{Type: store.EventSessionCreated, SessionID: "ses_1", Time: now, Data: json.RawMessage(`{}`)}))
+	for _, c := range []struct{ id, status string }{{"call_q", store.CallQueued}, {"call_r", store.CallRunning}, {"call_done", store.CallRunning}} {
+		must(db.CreateCall(ctx, &store.Call{ID: c.id, SessionID: "ses_1", TenantID: "t1", Tool: "slow", Status: c.status, Arguments: json.RawMessage(`{}`), CreatedAt: now},
+			&store.Event{Type: store.EventToolCall, SessionID: "ses_1", CallID: c.id, Time: now, Data: json.RawMessage(`{}`)}))
+	}
+	must(db.FinishCall(ctx, &store.Call{ID: "call_done", Status: store.CallSucceeded, FinishedAt: now, Result: json.RawMessage(`{"content":[{"type":"text","text":"ok"}]}`)},
+		&store.Event{Type: store.EventToolResult, SessionID: "ses_1", CallID: "call_done", Time: now, Data: json.RawMessage(`{}`)}))
+	must(db.Close())
+
+	ts := newToolServer(t)
+	srv, err := New(ctx, Options{Config: hostConfig(t, ts.URL), DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	b := &brain{t: t, srv: srv, tools: ts, url: newHTTPTestServer(t, srv)}
+	tests := []struct {
+		id, status, code string
+		unknown          bool
+	}{
+		{"call_q", "failed", "brain_restarted", true},
+		{"call_r", "failed", "brain_restarted", true},
+		{"call_done", "succeeded", "", false},
+	}
+	for _, tt := range tests {
+		r := b.do("GET", "/tool_calls/"+tt.id, "t1", nil)
+		var c CallJSON
+		r.json(t, &c)
+		_, res := resultText(t, c.Result)
+		if r.status != 200 || c.Status != tt.status || deref(c.ErrorCode) != tt.code || c.UnknownOutcome != tt.unknown ||
+			res.UnknownOutcome != tt.unknown || res.IsError != tt.unknown || c.FinishedAt == nil {
+			t.Errorf("%s: %d %s", tt.id, r.status, r.body)
+		}
+	}
+	want := []string{"session.created", "tool.call", "tool.call", "tool.call", "tool.result", "tool.result", "tool.result"}
+	if diff := cmp.Diff(want, eventTypes(b.events("t1", "ses_1"))); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}

@@ -68,7 +68,7 @@ func classify(op, key string, ns keys.Namespace, err error) error {
 	case errors.As(err, &api):
 		e.Code = api.ErrorCode()
 		e.Kind, e.Msg = kindOf(e.Code, status)
-		if e.Kind == KindOther || e.Kind == KindConflict || e.Kind == KindInvalid {
+		if e.Kind == KindOther || e.Kind == KindConflict || (e.Kind == KindInvalid && e.Code != "KeyTooLongError") {
 			// Say what the server said, minus the prefix.
 			if m := ns.Redact(api.ErrorMessage()); m != "" {
 				e.Msg = fmt.Sprintf("%s: %s", e.Code, m)
@@ -104,7 +104,9 @@ func kindOf(code string, status int) (Kind, string) {
 		return KindTooLarge, "object too large for the storage server"
 	case "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout":
 		return KindUnavailable, "storage busy or failing (" + code + "); try again later"
-	case "ExistingObjectIsDirectory", "ObjectParentIsFile", "DirectoryObjectContainsData", "KeyTooLongError":
+	case "KeyTooLongError":
+		return KindInvalid, "the storage server refused the key as too long (file-system backends limit each /-separated segment to 255 bytes)"
+	case "ExistingObjectIsDirectory", "ObjectParentIsFile", "DirectoryObjectContainsData":
 		return KindConflict, code
 	case "InvalidArgument", "InvalidRequest", "InvalidObjectName":
 		return KindInvalid, code

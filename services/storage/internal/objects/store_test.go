@@ -392,3 +392,23 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("wrong secret: %v", err)
 	}
 }
+
+// Keys that are valid S3 keys but that a file-system backend cannot hold
+// come back as clear errors with the prefix hidden.
+func TestBackendKeyErrors(t *testing.T) {
+	s := newStore(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	_, err := s.Put(ctx, ns, strings.Repeat("s", 256), []byte("x"), "", nil)
+	if kindOfErr(err) != KindInvalid || !strings.Contains(err.Error(), "255 bytes") {
+		t.Fatalf("256-byte segment: %v", err)
+	}
+	if _, err := s.Put(ctx, ns, "file", []byte("x"), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Put(ctx, ns, "file/child", []byte("x"), "", nil)
+	if err == nil || strings.Contains(err.Error(), ns.Prefix()) {
+		t.Fatalf("object under an object on posix: %v", err)
+	}
+	t.Logf("object under an object: %v", err)
+}

@@ -53,6 +53,9 @@ func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) *tool.Re
 	if bad != nil {
 		return bad
 	}
+	if bad := checkKey(ns, "key", a.Key); bad != nil {
+		return bad
+	}
 	// Read at most the output limit: no encoding makes data smaller.
 	want := t.cfg.MaxOutputBytes
 	if a.MaxBytes != nil && *a.MaxBytes < want {
@@ -93,7 +96,7 @@ func (t *Tools) render(obj objects.Object, data []byte, offset int64, budget int
 	case image && offset == 0 && !more && base64.StdEncoding.EncodedLen(len(data)) <= budget:
 		res.Encoding = "image"
 		payload = tool.Image(data, mt)
-	case isText(obj.ContentType) && textOK(data, more):
+	case isText(obj.ContentType) && textOK(data, more) && len(fitText(string(trimIf(data, more)), budget)) > 0:
 		res.Encoding = "text"
 		if more {
 			data = trimPartialRune(data)
@@ -117,6 +120,13 @@ func (t *Tools) render(obj objects.Object, data []byte, offset int64, budget int
 		blocks = append(blocks, payload)
 	}
 	return structured(res, blocks...)
+}
+
+func trimIf(data []byte, more bool) []byte {
+	if more {
+		return trimPartialRune(data)
+	}
+	return data
 }
 
 // textOK reports whether data can go out as text: valid UTF-8, allowing an

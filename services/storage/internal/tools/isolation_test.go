@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 

@@ -80,6 +80,9 @@ func (t *Tools) list(ctx context.Context, call *service.Call, a listArgs) *tool.
 	if bad != nil {
 		return bad
 	}
+	if bad := checkKey(ns, "prefix", a.Prefix); bad != nil {
+		return bad
+	}
 	limit := DefaultListLimit
 	if a.Limit != nil {
 		limit = *a.Limit

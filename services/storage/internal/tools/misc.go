@@ -32,6 +32,9 @@ func (t *Tools) head(ctx context.Context, call *service.Call, a keyArgs) *tool.R
 	if bad != nil {
 		return bad
 	}
+	if bad := checkKey(ns, "key", a.Key); bad != nil {
+		return bad
+	}
 	obj, err := t.store.Head(ctx, ns, a.Key)
 	if err != nil {
 		return failure(err, false)
@@ -56,6 +59,9 @@ type deleteResult struct {
 func (t *Tools) delete(ctx context.Context, call *service.Call, a keyArgs) *tool.Result {
 	ns, bad := t.namespace(call)
 	if bad != nil {
+		return bad
+	}
+	if bad := checkKey(ns, "key", a.Key); bad != nil {
 		return bad
 	}
 	existed, err := t.store.Delete(ctx, ns, a.Key)
@@ -110,6 +116,9 @@ func (a *presignArgs) Validate() error {
 func (t *Tools) presign(ctx context.Context, call *service.Call, a presignArgs) *tool.Result {
 	ns, bad := t.namespace(call)
 	if bad != nil {
+		return bad
+	}
+	if bad := checkKey(ns, "key", a.Key); bad != nil {
 		return bad
 	}
 	method := a.Method

@@ -75,6 +75,9 @@ func (t *Tools) put(ctx context.Context, call *service.Call, a putArgs) *tool.Re
 	if bad != nil {
 		return bad
 	}
+	if bad := checkKey(ns, "key", a.Key); bad != nil {
+		return bad
+	}
 	var body []byte
 	contentType := a.ContentType
 	if a.Text != nil {

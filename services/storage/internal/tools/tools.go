@@ -109,6 +109,21 @@ func (t *Tools) namespace(call *service.Call) (keys.Namespace, *tool.Result) {
 	return ns, nil
 }
 
+// checkKey applies the namespace's own limit (S3's 1024 bytes for the
+// full key) to a key that passed keys.Validate, naming the argument.
+func checkKey(ns keys.Namespace, field, key string) *tool.Result {
+	var err error
+	if field == "prefix" {
+		_, err = ns.ListPrefix(key)
+	} else {
+		_, err = ns.Object(key)
+	}
+	if err != nil {
+		return fieldErr(field, "%v", err)
+	}
+	return nil
+}
+
 // failure turns a Store error into an is_error result. For put and delete,
 // a failure that may have happened after the server acted (network, 5xx)
 // is an unknown outcome, as the contract's outcome table asks.

@@ -31,11 +31,11 @@ import (
 
 // envConfig is brain's process configuration.
 type envConfig struct {
-	Addr       string     `env:"BRAIN_ADDR" envDefault:"127.0.0.1:8080"`
-	DataDir    string     `env:"BRAIN_DATA_DIR" envDefault:"./data"`
-	PublicURL  string     `env:"BRAIN_PUBLIC_URL"`
-	SQLiteSync string     `env:"BRAIN_SQLITE_SYNC" envDefault:"NORMAL"`
-	LogLevel   slog.Level `env:"LOG_LEVEL" envDefault:"info"`
+	Addr       string `env:"BRAIN_ADDR" envDefault:"127.0.0.1:8080"`
+	DataDir    string `env:"BRAIN_DATA_DIR" envDefault:"./data"`
+	PublicURL  string `env:"BRAIN_PUBLIC_URL"`
+	SQLiteSync string `env:"BRAIN_SQLITE_SYNC" envDefault:"NORMAL"`
+	LogLevel   string `env:"LOG_LEVEL" envDefault:"info"`
 }
 
 func main() {
@@ -81,6 +81,10 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	if err := env.ParseWithOptions(&ec, env.Options{Environment: environ}); err != nil {
 		return fmt.Errorf("env config: %w", err)
 	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(ec.LogLevel)); err != nil {
+		return fmt.Errorf("env config: LOG_LEVEL: want debug, info, warn or error, got %q", ec.LogLevel)
+	}
 	cfg, err := config.Load(*configPath, func(k string) string { return environ[k] })
 	if err != nil {
 		return err
@@ -89,7 +93,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		fmt.Fprintf(stdout, "%s: ok (%d tools, %d API keys)\n", *configPath, len(cfg.Tools), len(cfg.APIKeys))
 		return nil
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: ec.LogLevel}))
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	srv, err := server.New(ctx, server.Options{
 		Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
 	})

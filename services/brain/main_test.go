@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const (
+	apiKey   = "test-api-key"
+	toolsKey = "test-tools-key"
+)
+
+// toolService is a real tool service: echo answers at once, slow holds the
+// request until the test ends and counts arrivals.
+type toolService struct {
+	*httptest.Server
+	arrived chan string
+	stop    chan struct{}
+}
+
+func newToolService(t *testing.T) *toolService {
+	ts := &toolService{arrived: make(chan string, 100), stop: make(chan struct{})}
+	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+toolsKey {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var req struct {
+			CallID    string          `json:"call_id"`
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if r.URL.Path == "/tools/slow" {
+			ts.arrived <- req.CallID
+			select {
+			case <-ts.stop:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"content":[{"type":"text","text":%q}]}`, string(req.Arguments))
+	}))
+	t.Cleanup(func() { close(ts.stop); ts.Close() })
+	return ts
+}
+
+func writeConfig(t *testing.T, toolURL string, mutate func(map[string]any)) string {
+	t.Helper()
+	binding := func(name string) map[string]any {
+		return map[string]any{
+			"name": name, "description": name, "url": toolURL + "/tools/" + name, "token_env": "BRAIN_TOOLS_KEY",
+			"tenants": []string{"local"}, "input_schema": map[string]any{"type": "object"},
+		}
+	}
+	doc := map[string]any{
+		"tools":    []any{binding("echo"), binding("slow")},
+		"api_keys": []any{map[string]string{"env": "BRAIN_API_KEY", "tenant": "local"}},
+	}
+	if mutate != nil {
+		mutate(doc)
+	}
+	data, _ := json.Marshal(doc)
+	path := filepath.Join(t.TempDir(), "brain.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func baseEnv(dataDir string) map[string]string {
+	return map[string]string{"BRAIN_API_KEY": apiKey, "BRAIN_TOOLS_KEY": toolsKey, "BRAIN_ADDR": "127.0.0.1:0", "BRAIN_DATA_DIR": dataDir}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	ts := newToolService(t)
+	good := writeConfig(t, ts.URL, nil)
+	badTimeout := writeConfig(t, ts.URL, func(d map[string]any) {
+		d["tools"].([]any)[1].(map[string]any)["timeout_seconds"] = 0
+	})
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr []string
+		wantOut string
+	}{
+		{"valid config", []string{"-config", good, "-check"}, nil, nil, "ok (2 tools, 1 API keys)"},
+		{"invalid binding", []string{"-config", badTimeout, "-check"}, nil, []string{"tools[1]", "slow", "timeout_seconds"}, ""},
+		{"token env unset", []string{"-config", good, "-check"}, map[string]string{"BRAIN_TOOLS_KEY": ""}, []string{"BRAIN_TOOLS_KEY"}, ""},
+		{"api key env unset", []string{"-config", good, "-check"}, map[string]string{"BRAIN_API_KEY": ""}, []string{"BRAIN_API_KEY"}, ""},
+		{"missing file", []string{"-config", filepath.Join(t.TempDir(), "none.json"), "-check"}, nil, []string{"none.json"}, ""},
+		{"no -config", []string{"-check"}, nil, []string{"-config", "required"}, ""},
+		{"unknown flag", []string{"-config", good, "-chek"}, nil, []string{"chek"}, ""},
+		{"stray argument", []string{"-config", good, "extra"}, nil, []string{"extra"}, ""},
+		{"bad log level", []string{"-config", good, "-check"}, map[string]string{"LOG_LEVEL": "loud"}, []string{"LOG_LEVEL"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := baseEnv(t.TempDir())
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tt.args, env, &stdout, &stderr)
+			if tt.wantErr == nil {
+				if err != nil || !strings.Contains(stdout.String(), tt.wantOut) {
+					t.Errorf("err %v, stdout %q; want nil and %q", err, stdout.String(), tt.wantOut)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("run succeeded, want error naming %q", tt.wantErr)
+			}
+			msg := err.Error() + stderr.String()
+			for _, w := range tt.wantErr {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not name %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// syncWriter collects output and reports the listening address.
+type syncWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	addr chan string
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if a, ok := strings.CutPrefix(strings.TrimSpace(string(p)), "brain listening on "); ok {
+		w.addr <- a
+	}
+	return len(p), nil
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	ts := newToolService(t)
+	cfg := writeConfig(t, ts.URL, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout := &syncWriter{addr: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-config", cfg}, baseEnv(t.TempDir()), stdout, io.Discard) }()
+	var base string
+	select {
+	case a := <-stdout.addr:
+		base = "http://" + a
+	case err := <-done:
+		t.Fatalf("run ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("brain did not listen within 10 s")
+	}
+	c := client{t: t, base: base}
+	sess := c.do("POST", "/sessions", `{"config":{"tools":["echo"]}}`, 201)
+	call := c.do("POST", "/sessions/"+sess["id"].(string)+"/tool_calls", `{"tool":"echo","arguments":{"a":1},"wait_seconds":5}`, 200)
+	if call["status"] != "succeeded" {
+		t.Errorf("call = %v", call)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after cancel: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return within 15 s of cancel")
+	}
+}
+
+type client struct {
+	t    *testing.T
+	base string
+}
+
+func (c client) do(method, path, body string, want int) map[string]any {
+	c.t.Helper()
+	req, _ := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if strings.HasSuffix(path, "/events") {
+		req.Header.Set("Accept", "application/json")
+		req.URL.RawQuery = "limit=1000"
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		c.t.Fatalf("%s %s: %d %s, want %d", method, path, res.StatusCode, data, want)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		c.t.Fatalf("%s %s: %s: %v", method, path, data, err)
+	}
+	return out
+}
+
+// TestSIGKILL runs the real brain binary, kills it with SIGKILL while calls
+// are in flight, restarts it on the same data dir, and checks that every
+// event recorded before the kill is still there with the same ID and content,
+// and that the calls in flight ended failed with brain_restarted and an
+// unknown outcome, each with its tool.result event.
+func TestSIGKILL(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "brain")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ts := newToolService(t)
+	cfg := writeConfig(t, ts.URL, nil)
+	dataDir := t.TempDir()
+	start := func() (*exec.Cmd, client) {
+		cmd := exec.Command(bin, "-config", cfg)
+		for k, v := range baseEnv(dataDir) {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Stderr = io.Discard
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		line := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if a, ok := strings.CutPrefix(sc.Text(), "brain listening on "); ok {
+					line <- a
+				}
+			}
+		}()
+		select {
+		case a := <-line:
+			return cmd, client{t: t, base: "http://" + a}
+		case <-time.After(20 * time.Second):
+			t.Fatal("brain binary did not listen within 20 s")
+		}
+		return nil, client{}
+	}
+
+	cmd, c := start()
+	sess := c.do("POST", "/sessions", `{"config":{"tools":["echo","slow"]}}`, 201)
+	sid := sess["id"].(string)
+	for i := range 5 {
+		c.do("POST", "/sessions/"+sid+"/tool_calls", fmt.Sprintf(`{"tool":"echo","arguments":{"i":%d},"wait_seconds":5}`, i), 200)
+	}
+	var inflight []string
+	for range 3 {
+		call := c.do("POST", "/sessions/"+sid+"/tool_calls", `{"tool":"slow","arguments":{}}`, 202)
+		inflight = append(inflight, call["id"].(string))
+	}
+	for range inflight {
+		select {
+		case <-ts.arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("slow calls did not reach the tool")
+		}
+	}
+	before := c.do("GET", "/sessions/"+sid+"/events", "", 200)["events"].([]any)
+	if len(before) != 1+5*2+3 {
+		t.Fatalf("%d events before the kill, want 14", len(before))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	_, c = start()
+	after := c.do("GET", "/sessions/"+sid+"/events", "", 200)["events"].([]any)
+	if len(after) != len(before)+len(inflight) {
+		t.Fatalf("%d events after restart, want %d", len(after), len(before)+len(inflight))
+	}
+	if diff := cmp.Diff(before, after[:len(before)]); diff != "" {
+		t.Errorf("events recorded before the kill changed (-before +after):\n%s", diff)
+	}
+	results := map[string]bool{}
+	for _, e := range after[len(before):] {
+		ev := e.(map[string]any)
+		data := ev["data"].(map[string]any)
+		if ev["type"] != "tool.result" || data["status"] != "failed" || data["error_code"] != "brain_restarted" {
+			t.Errorf("event after restart = %v", ev)
+		}
+		results[ev["call_id"].(string)] = true
+	}
+	for _, id := range inflight {
+		call := c.do("GET", "/tool_calls/"+id, "", 200)
+		res, _ := call["result"].(map[string]any)
+		if call["status"] != "failed" || call["error_code"] != "brain_restarted" || call["unknown_outcome"] != true ||
+			res["is_error"] != true || res["unknown_outcome"] != true || !results[id] {
+			t.Errorf("in-flight call after restart = %v", call)
+		}
+	}
+	// The restarted brain serves new calls in the same session.
+	call := c.do("POST", "/sessions/"+sid+"/tool_calls", `{"tool":"echo","arguments":{},"wait_seconds":5}`, 200)
+	if call["status"] != "succeeded" {
+		t.Errorf("call after restart = %v", call)
+	}
+}

@@ -1,0 +1,230 @@
+// Package webfetch is the web_fetch tool: its binding (schemas,
+// description), argument checks, the handler that fetches through the
+// guarded client and extracts text, and the service that serves it.
+package webfetch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/webfetch/internal/extract"
+	"github.com/brain-tools/suite/services/webfetch/internal/fetch"
+	"github.com/brain-tools/suite/services/webfetch/internal/guard"
+)
+
+// Limits of the arguments.
+const (
+	// DefaultMaxLength is max_length when unset, in characters (the MCP
+	// reference fetch server's default).
+	DefaultMaxLength = 5000
+	// MaxMaxLength is the largest max_length: 100,000 characters are at most
+	// 400 KB of UTF-8, 600 KB once JSON-escaped, inside the host's default
+	// 1 MiB max_output_bytes.
+	MaxMaxLength = 100000
+	// MaxURLLength caps url.
+	MaxURLLength = 8192
+	// MaxSelectorLength caps selector.
+	MaxSelectorLength = 1024
+	// excerptLength is how much of an error page is quoted.
+	excerptLength = 1000
+)
+
+// Args are the arguments of web_fetch.
+type Args struct {
+	URL         string `json:"url"`
+	Format      string `json:"format,omitempty"`
+	MaxLength   *int   `json:"max_length,omitempty"`
+	StartIndex  *int   `json:"start_index,omitempty"`
+	MainContent *bool  `json:"main_content,omitempty"`
+	Selector    string `json:"selector,omitempty"`
+}
+
+func bad(field, format string, args ...any) error {
+	return &strictjson.FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks every argument and names the one at fault.
+func (a *Args) Validate() error {
+	switch {
+	case a.URL == "":
+		return bad("url", "required")
+	case len(a.URL) > MaxURLLength:
+		return bad("url", "longer than %d bytes", MaxURLLength)
+	}
+	u, err := url.Parse(a.URL)
+	if err != nil {
+		return bad("url", "not a valid URL: %v", errors.Unwrap(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return bad("url", "must be an absolute http:// or https:// URL, got %q", a.URL)
+	}
+	if u.Host == "" {
+		return bad("url", "has no host")
+	}
+	switch extract.Format(a.Format) {
+	case "", extract.Markdown, extract.TextFormat, extract.HTMLFormat:
+	default:
+		return bad("format", "must be markdown, text or html, got %q", a.Format)
+	}
+	if a.MaxLength != nil && (*a.MaxLength < 1 || *a.MaxLength > MaxMaxLength) {
+		return bad("max_length", "must be from 1 to %d characters, got %d", MaxMaxLength, *a.MaxLength)
+	}
+	if a.StartIndex != nil && *a.StartIndex < 0 {
+		return bad("start_index", "must be 0 or more, got %d", *a.StartIndex)
+	}
+	if a.Selector != "" {
+		if len(a.Selector) > MaxSelectorLength {
+			return bad("selector", "longer than %d bytes", MaxSelectorLength)
+		}
+		if err := extract.CheckSelector(a.Selector); err != nil {
+			return bad("selector", "not a valid CSS selector: %v", err)
+		}
+	}
+	return nil
+}
+
+// Output is the structured_content of a successful call.
+type Output struct {
+	URL         string `json:"url"`
+	FinalURL    string `json:"final_url"`
+	Status      int    `json:"status"`
+	ContentType string `json:"content_type"`
+	Title       string `json:"title"`
+	TotalLength int    `json:"total_length"`
+	// NextStartIndex is set when the content was cut: call again with
+	// start_index set to it.
+	NextStartIndex *int `json:"next_start_index,omitempty"`
+}
+
+// Fetcher is the tool's state: the guarded client and the extractor.
+type Fetcher struct {
+	client   *fetch.Client
+	extract  *extract.Extractor
+	outcomes *prometheus.CounterVec
+}
+
+// NewFetcher builds the tool from a checked Config.
+func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
+	prefixes, hosts, err := guard.ParseAllowList(cfg.Allow)
+	if err != nil {
+		return nil, fmt.Errorf("WEBFETCH_ALLOW: %w", err)
+	}
+	ports, err := guard.ParsePorts(cfg.Ports)
+	if err != nil {
+		return nil, fmt.Errorf("WEBFETCH_PORTS: %w", err)
+	}
+	g := guard.New(guard.Options{AllowPrefixes: prefixes, AllowHosts: hosts, Ports: ports, Resolver: deps.Resolver, BeforeDial: deps.BeforeDial})
+	o := cfg.fetchOptions(g)
+	o.Logger = logger
+	return &Fetcher{
+		client:  fetch.New(o),
+		extract: extract.New(),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webfetch_fetches_total",
+			Help: "web_fetch calls by outcome: ok, refused (SSRF guard), robots, too_large, timeout, http_status, unsupported_type, error.",
+		}, []string{"outcome"}),
+	}, nil
+}
+
+// Close drops idle connections.
+func (f *Fetcher) Close() { f.client.Close() }
+
+// Tool returns the web_fetch binding and handler.
+func (f *Fetcher) Tool() service.Tool {
+	return service.Tool{Binding: Binding(), Handler: service.Typed(f.handle)}
+}
+
+func (f *Fetcher) count(outcome string) { f.outcomes.WithLabelValues(outcome).Inc() }
+
+func (f *Fetcher) handle(ctx context.Context, call *service.Call, a Args) *tool.Result {
+	format := extract.Format(a.Format)
+	if format == "" {
+		format = extract.Markdown
+	}
+	maxLen, start, main := DefaultMaxLength, 0, true
+	if a.MaxLength != nil {
+		maxLen = *a.MaxLength
+	}
+	if a.StartIndex != nil {
+		start = *a.StartIndex
+	}
+	if a.MainContent != nil {
+		main = *a.MainContent
+	}
+
+	resp, err := f.client.Get(ctx, a.URL)
+	if err != nil {
+		f.count(fetchOutcome(err))
+		return tool.Errorf("fetch %s: %v", a.URL, err)
+	}
+	call.Logger.Debug("fetched", "final_url", resp.FinalURL, "status", resp.Status, "bytes", len(resp.Body), "cached", resp.Cached, "hops", len(resp.Hops))
+	final, _ := url.Parse(resp.FinalURL)
+	doc, err := f.extract.Extract(ctx, extract.Input{URL: final, ContentType: resp.Header.Get("Content-Type"), Body: resp.Body},
+		extract.Options{Format: format, MainContent: main, Selector: a.Selector})
+	if resp.Status >= 400 {
+		f.count("http_status")
+		msg := fmt.Sprintf("fetch %s: HTTP %d %s", a.URL, resp.Status, http.StatusText(resp.Status))
+		if err == nil && strings.TrimSpace(doc.Text) != "" {
+			excerpt, _, next, _ := extract.Paginate(doc.Text, 0, excerptLength)
+			if next > 0 {
+				excerpt += "…"
+			}
+			msg += "\n\n" + excerpt
+		}
+		return tool.Errorf("%s", msg)
+	}
+	if err != nil {
+		var ut *extract.UnsupportedTypeError
+		if errors.As(err, &ut) {
+			f.count("unsupported_type")
+		} else {
+			f.count("error")
+		}
+		return tool.Errorf("read %s: %v", resp.FinalURL, err)
+	}
+	page, total, next, err := extract.Paginate(doc.Text, start, maxLen)
+	if err != nil {
+		f.count("error")
+		return tool.Errorf("invalid arguments: %v", err)
+	}
+	out := Output{URL: resp.URL, FinalURL: resp.FinalURL, Status: resp.Status, ContentType: doc.ContentType, Title: doc.Title, TotalLength: total}
+	content := []tool.Content{tool.Text(page)}
+	if next > 0 {
+		out.NextStartIndex = &next
+		content = append(content, tool.Text(fmt.Sprintf(
+			"[Content cut at character %d of %d. Call web_fetch again with start_index=%d to read more.]", next, total, next)))
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		return tool.Errorf("encode result: %v", err)
+	}
+	f.count("ok")
+	return &tool.Result{Content: content, StructuredContent: data}
+}
+
+// fetchOutcome names the metric label of a fetch error.
+func fetchOutcome(err error) string {
+	var tl *fetch.TooLargeError
+	switch {
+	case errors.Is(err, guard.ErrRefused):
+		return "refused"
+	case errors.Is(err, fetch.ErrRobots):
+		return "robots"
+	case errors.As(err, &tl):
+		return "too_large"
+	case errors.Is(err, fetch.ErrTimeout):
+		return "timeout"
+	}
+	return "error"
+}

@@ -1,0 +1,197 @@
+// Package app assembles the sandbox service from its environment: the
+// config, the backend it names, the workspaces, the tools, and the
+// runtime of pkg/service. main only calls Run; tests call Build and serve
+// the handler on 127.0.0.1:0.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/services/sandbox/internal/backend"
+	"github.com/brain-tools/suite/services/sandbox/internal/backend/local"
+	"github.com/brain-tools/suite/services/sandbox/internal/tools"
+	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
+)
+
+// Config is the sandbox service's environment. README.md lists every
+// variable with its default.
+type Config struct {
+	service.Config
+
+	// Backend is local (default), e2b, daytona or modal.
+	Backend string `env:"SANDBOX_BACKEND" envDefault:"local"`
+	// Root holds the workspaces.
+	Root string `env:"SANDBOX_ROOT" envDefault:"/var/lib/brain-sandbox"`
+	// Quota is each workspace's disk quota in bytes (local backend; the
+	// remote ones have their providers' disks).
+	Quota int64 `env:"SANDBOX_QUOTA_BYTES" envDefault:"1073741824"`
+	// Idle is how long a session's workspace (and remote sandbox) lives
+	// after its last call.
+	Idle time.Duration `env:"SANDBOX_IDLE" envDefault:"30m"`
+	// MaxWorkspaces caps the workspaces that exist at once.
+	MaxWorkspaces int `env:"SANDBOX_MAX_WORKSPACES" envDefault:"1000"`
+	// UIDBase is the first host uid of session sandboxes (local backend,
+	// service running as root); 0 runs them as the service's own uid.
+	UIDBase int `env:"SANDBOX_UID_BASE" envDefault:"200000"`
+
+	// Output and call limits.
+	DefaultTimeout    time.Duration `env:"SANDBOX_DEFAULT_TIMEOUT" envDefault:"60s"`
+	DefaultJobTimeout time.Duration `env:"SANDBOX_DEFAULT_JOB_TIMEOUT" envDefault:"600s"`
+	HeadBytes         int           `env:"SANDBOX_OUTPUT_HEAD_BYTES" envDefault:"16384"`
+	TailBytes         int           `env:"SANDBOX_OUTPUT_TAIL_BYTES" envDefault:"16384"`
+	MaxJobsPerSession int           `env:"SANDBOX_MAX_JOBS_PER_SESSION" envDefault:"8"`
+
+	// Local backend.
+	Bwrap       string        `env:"SANDBOX_BWRAP"`
+	Shell       string        `env:"SANDBOX_SHELL"`
+	ReadOnly    []string      `env:"SANDBOX_RO_PATHS" envSeparator:","`
+	TmpBytes    int64         `env:"SANDBOX_TMP_BYTES" envDefault:"67108864"`
+	LimitCPU    int           `env:"SANDBOX_LIMIT_CPU_SECONDS" envDefault:"3600"`
+	LimitAS     int64         `env:"SANDBOX_LIMIT_AS_BYTES" envDefault:"4294967296"`
+	LimitProcs  int           `env:"SANDBOX_LIMIT_PROCS" envDefault:"256"`
+	LimitFSize  int64         `env:"SANDBOX_LIMIT_FSIZE_BYTES"`
+	LimitNoFile int           `env:"SANDBOX_LIMIT_NOFILE" envDefault:"1024"`
+	SandboxUID  int           `env:"SANDBOX_INNER_UID" envDefault:"1000"`
+	QuotaEvery  time.Duration `env:"SANDBOX_QUOTA_INTERVAL" envDefault:"500ms"`
+}
+
+// Validate checks the settings that pkg/service does not.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := c.Config.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Backend {
+	case "local", "e2b", "daytona", "modal":
+	default:
+		errs = append(errs, fmt.Errorf("SANDBOX_BACKEND must be local, e2b, daytona or modal, got %q", c.Backend))
+	}
+	if c.Quota <= 0 {
+		errs = append(errs, fmt.Errorf("SANDBOX_QUOTA_BYTES must be positive, got %d", c.Quota))
+	}
+	if c.Idle < time.Minute {
+		errs = append(errs, fmt.Errorf("SANDBOX_IDLE must be at least 1m, got %s", c.Idle))
+	}
+	if c.DefaultTimeout < time.Second || c.DefaultTimeout > time.Hour {
+		errs = append(errs, fmt.Errorf("SANDBOX_DEFAULT_TIMEOUT must be from 1s to 1h, got %s", c.DefaultTimeout))
+	}
+	if c.DefaultJobTimeout < time.Second || c.DefaultJobTimeout > time.Hour {
+		errs = append(errs, fmt.Errorf("SANDBOX_DEFAULT_JOB_TIMEOUT must be from 1s to 1h, got %s", c.DefaultJobTimeout))
+	}
+	// Both streams, in the text block and the structured content, with
+	// JSON escaping of up to 6 bytes per byte, within the host's default
+	// max_output_bytes of 1 MiB.
+	if c.HeadBytes < 0 || c.TailBytes < 0 || 2*2*6*(c.HeadBytes+c.TailBytes) > 1<<20 {
+		errs = append(errs, fmt.Errorf("SANDBOX_OUTPUT_HEAD_BYTES + SANDBOX_OUTPUT_TAIL_BYTES must be at most %d so a result fits 1 MiB, got %d", (1<<20)/24, c.HeadBytes+c.TailBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseConfig reads Config from environ, defaulting ADDR to 127.0.0.1:8082.
+func ParseConfig(environ map[string]string) (Config, error) {
+	cfg, err := service.ParseEnv[Config](environ)
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8082"
+	}
+	if cfg.LimitFSize <= 0 {
+		cfg.LimitFSize = cfg.Quota
+	}
+	return cfg, cfg.Validate()
+}
+
+// Service is the assembled sandbox service.
+type Service struct {
+	Server     *service.Server
+	Tools      *tools.Service
+	Workspaces *workspace.Manager
+	Backend    backend.Backend
+}
+
+// Build makes the backend the config names (probing it: a local backend
+// that cannot run bwrap is an error that says what is missing), the
+// workspaces and the tools.
+func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	uidBase := cfg.UIDBase
+	if cfg.Backend != "local" || os.Geteuid() != 0 {
+		uidBase = 0
+	}
+	var be backend.Backend
+	var err error
+	switch cfg.Backend {
+	case "local":
+		probeUID := -1
+		if uidBase > 0 {
+			probeUID = uidBase + cfg.MaxWorkspaces
+		}
+		be, err = local.New(ctx, local.Config{
+			Bwrap: cfg.Bwrap, Shell: cfg.Shell, ReadOnly: cfg.ReadOnly, TmpSize: cfg.TmpBytes,
+			Limits: local.Limits{
+				CPUSeconds: cfg.LimitCPU, AddressSpace: cfg.LimitAS, Processes: cfg.LimitProcs,
+				FileSize: cfg.LimitFSize, OpenFiles: cfg.LimitNoFile,
+			},
+			SandboxUID: cfg.SandboxUID, Quota: cfg.Quota, QuotaInterval: cfg.QuotaEvery,
+			ProbeUID: probeUID, Logger: logger,
+		})
+	default:
+		err = fmt.Errorf("backend %s: not built yet", cfg.Backend)
+	}
+	if err != nil {
+		return nil, err
+	}
+	wsm, err := workspace.New(workspace.Options{
+		Root: cfg.Root, Quota: cfg.Quota, Idle: cfg.Idle, UIDBase: uidBase, MaxWorkspaces: cfg.MaxWorkspaces,
+		OnRemove: be.Release, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ts := tools.New(tools.Limits{
+		DefaultTimeout: cfg.DefaultTimeout, DefaultJobTimeout: cfg.DefaultJobTimeout,
+		HeadBytes: cfg.HeadBytes, TailBytes: cfg.TailBytes, MaxJobsPerSession: cfg.MaxJobsPerSession,
+	}, wsm, be, logger)
+	srv := &service.Server{
+		Name: "sandbox", Config: cfg.Config, Logger: logger, Tools: ts.Tools(),
+		Health: func(ctx context.Context) (map[string]any, error) {
+			detail := map[string]any{"backend": be.Name(), "workspaces": wsm.Count()}
+			return detail, be.Check(ctx)
+		},
+	}
+	return &Service{Server: srv, Tools: ts, Workspaces: wsm, Backend: be}, nil
+}
+
+// Run is the service's whole life (service.RunFunc): config, build, sweep
+// idle workspaces, serve until ctx ends, then kill running jobs.
+func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
+	cfg, err := ParseConfig(environ)
+	if err != nil {
+		return err
+	}
+	s, err := Build(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go s.Workspaces.Run(sweepCtx)
+	logger.Info("sandbox ready", "backend", s.Backend.Name(), "root", s.Workspaces.Root(), "idle", cfg.Idle.String())
+	serveErr := service.Run(ctx, s.Server)
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Tools.Close(closeCtx); err != nil {
+		logger.Warn("stop running jobs", "err", err)
+	}
+	s.Workspaces.Close()
+	return serveErr
+}

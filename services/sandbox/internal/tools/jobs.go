@@ -1,0 +1,194 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// The job tools follow pkg/jobs (IDs, states, StatusJSON), with two
+// differences the sandbox needs: a job belongs to its session, not only to
+// its tenant, so the owner key passed to the jobs.Manager is tenant and
+// session together; and a running job's status carries its output so far.
+
+const jobRetention = time.Hour
+
+// jobRun is a job's live output, kept for status calls.
+type jobRun struct {
+	run     *run
+	owner   string
+	command string
+	ended   time.Time // zero while running
+}
+
+var jobSpec = jobs.Spec{Prefix: "sandbox", Noun: "command", IDField: "job_id"}
+
+func (s *Service) startTool() service.Tool {
+	return service.Tool{
+		Binding: tool.Binding{
+			Name: "sandbox_start",
+			Description: "Start a long shell command in this session's sandbox and return its job_id at once, without waiting. " +
+				"Follow it with sandbox_status (its output so far, and its result once it has ended) and stop it with sandbox_cancel. " +
+				fmt.Sprintf("Same arguments and sandbox as sandbox_exec; timeout_seconds defaults to %d here.", int(s.lim.DefaultJobTimeout/time.Second)),
+			InputSchema:    s.execSchema("to start", s.lim.DefaultJobTimeout),
+			OutputSchema:   jobs.OutputSchema(jobSpec.IDField),
+			TimeoutSeconds: 60,
+		},
+		Handler: service.Typed(func(ctx context.Context, call *service.Call, args execArgs) *tool.Result {
+			req, bad := s.check(args, s.lim.DefaultJobTimeout)
+			if bad != nil {
+				return bad
+			}
+			ws, release, bad := s.acquire(call)
+			if bad != nil {
+				return bad
+			}
+			r := s.newRun()
+			jr := &jobRun{run: r, owner: owner(call), command: req.Command}
+			st, err := s.jobs.Start(jr.owner, func(ctx context.Context) *tool.Result {
+				defer release()
+				res := s.execute(ctx, ws, req, r, nil)
+				s.mu.Lock()
+				jr.ended = time.Now()
+				s.mu.Unlock()
+				return res
+			})
+			if err != nil {
+				release()
+				if errors.Is(err, jobs.ErrTooManyJobs) {
+					return tool.Errorf("sandbox_start: this session already has %d running commands; wait for one or cancel it", s.lim.MaxJobsPerSession)
+				}
+				return tool.Errorf("sandbox_start: %v", err)
+			}
+			s.mu.Lock()
+			s.purgeLocked()
+			s.runs[st.ID] = jr
+			s.mu.Unlock()
+			call.Logger.Info("job started", "job_id", st.ID)
+			return jobs.StartedResult(jobSpec, st, map[string]any{"timeout_seconds": int(req.Timeout / time.Second)})
+		}),
+	}
+}
+
+// purgeLocked forgets the output of jobs that ended over jobRetention ago,
+// as the jobs.Manager forgets the jobs.
+func (s *Service) purgeLocked() {
+	cutoff := time.Now().Add(-jobRetention)
+	for id, jr := range s.runs {
+		if !jr.ended.IsZero() && jr.ended.Before(cutoff) {
+			delete(s.runs, id)
+		}
+	}
+}
+
+type jobIDArgs struct {
+	JobID       string `json:"job_id"`
+	WaitSeconds *int   `json:"wait_seconds,omitempty"`
+}
+
+func (a jobIDArgs) Validate() error {
+	if !jobs.ValidID(a.JobID) {
+		return fmt.Errorf("job_id: %q is not a job ID of this service (26 characters of a-z and 2-7)", a.JobID)
+	}
+	if a.WaitSeconds != nil && (*a.WaitSeconds < 0 || time.Duration(*a.WaitSeconds)*time.Second > jobs.DefaultMaxWait) {
+		return fmt.Errorf("wait_seconds: must be from 0 to %d, got %d", int(jobs.DefaultMaxWait/time.Second), *a.WaitSeconds)
+	}
+	return nil
+}
+
+func (s *Service) statusTool() service.Tool {
+	maxWait := int(jobs.DefaultMaxWait / time.Second)
+	return service.Tool{
+		Binding: tool.Binding{
+			Name: "sandbox_status",
+			Description: "Tell the state of a command started with sandbox_start: running (with its output so far), succeeded, failed or cancelled (with its result). " +
+				fmt.Sprintf("Set wait_seconds (at most %d) to wait for it to end first.", maxWait),
+			InputSchema: mustJSON(map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"job_id":       map[string]any{"type": "string", "pattern": "^[a-z2-7]{26}$", "description": "The job_id sandbox_start returned."},
+					"wait_seconds": map[string]any{"type": "integer", "minimum": 0, "maximum": maxWait, "description": "Wait up to this many seconds for the command to end. Default 0."},
+				},
+				"required":             []string{"job_id"},
+				"additionalProperties": false,
+			}),
+			OutputSchema:   jobs.OutputSchema(jobSpec.IDField),
+			TimeoutSeconds: 60,
+		},
+		Handler: service.Typed(func(ctx context.Context, call *service.Call, args jobIDArgs) *tool.Result {
+			wait := time.Duration(0)
+			if args.WaitSeconds != nil {
+				wait = time.Duration(*args.WaitSeconds) * time.Second
+			}
+			st, err := s.jobs.Status(ctx, owner(call), args.JobID, wait)
+			return s.jobAnswer("status", args.JobID, st, err, call)
+		}),
+	}
+}
+
+func (s *Service) cancelTool() service.Tool {
+	return service.Tool{
+		Binding: tool.Binding{
+			Name:        "sandbox_cancel",
+			Description: "Kill a command started with sandbox_start, with every process it started, and tell its state afterwards. Cancelling a command that has already ended changes nothing.",
+			InputSchema: mustJSON(map[string]any{
+				"type":                 "object",
+				"properties":           map[string]any{"job_id": map[string]any{"type": "string", "pattern": "^[a-z2-7]{26}$", "description": "The job_id sandbox_start returned."}},
+				"required":             []string{"job_id"},
+				"additionalProperties": false,
+			}),
+			OutputSchema:   jobs.OutputSchema(jobSpec.IDField),
+			TimeoutSeconds: 30,
+		},
+		Handler: service.Typed(func(ctx context.Context, call *service.Call, args jobIDArgs) *tool.Result {
+			if args.WaitSeconds != nil {
+				return fieldErr("wait_seconds", "unknown field for sandbox_cancel")
+			}
+			st, err := s.jobs.Cancel(ctx, owner(call), args.JobID)
+			return s.jobAnswer("cancel", args.JobID, st, err, call)
+		}),
+	}
+}
+
+// jobAnswer renders a job's status, adding the output so far while it runs.
+func (s *Service) jobAnswer(op, id string, st jobs.Status, err error, call *service.Call) *tool.Result {
+	if errors.Is(err, jobs.ErrNotFound) {
+		return tool.Errorf("sandbox_%s: no command %s in this session (it may have ended over an hour ago and been forgotten)", op, id)
+	}
+	if err != nil {
+		call.Logger.Error("job "+op, "job_id", id, "err", err)
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("sandbox_%s %s: internal error", op, id))}, IsError: true, UnknownOutcome: op == "cancel"}
+	}
+	m := jobs.StatusJSON(jobSpec.IDField, st)
+	text := jobs.StatusText(jobSpec.Noun, st)
+	s.mu.Lock()
+	jr := s.runs[id]
+	s.mu.Unlock()
+	if jr != nil {
+		m["command"] = jr.command
+	}
+	if st.State == jobs.Running && jr != nil {
+		out, errText := jr.run.stdout.Text(), jr.run.stderr.Text()
+		m["output"] = map[string]any{
+			"stdout": out.String(), "stderr": errText.String(),
+			"stdout_dropped_bytes": out.Dropped, "stderr_dropped_bytes": errText.Dropped,
+			"elapsed_ms": time.Since(jr.run.started).Milliseconds(),
+		}
+		var b strings.Builder
+		b.WriteString(text)
+		if o := out.String(); o != "" {
+			b.WriteString("\nstdout so far:\n" + o)
+		}
+		if e := errText.String(); e != "" {
+			b.WriteString("\nstderr so far:\n" + e)
+		}
+		text = b.String()
+	}
+	return mustResult(tool.StructuredResult(m, text))
+}

@@ -150,11 +150,16 @@ func (s *Store) Get(ctx context.Context, ns keys.Namespace, key string, offset, 
 			return Object{}, nil, classify("get", key, ns, err)
 		}
 	}
-	data, err := io.ReadAll(io.LimitReader(body, n))
-	if err != nil {
+	// Size the buffer once from Content-Length rather than growing it.
+	capacity := n
+	if cl := aws.ToInt64(out.ContentLength); cl >= 0 && cl < capacity {
+		capacity = cl
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, capacity))
+	if _, err := buf.ReadFrom(io.LimitReader(body, n)); err != nil {
 		return Object{}, nil, classify("get", key, ns, err)
 	}
-	return obj, data, nil
+	return obj, buf.Bytes(), nil
 }
 
 // totalFromContentRange parses the complete length of "bytes a-b/total".

@@ -22,19 +22,28 @@ func encodedLen(v any) int {
 
 // fitText returns the longest prefix of s (whole runes) whose JSON string
 // encoding, as encoding/json writes it, takes at most budget bytes besides
-// the quotes.
-func fitText(s string, budget int) string {
+// the quotes, and that encoded length.
+func fitText(s string, budget int) (string, int) {
 	used := 0
 	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf && c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if used+1 > budget {
+				return s[:i], used
+			}
+			used++
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		n := escapedLen(r, size)
 		if used+n > budget {
-			return s[:i]
+			return s[:i], used
 		}
 		used += n
 		i += size
 	}
-	return s
+	return s, used
 }
 
 // escapedLen is the size of one rune inside a JSON string written by

@@ -66,12 +66,15 @@ func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) *tool.Re
 		return failure(err, false)
 	}
 	// Spend on data what the rest of the result leaves of the limit, and
-	// shrink if the first estimate was off.
+	// shrink if the first estimate was off. Sizes are computed, not
+	// marshalled: the data is most of the result and encoding it twice
+	// would cost as much as the S3 calls.
 	limit := int(t.cfg.MaxOutputBytes) - sseMargin
-	budget := limit - encodedLen(t.render(obj, nil, a.Offset, 0)) - 512
+	skeleton, _ := render(obj, nil, a.Offset, 0)
+	budget := limit - encodedLen(skeleton) - 512
 	for range 4 {
-		r := t.render(obj, data, a.Offset, budget)
-		n := encodedLen(r)
+		r, dataLen := render(obj, data, a.Offset, budget)
+		n := skeletonLen(r) + dataLen
 		if n <= limit {
 			return r
 		}
@@ -80,36 +83,52 @@ func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) *tool.Re
 	return tool.Errorf("get %q: cannot fit the object's description in the %d-byte output limit", a.Key, t.cfg.MaxOutputBytes)
 }
 
+// skeletonLen is the encoded size of r with its data block emptied: the
+// size of r minus the data's encoded length.
+func skeletonLen(r *tool.Result) int {
+	c := *r
+	c.Content = append([]tool.Content(nil), r.Content...)
+	if len(c.Content) == 2 {
+		c.Content[1].Text, c.Content[1].Data = "", ""
+	}
+	return encodedLen(c)
+}
+
 // render builds storage_get's result for data read at offset of obj,
-// spending at most budget bytes of encoded output on the data itself.
-func (t *Tools) render(obj objects.Object, data []byte, offset int64, budget int) *tool.Result {
+// spending at most budget bytes of encoded output on the data itself, and
+// returns the data's encoded length (inside its JSON string).
+func render(obj objects.Object, data []byte, offset int64, budget int) (*tool.Result, int) {
 	if budget < 0 {
 		budget = 0
 	}
 	res := getResult{Object: obj, Offset: offset}
 	more := offset+int64(len(data)) < obj.Size
 	var payload tool.Content
+	encoded := 0
 	mt, image := isImage(obj.ContentType)
+	text, textLen := "", 0
+	if len(data) > 0 && isText(obj.ContentType) && textOK(data, more) {
+		text, textLen = fitText(string(trimIf(data, more)), budget)
+	}
 	switch {
 	case len(data) == 0:
 		res.Encoding = "text"
 	case image && offset == 0 && !more && base64.StdEncoding.EncodedLen(len(data)) <= budget:
 		res.Encoding = "image"
 		payload = tool.Image(data, mt)
-	case isText(obj.ContentType) && textOK(data, more) && len(fitText(string(trimIf(data, more)), budget)) > 0:
+		encoded = len(payload.Data)
+	case text != "":
 		res.Encoding = "text"
-		if more {
-			data = trimPartialRune(data)
-		}
-		s := fitText(string(data), budget)
-		data = data[:len(s)]
-		payload = tool.Text(s)
+		data = data[:len(text)]
+		payload = tool.Text(text)
+		encoded = textLen
 	default:
 		res.Encoding = "base64"
 		if max := budget / 4 * 3; len(data) > max {
 			data = data[:max]
 		}
 		payload = tool.Text(base64.StdEncoding.EncodeToString(data))
+		encoded = len(payload.Text)
 	}
 	res.Length = int64(len(data))
 	if end := offset + res.Length; end < obj.Size {
@@ -118,8 +137,10 @@ func (t *Tools) render(obj objects.Object, data []byte, offset int64, budget int
 	blocks := []tool.Content{tool.Text(getHeader(res))}
 	if payload.Type != "" && res.Length > 0 {
 		blocks = append(blocks, payload)
+	} else {
+		encoded = 0
 	}
-	return structured(res, blocks...)
+	return structured(res, blocks...), encoded
 }
 
 func trimIf(data []byte, more bool) []byte {

@@ -1,0 +1,149 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/brain-tools/suite/services/storage/internal/objects"
+	"github.com/brain-tools/suite/services/storage/internal/s3test"
+)
+
+const benchObjectBytes = 256 << 10
+
+// fastResult is what a client needs of a result; decoding it is one
+// encoding/json pass (the tests decode strictly with tool.DecodeResult,
+// which checks every rule and costs several passes).
+type fastResult struct {
+	IsError bool `json:"is_error"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+func (h *harness) fastCall(tenant, session, name string, args any) fastResult {
+	raw, err := json.Marshal(map[string]any{"tenant_id": tenant, "session_id": session, "call_id": "bench", "arguments": args})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/tools/"+name, bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r fastResult
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusOK {
+		h.t.Fatalf("%s: %s: %v", name, resp.Status, err)
+	}
+	return r
+}
+
+// BenchmarkPutGet256KiB compares one storage_put + storage_get of a
+// 256 KiB object through the service (HTTP, JSON, base64, namespace, the
+// transfer manager) with the same two calls made straight from
+// aws-sdk-go-v2 to the same versitygw. Throughput counts both directions.
+// Target: the service keeps at least 70 % of the direct throughput.
+//
+// direct and service run one after the other; interleaved alternates them
+// pair by pair, so both see the same load on a shared machine, and reports
+// the ratio as the keep-% metric.
+func BenchmarkPutGet256KiB(b *testing.B) {
+	data := randomBytes(benchObjectBytes)
+	direct := newDirect(b, data)
+	b.Run("direct", func(b *testing.B) {
+		b.SetBytes(2 * benchObjectBytes)
+		for b.Loop() {
+			direct()
+		}
+	})
+	service := newServicePair(b, data)
+	b.Run("service", func(b *testing.B) {
+		b.SetBytes(2 * benchObjectBytes)
+		for b.Loop() {
+			service()
+		}
+	})
+	b.Run("interleaved", func(b *testing.B) {
+		var d, s time.Duration
+		b.SetBytes(4 * benchObjectBytes)
+		for b.Loop() {
+			t0 := time.Now()
+			direct()
+			t1 := time.Now()
+			service()
+			d += t1.Sub(t0)
+			s += time.Since(t1)
+		}
+		n := time.Duration(b.N)
+		b.ReportMetric(float64(d/n)/1e6, "direct-ms/op")
+		b.ReportMetric(float64(s/n)/1e6, "service-ms/op")
+		b.ReportMetric(100*float64(d)/float64(s), "keep-%")
+		fmt.Fprintf(os.Stdout, "storage put+get 256 KiB, interleaved: direct %v/op (%.1f MB/s), service %v/op (%.1f MB/s): the service keeps %.0f%% of direct throughput (target >= 70%%)\n",
+			(d / n).Round(time.Microsecond), mbps(d/n), (s / n).Round(time.Microsecond), mbps(s/n), 100*float64(d)/float64(s))
+	})
+}
+
+// newDirect returns one put+get pair made straight with aws-sdk-go-v2.
+func newDirect(b *testing.B, data []byte) func() {
+	store, err := objects.New(context.Background(), s3Config(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := store.Client()
+	ctx := context.Background()
+	key := fmt.Sprintf("bench-direct-%d", time.Now().UnixNano())
+	return func() {
+		if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s3test.Bucket), Key: aws.String(key), Body: bytes.NewReader(data), ContentType: aws.String("application/octet-stream")}); err != nil {
+			b.Fatal(err)
+		}
+		out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s3test.Bucket), Key: aws.String(key)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, err := io.ReadAll(out.Body)
+		out.Body.Close()
+		if err != nil || len(got) != benchObjectBytes {
+			b.Fatalf("read %d bytes: %v", len(got), err)
+		}
+	}
+}
+
+// newServicePair returns one storage_put + storage_get pair through the
+// service over loopback HTTP, decoding the bytes back as a client must.
+func newServicePair(b *testing.B, data []byte) func() {
+	h := newHarness(b, toolsConfig())
+	putArgs := map[string]any{"key": "bench.bin", "content_type": "application/octet-stream"}
+	getArgs := map[string]any{"key": "bench.bin"}
+	return func() {
+		// Encoding the arguments is the caller's work: it counts.
+		putArgs["data_base64"] = base64.StdEncoding.EncodeToString(data)
+		if r := h.fastCall("bench", "s", "storage_put", putArgs); r.IsError {
+			b.Fatalf("put: %+v", r)
+		}
+		r := h.fastCall("bench", "s", "storage_get", getArgs)
+		if r.IsError || len(r.Content) != 2 {
+			b.Fatalf("get: %+v", r)
+		}
+		got, err := base64.StdEncoding.DecodeString(r.Content[1].Text)
+		if err != nil || len(got) != benchObjectBytes {
+			b.Fatalf("read %d bytes: %v", len(got), err)
+		}
+	}
+}
+
+func mbps(d time.Duration) float64 { return 2 * benchObjectBytes / d.Seconds() / 1e6 }

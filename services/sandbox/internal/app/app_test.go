@@ -28,16 +28,13 @@ const testToken = "test-token"
 
 // harness is the sandbox service on a real HTTP server on 127.0.0.1.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	svc *Service
 }
 
 func newHarness(t *testing.T, env map[string]string) *harness {
 	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Fatalf("bwrap is not installed: run services/sandbox/deps.sh (%v)", err)
-	}
 	root, err := os.MkdirTemp("", "sandbox-app-test-")
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +50,14 @@ func newHarness(t *testing.T, env map[string]string) *harness {
 	}
 	for k, v := range env {
 		environ[k] = v
+	}
+	return startHarness(t, environ)
+}
+
+func startHarness(t testing.TB, environ map[string]string) *harness {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatalf("bwrap is not installed: run services/sandbox/deps.sh (%v)", err)
 	}
 	cfg, err := ParseConfig(environ)
 	if err != nil {
@@ -81,7 +86,7 @@ type answer struct {
 }
 
 // Structured decodes the result's structured_content.
-func (a answer) Structured(t *testing.T) map[string]any {
+func (a answer) Structured(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(a.Result.StructuredContent, &m); err != nil {

@@ -263,11 +263,10 @@ type command struct {
 	argsData []byte
 }
 
-// prepare builds the prlimit+bwrap command for req in a workspace at dir
-// owned by uid (-1: run as the service's uid).
-func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*command, error) {
+// prlimitArgs returns prlimit's arguments up to and including its "--".
+func (b *Backend) prlimitArgs() []string {
 	l := b.cfg.Limits
-	argv := []string{
+	return []string{
 		b.cfg.Prlimit,
 		"--cpu=" + strconv.Itoa(l.CPUSeconds),
 		"--as=" + strconv.FormatInt(l.AddressSpace, 10),
@@ -276,14 +275,11 @@ func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*comman
 		"--nofile=" + strconv.Itoa(l.OpenFiles),
 		"--core=0",
 		"--",
-		b.cfg.Bwrap,
-		"--args", "3",
-		"--", b.cfg.Shell, "-c", req.Command,
 	}
+}
 
-	// Everything but the command line goes through fd 3, so the
-	// environment (which may hold secrets) never shows in the host's
-	// process list and no option can be mistaken for part of the command.
+// options returns bwrap's options for req in a workspace at dir.
+func (b *Backend) options(dir string, req backend.ExecRequest) []string {
 	sid := strconv.Itoa(b.cfg.SandboxUID)
 	opts := []string{
 		"--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session",
@@ -312,8 +308,39 @@ func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*comman
 	for _, k := range keys {
 		opts = append(opts, "--setenv", k, req.Env[k])
 	}
+	return opts
+}
+
+func (b *Backend) sysProcAttr(uid int) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if uid >= 0 && b.asRoot {
+		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
+	}
+	return attr
+}
+
+// DirectCommand returns the prlimit+bwrap command Exec would start for req
+// in a workspace at dir owned by uid, with bwrap's options on the command
+// line and no pipes: the baseline of the benchmark that compares the
+// service with spawning bwrap directly.
+func (b *Backend) DirectCommand(dir string, uid int, req backend.ExecRequest) *exec.Cmd {
+	argv := append(b.prlimitArgs(), b.cfg.Bwrap)
+	argv = append(argv, b.options(dir, req)...)
+	argv = append(argv, "--", b.cfg.Shell, "-c", req.Command)
+	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: []string{}, Dir: "/"}
+	cmd.SysProcAttr = b.sysProcAttr(uid)
+	return cmd
+}
+
+// prepare builds the prlimit+bwrap command for req in a workspace at dir
+// owned by uid (-1: run as the service's uid).
+func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*command, error) {
+	// Everything but the command line goes through fd 3, so the
+	// environment (which may hold secrets) never shows in the host's
+	// process list and no option can be mistaken for part of the command.
+	argv := append(b.prlimitArgs(), b.cfg.Bwrap, "--args", "3", "--", b.cfg.Shell, "-c", req.Command)
 	var data bytes.Buffer
-	for _, o := range opts {
+	for _, o := range b.options(dir, req) {
 		if strings.IndexByte(o, 0) >= 0 {
 			return nil, fmt.Errorf("sandbox option %q contains a NUL byte", o)
 		}
@@ -327,10 +354,7 @@ func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*comman
 	}
 	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: []string{}, Dir: "/"}
 	cmd.ExtraFiles = []*os.File{argsR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if uid >= 0 && b.asRoot {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
-	}
+	cmd.SysProcAttr = b.sysProcAttr(uid)
 	c := &command{cmd: cmd, argsR: argsR, argsData: data.Bytes()}
 	go func() {
 		// bwrap reads its options right away; if it dies first the write

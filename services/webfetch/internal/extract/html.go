@@ -74,11 +74,14 @@ func selectHTML(text string, pageURL *url.URL, mainContent bool, selector string
 		// from it and put the ids back afterwards.
 		renameHeadingAttrs(doc, "id", hiddenID)
 		renameHeadingAttrs(doc, "class", hiddenClass)
+		bodyLen := textLen(body)
+		// ParseAndMutate spares a copy of the document (a large part of the
+		// cost on big pages); the rare fallback parses the page again.
 		p := readability.NewParser()
-		art, err := p.ParseDocument(doc, base)
+		art, err := p.ParseAndMutate(doc, base)
 		if err == nil && art.Node != nil {
 			got := textLen(art.Node)
-			if !(got < nearlyEmpty && 2*got < textLen(body)) {
+			if !(got < nearlyEmpty && 2*got < bodyLen) {
 				renameHeadingAttrs(art.Node, hiddenID, "id")
 				res.root = art.Node
 				if res.title == "" {
@@ -87,9 +90,12 @@ func selectHTML(text string, pageURL *url.URL, mainContent bool, selector string
 				return res, nil
 			}
 		}
-		renameHeadingAttrs(body, hiddenID, "id")
-		renameHeadingAttrs(body, hiddenClass, "class")
-		res.root, res.fallback = body, true
+		doc, err = html.Parse(strings.NewReader(text))
+		if err != nil {
+			return nil, err
+		}
+		absolutize(doc, base)
+		res.root, res.fallback = findBody(doc), true
 	default:
 		res.root = body
 	}

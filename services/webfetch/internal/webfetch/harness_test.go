@@ -23,7 +23,7 @@ const testToken = "test-token"
 
 // harness is a web fetch service on loopback plus the servers it fetches.
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	svc  *httptest.Server
 	dns  *dnstest.Server
 	mu   sync.Mutex
@@ -49,7 +49,7 @@ var dnsRecords = map[string][]netip.Addr{
 
 // newHarness starts the service with env on top of test defaults (token,
 // allow-list 127.0.0.1, the ports of the given servers, cache off).
-func newHarness(t *testing.T, env map[string]string, servers ...*httptest.Server) *harness {
+func newHarness(t testing.TB, env map[string]string, servers ...*httptest.Server) *harness {
 	t.Helper()
 	dns, err := dnstest.Start(dnsRecords)
 	if err != nil {

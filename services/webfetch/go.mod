@@ -15,6 +15,7 @@ require (
 	github.com/ledongthuc/pdf v0.0.0-20260907135840-6c8c28e0e8a0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/temoto/robotstxt v1.1.2
+	github.com/yuin/goldmark v1.8.2
 	golang.org/x/net v0.62.0
 	golang.org/x/text v0.44.0
 )
@@ -32,7 +33,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/tmaxmax/go-sse v0.12.0 // indirect
-	github.com/yuin/goldmark v1.8.2 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -158,7 +158,9 @@ func (p *Page) wrap(h handler) httprouter.Handle {
 		hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: with no-referrer Chromium sends
+		// "Origin: null" on the page's own form POSTs, which sameOrigin refuses.
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cache-Control", "no-store")
 		h(w, r, ps)
 	}

@@ -113,6 +113,9 @@ func (s *Service) Close() error {
 // Store returns the service's store, for the operator page.
 func (s *Service) Store() *Store { return s.store }
 
+// PageURL returns the operator page's base URL (APPROVAL_PAGE_URL).
+func (s *Service) PageURL() string { return s.pageURL }
+
 // URL returns the operator page's link to approval id.
 func (s *Service) URL(id string) string { return s.pageURL + "/approval/" + id }
 

@@ -81,6 +81,9 @@ type Response struct {
 	Body []byte
 	// Cached reports that the answer came from the cache.
 	Cached bool
+	// Fetched is when the body was read; a cached answer keeps the time of
+	// the fetch it came from, so (URL, Fetched) names one body.
+	Fetched time.Time
 }
 
 // TooLargeError is a body over the cap, declared or read.
@@ -246,7 +249,7 @@ func (c *Client) follow(ctx context.Context, u *url.URL, robots bool) (*Response
 			if err != nil {
 				return nil, err
 			}
-			return &Response{URL: start, FinalURL: u.String(), Hops: hops, Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+			return &Response{URL: start, FinalURL: u.String(), Hops: hops, Status: resp.StatusCode, Header: resp.Header, Body: body, Fetched: time.Now()}, nil
 		}
 		resp.Body.Close()
 		cancel()

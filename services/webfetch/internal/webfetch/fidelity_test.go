@@ -94,6 +94,14 @@ func fixtureServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 		b.WriteString(`</article><footer class="footer">Copyright</footer></body></html>`)
 		_, _ = w.Write([]byte(b.String()))
 	})
+	mux.HandleFunc("/old/x", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/new/dir/page.html", http.StatusFound)
+	})
+	mux.HandleFunc("/new/dir/page.html", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(`<html><head><title>Moved</title></head><body><article><p>See the <a href="sub.html">sub page</a> and ` +
+			`<img src="../pic.png" alt="pic">, resolved against the final URL after the redirect, with enough words to count as an article.</p></article></body></html>`))
+	})
 	mux.HandleFunc("/missing", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(http.StatusNotFound)
@@ -149,6 +157,8 @@ func TestFixtures(t *testing.T) {
 			}, title: "Base"}},
 		{"base href after a redirect", map[string]any{"url": srv.URL + "/moved"},
 			check{ok: true, contains: []string{"[introduction](" + srv.URL + "/static/v2/guide/intro.html)"}, finalPath: "/docs/a/b/page.html"}},
+		{"final URL after redirects as the base", map[string]any{"url": srv.URL + "/old/x"},
+			check{ok: true, contains: []string{"[sub page](" + srv.URL + "/new/dir/sub.html)", "![pic](" + srv.URL + "/new/pic.png)"}, finalPath: "/new/dir/page.html"}},
 		{"content inside a hidden container", map[string]any{"url": srv.URL + "/app"},
 			check{ok: true, contains: []string{"the library lent eleven thousand books", "Paragraph 5 of the report"}, notContains: []string{"DOMContentLoaded"}, title: "Hidden until scripts run"}},
 		{"redirect loop", map[string]any{"url": srv.URL + "/loop/a"},

@@ -108,8 +108,10 @@ func TestGoSpecGolden(t *testing.T) {
 	if pages < 3 {
 		t.Fatalf("only %d pages", pages)
 	}
-	// Pages of another size join to the same text.
-	if again, _ := fetchAll(t, h, url, MaxMaxLength); again != got {
+	// Pages of another size, each extracted afresh (cache off), join to
+	// the same text.
+	fresh := newHarness(t, map[string]string{"WEBFETCH_CACHE_TTL": "0"}, srv)
+	if again, _ := fetchAll(t, fresh, url, MaxMaxLength); again != got {
 		t.Fatal("pages of 100000 characters join to a different text than pages of 49999")
 	}
 	md := strings.ReplaceAll(got, srv.URL, "{{origin}}")

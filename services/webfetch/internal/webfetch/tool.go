@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/brain-tools/suite/pkg/service"
@@ -107,12 +108,18 @@ type Output struct {
 	NextStartIndex *int `json:"next_start_index,omitempty"`
 }
 
-// Fetcher is the tool's state: the guarded client and the extractor.
+// Fetcher is the tool's state: the guarded client, the extractor, and the
+// extracted documents of cached bodies, so that reading a long page part
+// by part extracts it once.
 type Fetcher struct {
 	client   *fetch.Client
 	extract  *extract.Extractor
+	docs     *expirable.LRU[string, *extract.Document]
 	outcomes *prometheus.CounterVec
 }
+
+// docCacheEntries caps the extracted documents kept.
+const docCacheEntries = 16
 
 // NewFetcher builds the tool from a checked Config.
 func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
@@ -127,9 +134,14 @@ func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
 	g := guard.New(guard.Options{AllowPrefixes: prefixes, AllowHosts: hosts, Ports: ports, Resolver: deps.Resolver, BeforeDial: deps.BeforeDial})
 	o := cfg.fetchOptions(g)
 	o.Logger = logger
+	var docs *expirable.LRU[string, *extract.Document]
+	if cfg.CacheTTL > 0 {
+		docs = expirable.NewLRU[string, *extract.Document](docCacheEntries, nil, cfg.CacheTTL)
+	}
 	return &Fetcher{
 		client:  fetch.New(o),
 		extract: extract.New(),
+		docs:    docs,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webfetch_fetches_total",
 			Help: "web_fetch calls by outcome: ok, refused (SSRF guard), robots, too_large, timeout, http_status, unsupported_type, error.",
@@ -169,9 +181,7 @@ func (f *Fetcher) handle(ctx context.Context, call *service.Call, a Args) *tool.
 		return tool.Errorf("fetch %s: %v", a.URL, err)
 	}
 	call.Logger.Debug("fetched", "final_url", resp.FinalURL, "status", resp.Status, "bytes", len(resp.Body), "cached", resp.Cached, "hops", len(resp.Hops))
-	final, _ := url.Parse(resp.FinalURL)
-	doc, err := f.extract.Extract(ctx, extract.Input{URL: final, ContentType: resp.Header.Get("Content-Type"), Body: resp.Body},
-		extract.Options{Format: format, MainContent: main, Selector: a.Selector})
+	doc, err := f.document(ctx, resp, extract.Options{Format: format, MainContent: main, Selector: a.Selector})
 	if resp.Status >= 400 {
 		f.count("http_status")
 		msg := fmt.Sprintf("fetch %s: HTTP %d %s", a.URL, resp.Status, http.StatusText(resp.Status))
@@ -211,6 +221,23 @@ func (f *Fetcher) handle(ctx context.Context, call *service.Call, a Args) *tool.
 	}
 	f.count("ok")
 	return &tool.Result{Content: content, StructuredContent: data}
+}
+
+// document extracts resp's body, reusing the result for a cached body
+// extracted with the same options.
+func (f *Fetcher) document(ctx context.Context, resp *fetch.Response, o extract.Options) (*extract.Document, error) {
+	key := fmt.Sprintf("%s\x00%d\x00%s\x00%v\x00%s", resp.URL, resp.Fetched.UnixNano(), o.Format, o.MainContent, o.Selector)
+	if f.docs != nil {
+		if d, ok := f.docs.Get(key); ok {
+			return d, nil
+		}
+	}
+	final, _ := url.Parse(resp.FinalURL)
+	d, err := f.extract.Extract(ctx, extract.Input{URL: final, ContentType: resp.Header.Get("Content-Type"), Body: resp.Body}, o)
+	if err == nil && f.docs != nil && resp.Status < 400 {
+		f.docs.Add(key, d)
+	}
+	return d, err
 }
 
 // fetchOutcome names the metric label of a fetch error.

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"codeberg.org/readeck/go-readability/v2"
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
@@ -51,10 +52,14 @@ func selectHTML(text string, pageURL *url.URL, mainContent bool, selector string
 	if err != nil {
 		return nil, err
 	}
-	base := baseURL(doc, pageURL)
+	sc := scan(doc, mainContent)
+	base := pageURL
+	if sc.hasBase {
+		base = resolveBase(sc.baseHref, pageURL)
+	}
 	absolutize(doc, base)
-	res := &htmlResult{title: docTitle(doc), hasSentinel: strings.Contains(text, pipeSentinel)}
-	body := findBody(doc)
+	res := &htmlResult{title: sc.title, hasSentinel: strings.Contains(text, pipeSentinel)}
+	body := sc.body
 	switch {
 	case selector != "":
 		matches := topmost(goquery.NewDocumentFromNode(doc).Find(selector).Nodes)
@@ -70,19 +75,16 @@ func selectHTML(text string, pageURL *url.URL, mainContent bool, selector string
 	case mainContent:
 		// Readability drops headings whose id or class looks like clutter
 		// ("comments", "share"); on documentation that loses real section
-		// titles (go_spec.html's <h3 id="Comments">). Hide those attributes
-		// from it and put the ids back afterwards.
-		renameHeadingAttrs(doc, "id", hiddenID)
-		renameHeadingAttrs(doc, "class", hiddenClass)
-		bodyLen := textLen(body)
+		// titles (go_spec.html's <h3 id="Comments">). scan hid those
+		// attributes from it; the ids come back afterwards.
+		bodyLen := sc.bodyLen
 		// ParseAndMutate spares a copy of the document (a large part of the
 		// cost on big pages); the rare fallback parses the page again.
 		p := readability.NewParser()
 		art, err := p.ParseAndMutate(doc, base)
 		if err == nil && art.Node != nil {
-			got := textLen(art.Node)
+			got := restoreHeadings(art.Node)
 			if !(got < nearlyEmpty && 2*got < bodyLen) {
-				renameHeadingAttrs(art.Node, hiddenID, "id")
 				res.root = art.Node
 				if res.title == "" {
 					res.title = art.Title()
@@ -169,25 +171,6 @@ const (
 	hiddenClass = "data-webfetch-class"
 )
 
-// renameHeadingAttrs renames attribute from to to on every h1-h6 under n.
-func renameHeadingAttrs(n *html.Node, from, to string) {
-	walk(n, func(c *html.Node) bool {
-		if c.Type != html.ElementNode {
-			return true
-		}
-		switch c.DataAtom {
-		case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
-			for i := range c.Attr {
-				if c.Attr[i].Namespace == "" && c.Attr[i].Key == from {
-					c.Attr[i].Key = to
-				}
-			}
-			return false
-		}
-		return true
-	})
-}
-
 // topmost drops matches inside other matches, so nested matches are not
 // rendered twice.
 func topmost(nodes []*html.Node) []*html.Node {
@@ -211,25 +194,127 @@ func topmost(nodes []*html.Node) []*html.Node {
 	return out
 }
 
-// baseURL is the document's base URL: the first <base href> resolved
-// against the page URL when it is http(s), else the page URL (HTML
-// standard, "document base URL").
-func baseURL(doc *html.Node, pageURL *url.URL) *url.URL {
-	var href string
-	var found bool
-	walk(doc, func(n *html.Node) bool {
-		if found {
-			return false
+// scanned is what one pass over a parsed page finds.
+type scanned struct {
+	// baseHref is the href of the first <base href> (HTML standard,
+	// "document base URL"); hasBase tells whether there is one.
+	baseHref string
+	hasBase  bool
+	title    string
+	body     *html.Node
+	// bodyLen counts the non-space characters of the body's text (scripts
+	// and styles left out), with hide set only.
+	bodyLen int
+}
+
+// scan walks the page once. With hide, it also hides headings' id and
+// class attributes from readability (see selectHTML) and counts the body's
+// text.
+func scan(doc *html.Node, hide bool) scanned {
+	var sc scanned
+	var visit func(n *html.Node, inBody, skip bool)
+	visit = func(n *html.Node, inBody, skip bool) {
+		switch n.Type {
+		case html.TextNode:
+			if hide && inBody && !skip {
+				sc.bodyLen += nonSpace(n.Data)
+			}
+			return
+		case html.ElementNode:
+			switch n.DataAtom {
+			case atom.Base:
+				if h, ok := attr(n, "href"); ok && !sc.hasBase {
+					sc.baseHref, sc.hasBase = h, true
+				}
+			case atom.Title:
+				if sc.title == "" && n.Namespace == "" {
+					sc.title = strings.Join(strings.Fields(textOf(n)), " ")
+				}
+				return
+			case atom.Body:
+				if sc.body == nil {
+					sc.body, inBody = n, true
+				}
+			case atom.Script, atom.Style, atom.Noscript, atom.Template:
+				skip = true
+			case atom.Svg:
+				skip = true
+			case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+				if hide {
+					for i := range n.Attr {
+						switch {
+						case n.Attr[i].Namespace != "":
+						case n.Attr[i].Key == "id":
+							n.Attr[i].Key = hiddenID
+						case n.Attr[i].Key == "class":
+							n.Attr[i].Key = hiddenClass
+						}
+					}
+				}
+			}
 		}
-		if n.Type == html.ElementNode && n.DataAtom == atom.Base {
-			if h, ok := attr(n, "href"); ok {
-				href, found = h, true
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			visit(c, inBody, skip)
+		}
+	}
+	visit(doc, false, false)
+	if sc.body == nil {
+		sc.body = doc
+	}
+	return sc
+}
+
+// restoreHeadings gives readability's article its heading ids back and
+// returns the non-space characters of its text (scripts and styles left
+// out).
+func restoreHeadings(n *html.Node) int {
+	count := 0
+	walk(n, func(c *html.Node) bool {
+		switch c.Type {
+		case html.TextNode:
+			count += nonSpace(c.Data)
+		case html.ElementNode:
+			switch c.DataAtom {
+			case atom.Script, atom.Style, atom.Noscript, atom.Template, atom.Head:
+				return false
+			case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+				for i := range c.Attr {
+					if c.Attr[i].Namespace == "" && c.Attr[i].Key == hiddenID {
+						c.Attr[i].Key = "id"
+					}
+				}
 			}
 		}
 		return true
 	})
-	if !found || pageURL == nil {
-		return pageURL
+	return count
+}
+
+func nonSpace(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' {
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsSpace(r) {
+			n++
+		}
+		i += size
+	}
+	return n
+}
+
+// resolveBase resolves a <base href> against the page URL; a base that is
+// not http(s) or does not parse is ignored.
+func resolveBase(href string, pageURL *url.URL) *url.URL {
+	if pageURL == nil {
+		return nil
 	}
 	b, err := pageURL.Parse(strings.TrimSpace(href))
 	if err != nil || (b.Scheme != "http" && b.Scheme != "https") {
@@ -323,24 +408,6 @@ func absSrcset(v string, base *url.URL) string {
 	return strings.Join(parts, ", ")
 }
 
-func docTitle(doc *html.Node) string {
-	var title string
-	walk(doc, func(n *html.Node) bool {
-		if title != "" {
-			return false
-		}
-		if n.Type == html.ElementNode && n.DataAtom == atom.Svg {
-			return false
-		}
-		if n.Type == html.ElementNode && n.DataAtom == atom.Title {
-			title = strings.Join(strings.Fields(textOf(n)), " ")
-			return false
-		}
-		return true
-	})
-	return title
-}
-
 func findBody(doc *html.Node) *html.Node {
 	var body *html.Node
 	walk(doc, func(n *html.Node) bool {
@@ -388,29 +455,6 @@ func textOf(n *html.Node) string {
 		return true
 	})
 	return b.String()
-}
-
-// textLen counts the non-space characters of n's visible text (scripts and
-// styles left out).
-func textLen(n *html.Node) int {
-	count := 0
-	walk(n, func(c *html.Node) bool {
-		switch c.Type {
-		case html.ElementNode:
-			switch c.DataAtom {
-			case atom.Script, atom.Style, atom.Noscript, atom.Template, atom.Head:
-				return false
-			}
-		case html.TextNode:
-			for _, r := range c.Data {
-				if !unicode.IsSpace(r) {
-					count++
-				}
-			}
-		}
-		return true
-	})
-	return count
 }
 
 // CheckSelector reports whether s is a CSS selector goquery can use (it

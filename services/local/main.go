@@ -1,5 +1,6 @@
 // Command local is the tool service for tools that need no outside
-// provider: echo, session inspection and operator approval.
+// provider: echo, session inspection and operator approval, plus the
+// operator approval page.
 package main
 
 import (
@@ -7,10 +8,14 @@ import (
 	"log/slog"
 
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/services/local/internal/approval"
 	"github.com/brain-tools/suite/services/local/internal/echo"
+	"github.com/brain-tools/suite/services/local/internal/inspect"
+	"github.com/brain-tools/suite/services/local/internal/operator"
 )
 
-// Config is the local service's environment.
+// Config is the local service's environment. The approval store and the
+// operator page read their own APPROVAL_* variables (see README.md).
 type Config struct {
 	service.Config
 }
@@ -25,11 +30,23 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:8081"
 	}
+	approvals, err := approval.Open(ctx, environ, cfg.Addr, cfg.PublicURL, logger)
+	if err != nil {
+		return err
+	}
+	defer approvals.Close()
+	page, err := operator.Open(ctx, environ, approvals, logger)
+	if err != nil {
+		return err
+	}
+	tools := append([]service.Tool{echo.Tool(), inspect.Tool(inspect.Options{})}, approvals.Tools()...)
 	srv := &service.Server{
 		Name:   "local",
 		Config: cfg.Config,
 		Logger: logger,
-		Tools:  []service.Tool{echo.Tool()},
+		Tools:  tools,
+		Routes: page.Routes,
+		Health: approvals.Health,
 	}
 	return service.Run(ctx, srv)
 }

@@ -70,7 +70,8 @@ func Open(ctx context.Context, environ map[string]string, addr, publicURL string
 	return New(ctx, cfg, logger)
 }
 
-// New is Open with a parsed Config.
+// New is Open with a parsed Config. ctx is the service's life: when it
+// ends, streams stop waiting (their approvals stay pending in the store).
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -89,7 +90,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	if err != nil {
 		return nil, err
 	}
+	// When ctx ends (SIGTERM), waiting streams answer at once and leave
+	// their approvals pending, so the shutdown is not held up by them.
 	life, stop := context.WithCancel(context.Background())
+	context.AfterFunc(ctx, stop)
 	s := &Service{
 		store: store, logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval,
 		life: life, stopLife: stop,

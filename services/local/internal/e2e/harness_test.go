@@ -1,0 +1,450 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/sse"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+const (
+	toolsKey      = "tools-key-e2e-0123456789"
+	brainKey      = "brain-key-e2e-0123456789"
+	operatorToken = "operator-token-e2e-0123456789"
+	tenant        = "local"
+)
+
+// Binaries built once per test run by TestMain.
+var (
+	localBin string
+	brainBin string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "local-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	localBin, brainBin = filepath.Join(dir, "local"), filepath.Join(dir, "brain")
+	// Build from the modules' own directories so the same commands work in
+	// the workspace and with GOWORK=off.
+	for _, b := range []struct{ out, dir string }{{localBin, "../.."}, {brainBin, "../../../brain"}} {
+		cmd := exec.Command("go", "build", "-o", b.out, ".")
+		cmd.Dir = b.dir
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: go build in %s: %v\n", b.dir, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects a process's output for the test log.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a running service process.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+func start(t testing.TB, name, bin string, env map[string]string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{cmd: cmd, out: out, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, out.String())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and waits up to 15 s, then kills.
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// local is one local service process and what it needs to restart.
+type local struct {
+	t    testing.TB
+	addr string
+	url  string
+	env  map[string]string
+	p    *proc
+}
+
+func startLocal(t testing.TB, extra map[string]string) *local {
+	t.Helper()
+	addr := freePort(t)
+	env := map[string]string{
+		"ADDR":                    addr,
+		"BRAIN_TOOLS_KEY":         toolsKey,
+		"APPROVAL_DATA_DIR":       t.TempDir(),
+		"APPROVAL_OPERATOR_TOKEN": operatorToken,
+		"LOG_LEVEL":               "debug",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	l := &local{t: t, addr: addr, url: "http://" + addr, env: env}
+	l.start()
+	return l
+}
+
+func (l *local) start() {
+	l.t.Helper()
+	l.p = start(l.t, "local", localBin, l.env)
+	waitHealthy(l.t, l.url+"/healthz", l.p)
+}
+
+func waitHealthy(t testing.TB, url string, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			t.Fatalf("process exited during start-up:\n%s", p.out.String())
+		default:
+		}
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s not healthy after 20 s:\n%s", url, p.out.String())
+}
+
+// bindings reads the local service's published bindings (GET /tools): the
+// host config is generated from them, not typed.
+func (l *local) bindings() []json.RawMessage {
+	l.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, l.url+"/tools", nil)
+	req.Header.Set("Authorization", "Bearer "+toolsKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 200 {
+		l.t.Fatalf("GET /tools: %d %v", resp.StatusCode, err)
+	}
+	return body.Tools
+}
+
+// brain is one brain process configured with the local service's tools.
+type brain struct {
+	t   testing.TB
+	url string
+	p   *proc
+}
+
+var listeningRE = regexp.MustCompile(`brain listening on (\S+)`)
+
+func startBrain(t testing.TB, l *local) *brain {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, _ := json.Marshal(map[string]any{
+		"tools":    l.bindings(),
+		"api_keys": []map[string]string{{"env": "BRAIN_API_KEY", "tenant": tenant}},
+	})
+	path := filepath.Join(dir, "brain.json")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "brain", brainBin, map[string]string{
+		"BRAIN_ADDR": "127.0.0.1:0", "BRAIN_DATA_DIR": filepath.Join(dir, "data"),
+		"BRAIN_API_KEY": brainKey, "BRAIN_TOOLS_KEY": toolsKey, "LOG_LEVEL": "debug",
+	}, "-config", path)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listeningRE.FindStringSubmatch(p.out.String()); m != nil {
+			b := &brain{t: t, url: "http://" + m[1], p: p}
+			waitHealthy(t, b.url+"/healthz", p)
+			return b
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("brain exited:\n%s", p.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("brain did not start:\n%s", p.out.String())
+	return nil
+}
+
+func (b *brain) do(method, path string, body any, into any) int {
+	b.t.Helper()
+	var r io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		r = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, b.url+path, r)
+	req.Header.Set("Authorization", "Bearer "+brainKey)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 400 {
+		b.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	}
+	if into != nil {
+		if err := json.Unmarshal(data, into); err != nil {
+			b.t.Fatalf("%s %s: %v: %s", method, path, err, data)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (b *brain) session(tools ...string) string {
+	b.t.Helper()
+	var s struct{ ID string }
+	b.do(http.MethodPost, "/sessions", map[string]any{"config": map[string]any{"tools": tools}}, &s)
+	return s.ID
+}
+
+// toolCall is brain's ToolCall resource.
+type toolCall struct {
+	ID             string       `json:"id"`
+	Tool           string       `json:"tool"`
+	Status         string       `json:"status"`
+	ErrorCode      *string      `json:"error_code"`
+	ErrorMessage   *string      `json:"error_message"`
+	UnknownOutcome bool         `json:"unknown_outcome"`
+	Result         *tool.Result `json:"result"`
+}
+
+func (b *brain) call(session, name string, args any, wait int) toolCall {
+	b.t.Helper()
+	var c toolCall
+	b.do(http.MethodPost, "/sessions/"+session+"/tool_calls", map[string]any{"tool": name, "arguments": args, "wait_seconds": wait}, &c)
+	return c
+}
+
+func (b *brain) getCall(id string, wait int) toolCall {
+	b.t.Helper()
+	var c toolCall
+	b.do(http.MethodGet, fmt.Sprintf("/tool_calls/%s?wait_seconds=%d", id, wait), nil, &c)
+	return c
+}
+
+// event is one session event from brain.
+type event struct {
+	ID     string          `json:"id"`
+	Type   string          `json:"type"`
+	CallID string          `json:"call_id"`
+	Time   string          `json:"time"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// events follows the session's SSE stream until the test ends.
+func (b *brain) events(session string) <-chan event {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.url+"/sessions/"+session+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+brainKey)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b.t.Fatalf("events: %d", resp.StatusCode)
+	}
+	ch := make(chan event, 100)
+	go func() {
+		defer resp.Body.Close()
+		defer close(ch)
+		for ev, err := range sse.Read(resp.Body, 4<<20) {
+			if err != nil {
+				return
+			}
+			var e event
+			if json.Unmarshal([]byte(ev.Data), &e) == nil {
+				ch <- e
+			}
+		}
+	}()
+	return ch
+}
+
+// next returns the next event of type typ, skipping others.
+func next(t testing.TB, ch <-chan event, typ string, within time.Duration) event {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatalf("event stream ended while waiting for %s", typ)
+			}
+			if e.Type == typ {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s event within %s", typ, within)
+		}
+	}
+}
+
+// operator is a signed-in operator on the page, over plain HTTP.
+type operator struct {
+	t    testing.TB
+	base string
+	c    *http.Client
+	csrf string
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func signIn(t testing.TB, base, name string) *operator {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	o := &operator{t: t, base: base, c: &http.Client{Jar: jar}}
+	form := o.get("/operator/signin")
+	m := csrfRE.FindStringSubmatch(form)
+	if m == nil {
+		t.Fatalf("no csrf in the sign-in form: %s", form)
+	}
+	resp, err := o.c.PostForm(base+"/operator/signin", url.Values{"csrf": {m[1]}, "name": {name}, "token": {operatorToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m = csrfRE.FindStringSubmatch(string(body))
+	if resp.StatusCode != 200 || m == nil || !strings.Contains(string(body), "Signed in as") {
+		t.Fatalf("sign-in: %d %s", resp.StatusCode, body)
+	}
+	o.csrf = m[1]
+	return o
+}
+
+func (o *operator) get(path string) string {
+	o.t.Helper()
+	resp, err := o.c.Get(o.base + path)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// decide answers approval id and returns the final status code (after the
+// 303 to the detail view, 200).
+func (o *operator) decide(id, decision, comment string) int {
+	o.t.Helper()
+	resp, err := o.c.PostForm(o.base+"/approval/"+id+"/decision", url.Values{"csrf": {o.csrf}, "decision": {decision}, "comment": {comment}})
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// readLines returns the lines of s that contain substr.
+func readLines(s, substr string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), substr) {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}

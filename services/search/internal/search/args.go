@@ -20,6 +20,7 @@ const (
 	MaxOffset       = 9
 	MaxDomains      = 20
 	MaxSnippetChars = 1000
+	MaxTitleChars   = 300
 )
 
 // Args are web_search's arguments.

@@ -40,6 +40,7 @@ type Query struct {
 
 // Result is one normalized search result.
 type Result struct {
+	// Title is plain text, at most MaxTitleChars characters.
 	Title string `json:"title"`
 	URL   string `json:"url"`
 	// Snippet is plain text (provider markup removed), at most

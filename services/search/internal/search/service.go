@@ -166,7 +166,7 @@ func normalize(in []Result, q Query) []Result {
 			continue
 		}
 		seen[key] = true
-		r.Title = PlainText(r.Title)
+		r.Title = truncate(PlainText(r.Title), MaxTitleChars)
 		r.Snippet = truncate(PlainText(r.Snippet), MaxSnippetChars)
 		r.Published = strings.TrimSpace(r.Published)
 		if r.Source == "" {

@@ -1,0 +1,297 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// stub is a Provider with canned answers (the real clients are tested
+// against wire-format fakes in their own packages).
+type stub struct {
+	name string
+	resp *Response
+	err  error
+	got  []Query
+}
+
+func (s *stub) Name() string { return s.name }
+func (s *stub) Search(_ context.Context, q Query) (*Response, error) {
+	s.got = append(s.got, q)
+	return s.resp, s.err
+}
+
+func call(t *testing.T, svc *Service, args string) *tool.Result {
+	t.Helper()
+	c := service.NewCall(tool.Request{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(args)}, nil, nil)
+	r := svc.Tool().Handler(context.Background(), c)
+	if err := r.Validate(); err != nil {
+		t.Fatalf("invalid result: %v", err)
+	}
+	return r
+}
+
+func text(r *tool.Result) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+func TestArgs(t *testing.T) {
+	long := strings.Repeat("é", MaxQueryChars)
+	tests := []struct {
+		args  string
+		field string // "" = valid
+	}{
+		{`{"query":"go"}`, ""},
+		{`{"query":"` + long + `"}`, ""},
+		{`{"query":"` + long + `a"}`, "query"},
+		{`{"query":"  "}`, "query"},
+		{`{}`, "query"},
+		{`{"query":"go","count":0}`, "count"},
+		{`{"query":"go","count":20}`, ""},
+		{`{"query":"go","count":21}`, "count"},
+		{`{"query":"go","offset":9}`, ""},
+		{`{"query":"go","offset":10}`, "offset"},
+		{`{"query":"go","offset":-1}`, "offset"},
+		{`{"query":"go","freshness":"pd"}`, ""},
+		{`{"query":"go","freshness":"2024-01-01to2024-12-31"}`, ""},
+		{`{"query":"go","freshness":"2024-12-31to2024-01-01"}`, "freshness"},
+		{`{"query":"go","freshness":"2024-02-30to2024-03-01"}`, "freshness"},
+		{`{"query":"go","freshness":"today"}`, "freshness"},
+		{`{"query":"go","country":"us"}`, ""},
+		{`{"query":"go","country":"USA"}`, "country"},
+		{`{"query":"go","safe_search":"strict"}`, ""},
+		{`{"query":"go","safe_search":"on"}`, "safe_search"},
+		{`{"query":"go","topic":"finance"}`, ""},
+		{`{"query":"go","topic":"sports"}`, "topic"},
+		{`{"query":"go","include_domains":["go.dev","sub.example.co.uk"]}`, ""},
+		{`{"query":"go","include_domains":["https://go.dev"]}`, "include_domains[0]"},
+		{`{"query":"go","exclude_domains":["ok.com","bad domain"]}`, "exclude_domains[1]"},
+		{`{"query":"go","exclude_domains":[` + strings.Repeat(`"a.com",`, 20) + `"b.com"]}`, "exclude_domains"},
+		{`{"query":"go","provider":"google"}`, "provider"},
+		{`{"query":"go","tenant_id":"other"}`, "tenant_id"},
+		{`{"query":"go","count":"5"}`, "count"},
+	}
+	svc, _ := NewService("", 1<<20, &stub{name: "brave", resp: &Response{}})
+	for _, tt := range tests {
+		name := tt.args
+		if len(name) > 60 {
+			name = name[:60]
+		}
+		t.Run(name, func(t *testing.T) {
+			r := call(t, svc, tt.args)
+			if tt.field == "" {
+				if r.IsError {
+					t.Fatalf("want success: %s", text(r))
+				}
+				return
+			}
+			if !r.IsError || !strings.Contains(text(r), tt.field+":") && !strings.Contains(text(r), `"`+tt.field+`"`) {
+				t.Fatalf("want an error naming %s, got %s", tt.field, text(r))
+			}
+		})
+	}
+}
+
+func TestNormalizeAndRender(t *testing.T) {
+	p := &stub{name: "brave", resp: &Response{Results: []Result{
+		{Title: "Go <strong>generics</strong>", URL: "https://go.dev/doc/tutorial/generics", Snippet: "Learn <b>generics</b> &amp; more\n\n  today", Published: "2024-03-01T00:00:00", Source: "Go"},
+		{Title: "dup", URL: "http://GO.dev:80/doc/tutorial/generics/#intro", Snippet: "same page"},
+		{Title: "bad url", URL: "javascript:alert(1)"},
+		{Title: "excluded", URL: "https://ads.spam.example/x"},
+		{Title: "other", URL: "https://pkg.go.dev/slices", Snippet: strings.Repeat("long ", 400)},
+		{Title: "third", URL: "https://go.dev/blog"},
+	}}}
+	svc, err := NewService("", 1<<20, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, svc, `{"query":"go generics","count":2,"exclude_domains":["spam.example"],"include_answer":true,"topic":"news"}`)
+	if r.IsError {
+		t.Fatal(text(r))
+	}
+	var out Output
+	if err := json.Unmarshal(r.StructuredContent, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := []Result{
+		{Title: "Go generics", URL: "https://go.dev/doc/tutorial/generics", Snippet: "Learn generics & more today", Published: "2024-03-01T00:00:00", Source: "Go"},
+		{Title: "other", URL: "https://pkg.go.dev/slices", Snippet: strings.TrimSpace(strings.Repeat("long ", 200)[:MaxSnippetChars-1]) + "…", Source: "pkg.go.dev"},
+	}
+	if diff := cmp.Diff(want, out.Results); diff != "" {
+		t.Fatalf("results (-want +got):\n%s", diff)
+	}
+	if out.Provider != "brave" || len(out.Notes) != 2 {
+		t.Fatalf("output %+v", out)
+	}
+	txt := text(r)
+	for _, s := range []string{"2 results from brave", "1. Go generics", "https://go.dev/doc/tutorial/generics", "Go · 2024-03-01", "Note: include_answer"} {
+		if !strings.Contains(txt, s) {
+			t.Errorf("text lacks %q:\n%s", s, txt)
+		}
+	}
+	// The provider got the query as validated, with defaults.
+	if q := p.got[0]; q.Count != 2 || q.Offset != 0 || q.ExcludeDomains[0] != "spam.example" {
+		t.Fatalf("query %+v", q)
+	}
+}
+
+func TestIncludeDomainsFilter(t *testing.T) {
+	p := &stub{name: "tavily", resp: &Response{Answer: "42", Results: []Result{
+		{Title: "a", URL: "https://www.go.dev/a"},
+		{Title: "b", URL: "https://blog.go.dev/b"},
+		{Title: "c", URL: "https://notgo.dev/c"},
+		{Title: "d", URL: "https://example.com/d"},
+	}}}
+	svc, _ := NewService("tavily", 1<<20, p)
+	r := call(t, svc, `{"query":"q","include_domains":["go.dev"],"include_answer":true}`)
+	var out Output
+	json.Unmarshal(r.StructuredContent, &out)
+	if len(out.Results) != 2 || out.Results[1].Title != "b" || out.Answer != "42" {
+		t.Fatalf("%+v", out)
+	}
+	if !strings.Contains(text(r), "Answer: 42") {
+		t.Fatalf("text: %s", text(r))
+	}
+}
+
+func TestProviderErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&Error{Provider: "brave", Kind: KindRateLimited, Status: 429, RetryAfter: 1500 * time.Millisecond}, "web search brave: rate limited; retry after 2s (HTTP 429)"},
+		{&Error{Provider: "brave", Kind: KindInvalidKey, Status: 422, Detail: "The provided subscription token is invalid."}, "API key was refused"},
+		{&Error{Provider: "tavily", Kind: KindPlanLimit, Status: 432}, "plan's usage or credit limit"},
+		{&Error{Provider: "tavily", Kind: KindBadParameter, Param: "freshness", Status: 400}, "bad parameter freshness"},
+		{errors.New("boom"), "web search: brave: boom"},
+	} {
+		svc, _ := NewService("", 1<<20, &stub{name: "brave", err: tc.err})
+		r := call(t, svc, `{"query":"q"}`)
+		if !r.IsError || r.UnknownOutcome || !strings.Contains(text(r), tc.want) {
+			t.Errorf("%v: %s", tc.err, text(r))
+		}
+	}
+}
+
+func TestUnconfigured(t *testing.T) {
+	svc, err := NewService("brave", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, svc, `{"query":"q"}`)
+	if !r.IsError || !strings.Contains(text(r), "BRAVE_API_KEY or TAVILY_API_KEY") {
+		t.Fatalf("%s", text(r))
+	}
+	detail, err := svc.Health(context.Background())
+	if err != nil || detail["status"] != "unconfigured" {
+		t.Fatalf("health %v %v", detail, err)
+	}
+}
+
+func TestProviderChoice(t *testing.T) {
+	b := &stub{name: "brave", resp: &Response{}}
+	tv := &stub{name: "tavily", resp: &Response{}}
+	svc, err := NewService("", 1<<20, b, tv)
+	if err != nil || svc.Default() != "brave" {
+		t.Fatalf("default %q, %v", svc.Default(), err)
+	}
+	call(t, svc, `{"query":"q","provider":"tavily"}`)
+	if len(tv.got) != 1 || len(b.got) != 0 {
+		t.Fatal("provider argument ignored")
+	}
+	only, _ := NewService("", 1<<20, tv)
+	if only.Default() != "tavily" {
+		t.Fatalf("default %q", only.Default())
+	}
+	r := call(t, only, `{"query":"q","provider":"brave"}`)
+	if !r.IsError || !strings.Contains(text(r), "provider: brave is not configured") {
+		t.Fatalf("%s", text(r))
+	}
+	if _, err := NewService("brave", 1<<20, tv); err == nil || !strings.Contains(err.Error(), "SEARCH_PROVIDER") {
+		t.Fatalf("default without key: %v", err)
+	}
+	if d, _ := only.Health(context.Background()); d["default"] != "tavily" {
+		t.Fatalf("health %v", d)
+	}
+}
+
+// The result stays under max_output_bytes even with a provider that sends
+// huge titles.
+func TestOutputLimit(t *testing.T) {
+	var rs []Result
+	for i := range 20 {
+		rs = append(rs, Result{Title: strings.Repeat("<&>", 3000), URL: "https://e.com/" + strings.Repeat("x", i+1), Snippet: strings.Repeat("s", 2000)})
+	}
+	svc, _ := NewService("", 16<<10, &stub{name: "brave", resp: &Response{Results: rs}})
+	r := call(t, svc, `{"query":"q","count":20}`)
+	data, _ := json.Marshal(r)
+	if r.IsError || len(data) > 16<<10 {
+		t.Fatalf("%d bytes, error=%v", len(data), r.IsError)
+	}
+	var out Output
+	json.Unmarshal(r.StructuredContent, &out)
+	if len(out.Results) == 0 || len(out.Results) == 20 {
+		t.Fatalf("kept %d results", len(out.Results))
+	}
+}
+
+func TestPlainText(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                           "plain",
+		"a <strong>b</strong> c":          "a b c",
+		"x &amp; y &lt;z&gt; &#39;q&#39;": "x & y <z> 'q'",
+		"line<br>break":                   "line break",
+		"  spaced \n\t out ":              "spaced out",
+		"<script>x</script>":              "x",
+	} {
+		if got := PlainText(in); got != want {
+			t.Errorf("PlainText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestThrottle(t *testing.T) {
+	th := NewThrottle(0, 100*time.Millisecond)
+	if _, ok, err := th.Wait(context.Background()); !ok || err != nil {
+		t.Fatal("unthrottled wait refused")
+	}
+	th.Block(time.Hour)
+	start := time.Now()
+	if wait, ok, _ := th.Wait(context.Background()); ok || wait < 59*time.Minute || time.Since(start) > 50*time.Millisecond {
+		t.Fatalf("long block: wait=%s ok=%v after %s", wait, ok, time.Since(start))
+	}
+	th = NewThrottle(0, time.Second)
+	th.Block(150 * time.Millisecond)
+	start = time.Now()
+	if _, ok, err := th.Wait(context.Background()); !ok || err != nil || time.Since(start) < 140*time.Millisecond {
+		t.Fatalf("short block not waited out: %v %v %s", ok, err, time.Since(start))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	th.Block(500 * time.Millisecond)
+	if _, ok, err := th.Wait(ctx); ok || err == nil {
+		t.Fatal("cancelled wait succeeded")
+	}
+	// SetRate spaces requests.
+	th = NewThrottle(1000, time.Second)
+	th.SetRate(10)
+	start = time.Now()
+	for range 12 { // burst 10, then 2 at 10/s
+		th.Wait(context.Background())
+	}
+	if el := time.Since(start); el < 150*time.Millisecond {
+		t.Fatalf("12 requests at 10/s burst 10 took %s", el)
+	}
+}

@@ -255,6 +255,18 @@ func TestBaseHref(t *testing.T) {
 	}
 }
 
+func TestInlineImagesDropTheirData(t *testing.T) {
+	data := "data:image/png;base64," + strings.Repeat("iVBORw0KGgo", 1000)
+	page := []byte(`<p>A chart: <img alt="sales chart" src="` + data + `"> and <img alt="logo" src="/logo.png" srcset="` + data + ` 2x">.</p>`)
+	d, err := New().Extract(context.Background(), Input{URL: mustURL(t, "http://example.test/"), ContentType: "text/html", Body: page}, Options{Format: Markdown})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(d.Text, "iVBOR") || !strings.Contains(d.Text, "![sales chart](data:,)") || !strings.Contains(d.Text, "![logo](http://example.test/logo.png)") {
+		t.Fatalf("text %q", d.Text)
+	}
+}
+
 func TestHiddenContentFallsBackToWholePage(t *testing.T) {
 	page, want := fixtures.HiddenPage()
 	d, err := New().Extract(context.Background(), Input{URL: mustURL(t, "http://example.test/app"), ContentType: "text/html", Body: page}, Options{Format: Markdown, MainContent: true})

@@ -359,14 +359,25 @@ func absolutize(doc *html.Node, base *url.URL) {
 			if a.Namespace != "" || !contains(names, a.Key) {
 				continue
 			}
-			if a.Key == "srcset" {
+			switch {
+			case isInlineData(a.Val):
+				// An inline image is base64 that a reader cannot use and
+				// that can fill the whole page budget: keep the image (and
+				// its alt text) with an empty data URL (RFC 2397).
+				a.Val = "data:,"
+			case a.Key == "srcset":
 				a.Val = absSrcset(a.Val, base)
-			} else {
+			default:
 				a.Val = absURL(a.Val, base)
 			}
 		}
 		return true
 	})
+}
+
+func isInlineData(v string) bool {
+	v = strings.TrimSpace(v)
+	return len(v) > 5 && strings.EqualFold(v[:5], "data:") && v != "data:,"
 }
 
 func contains(list []string, s string) bool {

@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,6 +118,12 @@ type Fetcher struct {
 	extract  *extract.Extractor
 	docs     *expirable.LRU[string, *extract.Document]
 	outcomes *prometheus.CounterVec
+	// slots bounds the extractions running at once: a page's DOM takes
+	// several times its size, and bodies may be 10 MiB.
+	slots chan struct{}
+	// extractTimeout bounds PDF extraction (HTML extraction is bounded by
+	// the body cap).
+	extractTimeout time.Duration
 }
 
 // docCacheEntries caps the extracted documents kept.
@@ -142,6 +150,9 @@ func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
 		client:  fetch.New(o),
 		extract: extract.New(),
 		docs:    docs,
+		slots:   make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
+		// The same limit as a whole fetch.
+		extractTimeout: cfg.Timeout,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webfetch_fetches_total",
 			Help: "web_fetch calls by outcome: ok, refused (SSRF guard), robots, too_large, timeout, http_status, unsupported_type, error.",
@@ -232,6 +243,14 @@ func (f *Fetcher) document(ctx context.Context, resp *fetch.Response, o extract.
 			return d, nil
 		}
 	}
+	select {
+	case f.slots <- struct{}{}:
+		defer func() { <-f.slots }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for an extraction slot: %w", context.Cause(ctx))
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, f.extractTimeout, fmt.Errorf("extraction took longer than %s", f.extractTimeout))
+	defer cancel()
 	final, _ := url.Parse(resp.FinalURL)
 	d, err := f.extract.Extract(ctx, extract.Input{URL: final, ContentType: resp.Header.Get("Content-Type"), Body: resp.Body}, o)
 	if err == nil && f.docs != nil && resp.Status < 400 {

@@ -77,7 +77,7 @@ func TestRoundTrip(t *testing.T) {
 		data                   []byte
 		wantType, wantEncoding string
 	}{
-		{name: "text", key: "notes/today.md", text: ptr("# hello\n<b>&amp;</b> naïve"), wantType: "text/markdown; charset=utf-8", wantEncoding: "text"},
+		{name: "text", key: "notes/today.html", text: ptr("<h1>hello</h1>\n<b>&amp;</b> naïve"), wantType: "text/html; charset=utf-8", wantEncoding: "text"},
 		{name: "spaces parens", key: "my file (1).txt", text: ptr("spaces"), wantType: "text/plain; charset=utf-8", wantEncoding: "text"},
 		{name: "plus equals colon", key: "a+b=c:d", text: ptr("symbols"), wantType: "text/plain; charset=utf-8", wantEncoding: "text"},
 		{name: "non-ascii", key: "données/日本語 😀", text: ptr("unicode ✓"), wantType: "text/plain; charset=utf-8", wantEncoding: "text"},
@@ -145,7 +145,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("get after delete: %s", msg)
 		}
 	}
-	d := ok[deleteResult](t, h.call(tenant, session, "storage_delete", map[string]any{"key": "notes/today.md"}))
+	d := ok[deleteResult](t, h.call(tenant, session, "storage_delete", map[string]any{"key": "notes/today.html"}))
 	if d.Deleted {
 		t.Fatal("second delete says it deleted")
 	}

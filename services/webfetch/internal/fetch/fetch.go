@@ -308,6 +308,11 @@ func (c *Client) explain(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", op, context.Cause(ctx))
 	}
+	// net/http repeats the method and URL the caller already named.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
 	return fmt.Errorf("%s: %w", op, err)
 }
 

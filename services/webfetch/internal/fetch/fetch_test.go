@@ -340,3 +340,37 @@ func TestProductToken(t *testing.T) {
 		}
 	}
 }
+
+func TestNetworkErrorNamesTheHop(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u := srv.URL
+	srv.Close() // nothing listens there any more
+	c := newClient(t, srv, Options{CacheTTL: -1})
+	_, err := c.Get(context.Background(), u+"/gone")
+	if err == nil || !strings.HasPrefix(err.Error(), "get "+u+"/gone: dial ") || strings.Contains(err.Error(), `Get "`) {
+		t.Fatalf("Get = %v", err)
+	}
+}
+
+// TestRobotsSizeEdge: a robots.txt of exactly 500 KiB is read; one byte
+// more is refused (treated as disallow all).
+func TestRobotsSizeEdge(t *testing.T) {
+	for _, tc := range []struct {
+		size    int
+		wantErr bool
+	}{{robotsMaxBytes, false}, {robotsMaxBytes + 1, true}} {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) {
+			head := "User-agent: *\nAllow: /\n"
+			_, _ = w.Write([]byte(head + strings.Repeat("#", tc.size-len(head))))
+		})
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("page")) })
+		srv := httptest.NewServer(mux)
+		c := newClient(t, srv, Options{Robots: true, CacheTTL: -1})
+		_, err := c.Get(context.Background(), srv.URL+"/")
+		srv.Close()
+		if tc.wantErr != (err != nil) || (err != nil && !strings.Contains(err.Error(), "larger than 500 KiB")) {
+			t.Errorf("robots.txt of %d bytes: %v", tc.size, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -162,5 +163,28 @@ func TestConfig(t *testing.T) {
 	}
 	if _, err := ParseConfig(map[string]string{"BRAIN_TOOLS_KEY": "k", "WEBFETCH_TIMEOUT": "soon"}); err == nil || !strings.Contains(err.Error(), "WEBFETCH_TIMEOUT") {
 		t.Errorf("bad duration: %v", err)
+	}
+}
+
+// TestArgumentEdges: the largest url and selector are accepted.
+func TestArgumentEdges(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<html><body><p>edge</p></body></html>"))
+	}))
+	defer srv.Close()
+	h := newHarness(t, nil, srv)
+	u := srv.URL + "/"
+	u += strings.Repeat("a", MaxURLLength-len(u))
+	sel := "p" + strings.Repeat(",p", (MaxSelectorLength-1)/2)
+	sel += strings.Repeat(" ", MaxSelectorLength-len(sel))
+	if len(u) != MaxURLLength || len(sel) != MaxSelectorLength {
+		t.Fatalf("lengths %d %d", len(u), len(sel))
+	}
+	for _, args := range []map[string]any{{"url": u}, {"url": srv.URL, "selector": sel, "max_length": 1}, {"url": srv.URL, "max_length": MaxMaxLength}} {
+		r := h.call(args)
+		if r.IsError || !strings.HasPrefix(r.Content[0].Text, "e") {
+			t.Fatalf("%v: %s", args["max_length"], text(r))
+		}
 	}
 }

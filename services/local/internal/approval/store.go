@@ -80,6 +80,10 @@ func OpenStore(ctx context.Context, path string) (*Store, error) {
 		q.Set("_synchronous", "FULL")
 		q.Set("_foreign_keys", "1")
 		q.Set("_txlock", "immediate")
+		// 1 MiB of page cache per connection (SQLite's default is 2 MiB):
+		// the working set is the pending approvals, and the service's memory
+		// budget goes to the streams that wait on them.
+		q.Add("_pragma", "cache_size(-1024)")
 		if mode == "ro" {
 			q.Set("_query_only", "1")
 		}
@@ -100,7 +104,7 @@ func OpenStore(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open approvals store %s: %w", path, err)
 	}
-	r.SetMaxOpenConns(4)
+	r.SetMaxOpenConns(3)
 	if err := r.PingContext(ctx); err != nil {
 		w.Close()
 		r.Close()

@@ -394,7 +394,13 @@ func acceptsSSE(accept string) bool {
 // WriteJSON encodes v, then writes status and the body; an encoding failure
 // becomes a clean 500.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
+	var data []byte
+	var err error
+	if r, ok := v.(*tool.Result); ok {
+		data, err = r.AppendJSON(make([]byte, 0, 512))
+	} else {
+		data, err = json.Marshal(v)
+	}
 	if err != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)

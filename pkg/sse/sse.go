@@ -132,9 +132,17 @@ func (w *Writer) flush() error {
 	return nil
 }
 
+// appender is implemented by values that encode themselves faster than
+// encoding/json can (tool.Result).
+type appender interface {
+	AppendJSON([]byte) ([]byte, error)
+}
+
 func compactJSON(v any) ([]byte, error) {
 	var raw []byte
 	switch t := v.(type) {
+	case appender:
+		return t.AppendJSON(nil)
 	case json.RawMessage:
 		raw = t
 	case []byte:

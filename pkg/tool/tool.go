@@ -293,3 +293,82 @@ func StructuredResult(v any, text string) (*Result, error) {
 	}
 	return r, nil
 }
+
+// AppendJSON appends the result's JSON encoding to b: the same bytes as
+// json.Marshal, built directly. encoding/json re-scans whatever a
+// MarshalJSON method returns, which for a large text result costs more
+// than encoding it; the service runtime writes results through this.
+func (r *Result) AppendJSON(b []byte) ([]byte, error) {
+	b = append(b, '{')
+	first := true
+	field := func(name string) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+	}
+	if len(r.Content) > 0 {
+		field("content")
+		b = append(b, '[')
+		for i, c := range r.Content {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = c.appendJSON(b); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if r.IsError {
+		field("is_error")
+		b = append(b, "true"...)
+	}
+	if len(r.StructuredContent) > 0 {
+		field("structured_content")
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, r.StructuredContent); err != nil {
+			return nil, fmt.Errorf("structured_content: %w", err)
+		}
+		b = append(b, buf.Bytes()...)
+	}
+	if r.UnknownOutcome {
+		field("unknown_outcome")
+		b = append(b, "true"...)
+	}
+	return append(b, '}'), nil
+}
+
+func (c Content) appendJSON(b []byte) ([]byte, error) {
+	str := func(s string) error {
+		enc, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		b = append(b, enc...)
+		return nil
+	}
+	switch c.Type {
+	case TypeText:
+		b = append(b, `{"type":"text","text":`...)
+		if err := str(c.Text); err != nil {
+			return nil, err
+		}
+	case TypeImage:
+		b = append(b, `{"type":"image","data":`...)
+		if err := str(c.Data); err != nil {
+			return nil, err
+		}
+		b = append(b, `,"mime_type":`...)
+		if err := str(c.MIMEType); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("content: unknown type %q", c.Type)
+	}
+	return append(b, '}'), nil
+}

@@ -211,3 +211,49 @@ func FuzzDecodeResult(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendJSONMatchesMarshal(t *testing.T) {
+	results := []*Result{
+		{Content: []Content{Text("héllo \"quoted\" <tag> \u2028 \x01"), Image([]byte{0, 1, 2}, "image/png"), Text("")}},
+		{StructuredContent: json.RawMessage("{\n \"a\": [1, 2]\n}"), IsError: true, UnknownOutcome: true},
+		{Content: []Content{Text("x")}, StructuredContent: json.RawMessage(`"s"`)},
+	}
+	for i, r := range results {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%d: AppendJSON\n%s\nwant\n%s", i, got, want)
+		}
+	}
+	if _, err := (&Result{Content: []Content{{Type: "audio"}}}).AppendJSON(nil); err == nil {
+		t.Error("unknown content type encoded")
+	}
+}
+
+func BenchmarkResultEncoding(b *testing.B) {
+	r := &Result{Content: []Content{Text(strings.Repeat("lorem ipsum dolor sit amet ", 13000))}}
+	b.Run("json.Marshal", func(b *testing.B) {
+		b.SetBytes(int64(len(r.Content[0].Text)))
+		for b.Loop() {
+			if _, err := json.Marshal(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("AppendJSON", func(b *testing.B) {
+		b.SetBytes(int64(len(r.Content[0].Text)))
+		var buf []byte
+		for b.Loop() {
+			var err error
+			if buf, err = r.AppendJSON(buf[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -465,6 +465,29 @@ func TestWebhookAnnouncesPendingApprovals(t *testing.T) {
 	}
 }
 
+func TestOpenFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(context.Background(), map[string]string{"APPROVAL_DATA_DIR": dir}, "127.0.0.1:9999", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.PageURL() != "http://127.0.0.1:9999" || s.URL("x") != "http://127.0.0.1:9999/approval/x" {
+		t.Fatalf("page URL %q", s.PageURL())
+	}
+	s2, err := Open(context.Background(), map[string]string{"APPROVAL_DATA_DIR": t.TempDir(), "APPROVAL_PAGE_URL": "https://ops.example/"}, "127.0.0.1:9999", "http://public", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if s2.PageURL() != "https://ops.example" {
+		t.Fatalf("APPROVAL_PAGE_URL ignored: %q", s2.PageURL())
+	}
+	if _, err := Open(context.Background(), map[string]string{"APPROVAL_SWEEP_INTERVAL": "often"}, "a", "", nil); err == nil || !strings.Contains(err.Error(), "APPROVAL_SWEEP_INTERVAL") {
+		t.Fatalf("bad interval: %v", err)
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	tests := []struct {
 		cfg  Config

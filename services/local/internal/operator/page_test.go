@@ -318,7 +318,14 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	p, err := Open(context.Background(), map[string]string{"APPROVAL_OPERATORS": "ann:ann-token-0123456789,bo:bo-token-01234567890"}, svc, nil)
-	if err != nil || len(p.auth.named) != 2 || p.auth.named["bo"] != "bo-token-01234567890" {
+	if err != nil || len(p.auth.named) != 2 || p.auth.named["bo"] != "bo-token-01234567890" || p.secure {
 		t.Fatalf("APPROVAL_OPERATORS parse: %v %+v", err, p)
+	}
+	p, err = Open(context.Background(), map[string]string{"APPROVAL_OPERATOR_TOKEN": operatorToken, "APPROVAL_COOKIE_SECURE": "true"}, svc, nil)
+	if err != nil || !p.secure {
+		t.Fatalf("APPROVAL_COOKIE_SECURE=true: %v secure=%v", err, p != nil && p.secure)
+	}
+	if _, err := Open(context.Background(), map[string]string{"APPROVAL_OPERATOR_TOKEN": operatorToken, "APPROVAL_OPERATOR_SESSION_TTL": "soon"}, svc, nil); err == nil || !strings.Contains(err.Error(), "APPROVAL_OPERATOR_SESSION_TTL") {
+		t.Fatalf("bad TTL: %v", err)
 	}
 }

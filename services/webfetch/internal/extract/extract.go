@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-
-	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
 )
 
 // Format is the rendering asked for.
@@ -72,14 +70,14 @@ func (e *UnsupportedTypeError) Error() string {
 
 var errNoMatch = errors.New("matched nothing")
 
-// Extractor holds what is costly to build once (the Markdown converter).
+// Extractor holds what is costly to build once (the Markdown converters).
 // It is safe for concurrent use.
 type Extractor struct {
-	conv *converter.Converter
+	convs converters
 }
 
 // New returns an Extractor.
-func New() *Extractor { return &Extractor{conv: newConverter()} }
+func New() *Extractor { return &Extractor{convs: newConverters()} }
 
 // Extract reads in according to o. Errors: *UnsupportedTypeError, a
 // selector that matched nothing or was applied to a non-HTML body, a PDF
@@ -125,7 +123,7 @@ func (x *Extractor) Extract(ctx context.Context, in Input, o Options) (*Document
 		}
 		return nil, fmt.Errorf("parse HTML: %w", err)
 	}
-	text, err := res.render(x.conv, o.Format)
+	text, err := res.render(x.convs, o.Format)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", o.Format, err)
 	}

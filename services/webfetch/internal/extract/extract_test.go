@@ -255,6 +255,19 @@ func TestBaseHref(t *testing.T) {
 	}
 }
 
+func TestCodeLanguageKept(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`<html><body><article><h1>Go code</h1>`)
+	for i := 0; i < 4; i++ {
+		b.WriteString(`<p>Here is a paragraph that explains the code below in enough words for readability to keep the article.</p>`)
+	}
+	b.WriteString(`<pre><code class="language-go">package main</code></pre></article></body></html>`)
+	d, err := New().Extract(context.Background(), Input{URL: mustURL(t, "http://example.test/"), ContentType: "text/html", Body: []byte(b.String())}, Options{Format: Markdown, MainContent: true})
+	if err != nil || !strings.Contains(d.Text, "```go\npackage main\n```") {
+		t.Fatalf("%v:\n%s", err, d.Text)
+	}
+}
+
 func TestInlineImagesDropTheirData(t *testing.T) {
 	data := "data:image/png;base64," + strings.Repeat("iVBORw0KGgo", 1000)
 	page := []byte(`<p>A chart: <img alt="sales chart" src="` + data + `"> and <img alt="logo" src="/logo.png" srcset="` + data + ` 2x">.</p>`)

@@ -24,13 +24,25 @@ import (
 // twice as many. The whole page is used instead.
 const nearlyEmpty = 200
 
-// newConverter returns the Markdown converter: CommonMark plus GFM tables.
-func newConverter() *converter.Converter {
-	return converter.NewConverter(converter.WithPlugins(
-		base.NewBasePlugin(),
-		commonmark.NewCommonmarkPlugin(),
-		table.NewTablePlugin(),
-	))
+// converters are the Markdown converters: CommonMark, and CommonMark plus
+// GFM tables. The table plugin escapes "|" in all text and looks at every
+// node, which costs a few percent; a part without <table> uses plain.
+type converters struct {
+	plain, tables *converter.Converter
+}
+
+func newConverters() converters {
+	return converters{
+		plain: converter.NewConverter(converter.WithPlugins(
+			base.NewBasePlugin(),
+			commonmark.NewCommonmarkPlugin(),
+		)),
+		tables: converter.NewConverter(converter.WithPlugins(
+			base.NewBasePlugin(),
+			commonmark.NewCommonmarkPlugin(),
+			table.NewTablePlugin(),
+		)),
+	}
 }
 
 // htmlResult is an HTML page reduced to what the caller asked for.
@@ -81,6 +93,9 @@ func selectHTML(text string, pageURL *url.URL, mainContent bool, selector string
 		// ParseAndMutate spares a copy of the document (a large part of the
 		// cost on big pages); the rare fallback parses the page again.
 		p := readability.NewParser()
+		// Classes stay: html-to-markdown reads a code block's language
+		// from class="language-go", and it spares readability a pass.
+		p.KeepClasses = true
 		art, err := p.ParseAndMutate(doc, base)
 		if err == nil && art.Node != nil {
 			got := restoreHeadings(art.Node)
@@ -105,7 +120,7 @@ func selectHTML(text string, pageURL *url.URL, mainContent bool, selector string
 }
 
 // render writes the chosen part in format f.
-func (r *htmlResult) render(conv *converter.Converter, f Format) (string, error) {
+func (r *htmlResult) render(convs converters, f Format) (string, error) {
 	switch f {
 	case HTMLFormat:
 		var b bytes.Buffer
@@ -118,6 +133,10 @@ func (r *htmlResult) render(conv *converter.Converter, f Format) (string, error)
 	case TextFormat:
 		return renderText(r.root), nil
 	}
+	conv := convs.plain
+	if hasTable(r.root) {
+		conv = convs.tables
+	}
 	guarded := !r.hasSentinel && protectCellPipes(r.root)
 	out, err := conv.ConvertNode(r.root)
 	if err != nil {
@@ -127,6 +146,20 @@ func (r *htmlResult) render(conv *converter.Converter, f Format) (string, error)
 		out = bytes.ReplaceAll(out, []byte(pipeSentinel), []byte(`\|`))
 	}
 	return string(out), nil
+}
+
+func hasTable(n *html.Node) bool {
+	found := false
+	walk(n, func(c *html.Node) bool {
+		if found {
+			return false
+		}
+		if c.Type == html.ElementNode && c.DataAtom == atom.Table {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // pipeSentinel stands in for "|" inside code spans of table cells during

@@ -137,6 +137,10 @@ type LogEntry struct {
 // another tenant wherever a tenant asks.
 var ErrNotFound = errors.New("approval not found")
 
+// ErrTooManyPending is the answer to a new request from a tenant that has
+// the most pending approvals allowed (APPROVAL_MAX_PENDING_PER_TENANT).
+var ErrTooManyPending = errors.New("too many pending approvals for this tenant")
+
 // ErrOtherRequest is the answer to a tool call sent again with another
 // action or details than the approval it already requested.
 var ErrOtherRequest = errors.New("already requested approval")

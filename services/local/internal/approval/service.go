@@ -29,6 +29,10 @@ type Config struct {
 	// SweepInterval is how often pending approvals past their expiry are
 	// expired when no stream waits on them (env APPROVAL_SWEEP_INTERVAL).
 	SweepInterval time.Duration `env:"APPROVAL_SWEEP_INTERVAL" envDefault:"1s"`
+	// MaxPendingPerTenant caps one tenant's pending approvals (env
+	// APPROVAL_MAX_PENDING_PER_TENANT); a request past it is refused with
+	// is_error. 0 means no cap.
+	MaxPendingPerTenant int `env:"APPROVAL_MAX_PENDING_PER_TENANT" envDefault:"5000"`
 }
 
 // Service is the approvals of one local service: the store, the waiters on
@@ -39,6 +43,7 @@ type Service struct {
 	pageURL string
 	webhook *webhook
 	sweep   time.Duration
+	maxPend int
 
 	// life ends when the local service shuts down: streams then answer at
 	// once and leave their approvals pending for after the restart.
@@ -81,6 +86,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		return nil, fmt.Errorf("approvals: APPROVAL_PAGE_URL must start with http:// or https://, got %q", cfg.PageURL)
 	case cfg.SweepInterval <= 0:
 		return nil, fmt.Errorf("approvals: APPROVAL_SWEEP_INTERVAL must be positive, got %s", cfg.SweepInterval)
+	case cfg.MaxPendingPerTenant < 0:
+		return nil, fmt.Errorf("approvals: APPROVAL_MAX_PENDING_PER_TENANT must not be negative, got %d", cfg.MaxPendingPerTenant)
 	}
 	wh, err := newWebhook(cfg.WebhookURL, cfg.WebhookSecret, logger)
 	if err != nil {
@@ -95,7 +102,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	life, stop := context.WithCancel(context.Background())
 	context.AfterFunc(ctx, stop)
 	s := &Service{
-		store: store, logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval,
+		store: store, logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval, maxPend: cfg.MaxPendingPerTenant,
 		life: life, stopLife: stop,
 		changed: map[string]chan struct{}{}, streams: map[string]int{}, subs: map[chan struct{}]struct{}{},
 	}
@@ -188,7 +195,7 @@ func (s *Service) Life() context.Context { return s.life }
 // sent again with a different action or details is refused: one call, one
 // approval, for exactly what was shown.
 func (s *Service) Request(ctx context.Context, n NewApproval) (Approval, bool, error) {
-	a, created, err := s.store.Create(ctx, n)
+	a, created, err := s.store.Create(ctx, n, s.maxPend)
 	if err != nil {
 		return Approval{}, false, err
 	}

@@ -155,31 +155,47 @@ type NewApproval struct {
 // Create records a new pending approval with a fresh 128-bit ID, unless one
 // exists for the same tenant, session and call: then it returns that one
 // with created false, whatever its status. It never creates a second
-// approval for one call.
-func (s *Store) Create(ctx context.Context, n NewApproval) (a Approval, created bool, err error) {
+// approval for one call. A tenant with maxPending pending approvals already
+// gets ErrTooManyPending (maxPending <= 0: no cap); attaching to an existing
+// approval is always allowed.
+func (s *Store) Create(ctx context.Context, n NewApproval, maxPending int) (a Approval, created bool, err error) {
 	now := s.now().UTC().Truncate(time.Millisecond)
 	a = Approval{
 		ID: jobs.NewID(), TenantID: n.TenantID, SessionID: n.SessionID, CallID: n.CallID, Origin: n.Origin,
 		Action: n.Action, Details: n.Details, DetailsHash: HashDetails(n.Action, n.Details),
 		Status: Pending, CreatedAt: now, ExpiresAt: now.Add(n.Timeout).Truncate(time.Millisecond),
 	}
-	res, err := s.w.ExecContext(ctx, `INSERT INTO approvals (id, tenant_id, session_id, call_id, origin, action, details, details_hash, status, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
-		ON CONFLICT (tenant_id, session_id, call_id) DO NOTHING`,
-		a.ID, a.TenantID, a.SessionID, a.CallID, a.Origin, a.Action, a.Details, a.DetailsHash, a.CreatedAt.UnixMilli(), a.ExpiresAt.UnixMilli())
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return Approval{}, false, fmt.Errorf("create approval: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return a, true, nil
+	defer tx.Rollback()
+	existing, err := scanApproval(tx.QueryRowContext(ctx, `SELECT `+columns+` FROM approvals WHERE tenant_id = ? AND session_id = ? AND call_id = ?`,
+		n.TenantID, n.SessionID, n.CallID))
+	switch {
+	case err == nil:
+		return existing, false, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return Approval{}, false, fmt.Errorf("create approval: %w", err)
 	}
-	row := s.w.QueryRowContext(ctx, `SELECT `+columns+` FROM approvals WHERE tenant_id = ? AND session_id = ? AND call_id = ?`,
-		n.TenantID, n.SessionID, n.CallID)
-	a, err = scanApproval(row)
-	if err != nil {
-		return Approval{}, false, fmt.Errorf("create approval: read the existing one: %w", err)
+	if maxPending > 0 {
+		var count int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM approvals WHERE tenant_id = ? AND status = 'pending'`, n.TenantID).Scan(&count); err != nil {
+			return Approval{}, false, fmt.Errorf("create approval: %w", err)
+		}
+		if count >= maxPending {
+			return Approval{}, false, fmt.Errorf("create approval: %w (%d pending, limit %d)", ErrTooManyPending, count, maxPending)
+		}
 	}
-	return a, false, nil
+	if _, err := tx.ExecContext(ctx, `INSERT INTO approvals (id, tenant_id, session_id, call_id, origin, action, details, details_hash, status, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+		a.ID, a.TenantID, a.SessionID, a.CallID, a.Origin, a.Action, a.Details, a.DetailsHash, a.CreatedAt.UnixMilli(), a.ExpiresAt.UnixMilli()); err != nil {
+		return Approval{}, false, fmt.Errorf("create approval: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Approval{}, false, fmt.Errorf("create approval: commit: %w", err)
+	}
+	return a, true, nil
 }
 
 // Get returns the approval id, for any tenant: the operator page's view.

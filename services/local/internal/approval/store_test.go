@@ -32,14 +32,14 @@ func newReq(call string) NewApproval {
 func TestCreateIsIdempotentPerCall(t *testing.T) {
 	s := openTestStore(t, "")
 	ctx := context.Background()
-	a, created, err := s.Create(ctx, newReq("c1"))
+	a, created, err := s.Create(ctx, newReq("c1"), 0)
 	if err != nil || !created {
 		t.Fatalf("first create: %v, created %v", err, created)
 	}
 	if !jobs.ValidID(a.ID) || a.Status != Pending || a.DetailsHash != HashDetails(a.Action, a.Details) {
 		t.Fatalf("created %+v", a)
 	}
-	b, created, err := s.Create(ctx, newReq("c1"))
+	b, created, err := s.Create(ctx, newReq("c1"), 0)
 	if err != nil || created || b.ID != a.ID {
 		t.Fatalf("same call again: id %s (want %s), created %v, err %v", b.ID, a.ID, created, err)
 	}
@@ -49,7 +49,7 @@ func TestCreateIsIdempotentPerCall(t *testing.T) {
 		{TenantID: "t1", SessionID: "s2", CallID: "c1", Action: "x", Timeout: time.Minute},
 		{TenantID: "t2", SessionID: "s1", CallID: "c1", Action: "x", Timeout: time.Minute},
 	} {
-		c, created, err := s.Create(ctx, n)
+		c, created, err := s.Create(ctx, n, 0)
 		if err != nil || !created || c.ID == a.ID {
 			t.Fatalf("create %+v: created %v, err %v", n, created, err)
 		}
@@ -64,7 +64,7 @@ func TestCreateConcurrentSameCallMakesOneApproval(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, _, err := s.Create(context.Background(), newReq("same"))
+			a, _, err := s.Create(context.Background(), newReq("same"), 0)
 			if err != nil {
 				t.Error(err)
 			}
@@ -82,7 +82,7 @@ func TestCreateConcurrentSameCallMakesOneApproval(t *testing.T) {
 func TestDecideFirstAnswerWins(t *testing.T) {
 	s := openTestStore(t, "")
 	ctx := context.Background()
-	a, _, _ := s.Create(ctx, newReq("c1"))
+	a, _, _ := s.Create(ctx, newReq("c1"), 0)
 	got, changed, err := s.Decide(ctx, a.ID, Approved, "alice", "looks right")
 	if err != nil || !changed || got.Status != Approved || got.Operator != "alice" || got.Comment != "looks right" || got.DecidedAt.IsZero() {
 		t.Fatalf("decide = %+v, %v, %v", got, changed, err)
@@ -107,7 +107,7 @@ func TestDecideFirstAnswerWins(t *testing.T) {
 func TestDecideConcurrentOneWinner(t *testing.T) {
 	s := openTestStore(t, "")
 	ctx := context.Background()
-	a, _, _ := s.Create(ctx, newReq("c1"))
+	a, _, _ := s.Create(ctx, newReq("c1"), 0)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	winners := 0
@@ -141,7 +141,7 @@ func TestLateAnswerExpires(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	s.now = func() time.Time { return now }
-	a, _, _ := s.Create(ctx, newReq("c1"))
+	a, _, _ := s.Create(ctx, newReq("c1"), 0)
 	now = now.Add(time.Minute) // exactly expires_at: too late
 	got, changed, err := s.Decide(ctx, a.ID, Approved, "alice", "ok")
 	var de *DecidedError
@@ -160,7 +160,7 @@ func TestLateAnswerExpires(t *testing.T) {
 func TestCancelledCannotBeAnswered(t *testing.T) {
 	s := openTestStore(t, "")
 	ctx := context.Background()
-	a, _, _ := s.Create(ctx, newReq("c1"))
+	a, _, _ := s.Create(ctx, newReq("c1"), 0)
 	if _, _, err := s.Decide(ctx, a.ID, Cancelled, SystemOperator, "stream closed"); err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +177,8 @@ func TestExpireDue(t *testing.T) {
 	s.now = func() time.Time { return now }
 	short := newReq("short")
 	short.Timeout = time.Second
-	a, _, _ := s.Create(ctx, short)
-	b, _, _ := s.Create(ctx, newReq("long"))
+	a, _, _ := s.Create(ctx, short, 0)
+	b, _, _ := s.Create(ctx, newReq("long"), 0)
 	if next, ok, err := s.NextExpiry(ctx); err != nil || !ok || !next.Equal(a.ExpiresAt) {
 		t.Fatalf("next expiry = %v %v %v, want %v", next, ok, err, a.ExpiresAt)
 	}
@@ -200,7 +200,7 @@ func TestExpireDue(t *testing.T) {
 func TestDecisionLogIsAppendOnly(t *testing.T) {
 	s := openTestStore(t, "")
 	ctx := context.Background()
-	a, _, _ := s.Create(ctx, newReq("c1"))
+	a, _, _ := s.Create(ctx, newReq("c1"), 0)
 	s.Decide(ctx, a.ID, Denied, "alice", "no")
 	if _, err := s.w.ExecContext(ctx, `UPDATE decisions SET decision = 'approved'`); err == nil || !strings.Contains(err.Error(), "append-only") {
 		t.Fatalf("update of the log: %v", err)
@@ -217,7 +217,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _, _ := s1.Create(ctx, newReq("c1"))
+	a, _, _ := s1.Create(ctx, newReq("c1"), 0)
 	s1.Close()
 	s2 := openTestStore(t, path)
 	got, err := s2.GetForTenant(ctx, "t1", a.ID)
@@ -226,5 +226,36 @@ func TestStoreSurvivesReopen(t *testing.T) {
 	}
 	if _, err := s2.GetForTenant(ctx, "t2", a.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("other tenant: %v", err)
+	}
+}
+
+func TestMaxPendingPerTenant(t *testing.T) {
+	s := openTestStore(t, "")
+	ctx := context.Background()
+	a, _, err := s.Create(ctx, newReq("c1"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(ctx, newReq("c2"), 2); err != nil {
+		t.Fatalf("second of two: %v", err)
+	}
+	_, _, err = s.Create(ctx, newReq("c3"), 2)
+	if !errors.Is(err, ErrTooManyPending) || !strings.Contains(err.Error(), "2 pending, limit 2") {
+		t.Fatalf("third: %v", err)
+	}
+	// Attaching to an existing approval is not a new one.
+	if b, created, err := s.Create(ctx, newReq("c1"), 2); err != nil || created || b.ID != a.ID {
+		t.Fatalf("attach at the cap: %v", err)
+	}
+	// The cap is per tenant.
+	other := newReq("c3")
+	other.TenantID = "t2"
+	if _, _, err := s.Create(ctx, other, 2); err != nil {
+		t.Fatalf("other tenant: %v", err)
+	}
+	// A decided approval frees its place.
+	s.Decide(ctx, a.ID, Denied, "alice", "")
+	if _, _, err := s.Create(ctx, newReq("c3"), 2); err != nil {
+		t.Fatalf("after a decision: %v", err)
 	}
 }

@@ -213,7 +213,7 @@ func (s *Service) start(ctx context.Context, call *service.Call, args jobArgs) *
 }
 
 func refuse(call *service.Call, err error) *tool.Result {
-	if errors.Is(err, ErrOtherRequest) {
+	if errors.Is(err, ErrOtherRequest) || errors.Is(err, ErrTooManyPending) {
 		return tool.Errorf("%v", err)
 	}
 	call.Logger.Error("record approval", "err", err)

@@ -434,6 +434,17 @@ func TestArgumentErrors(t *testing.T) {
 	}
 }
 
+func TestTooManyPendingIsAToolError(t *testing.T) {
+	f := newFixture(t, Config{MaxPendingPerTenant: 1})
+	if res, _ := callJSON(t, f, "t1", "approval_start", map[string]any{"action": "one"}); res.IsError {
+		t.Fatalf("first: %+v", res)
+	}
+	res, _ := callJSON(t, f, "t1", "request_approval", map[string]any{"action": "two"})
+	if !res.IsError || res.UnknownOutcome || !strings.Contains(res.Content[0].Text, "too many pending approvals for this tenant (1 pending, limit 1)") {
+		t.Fatalf("over the cap: %+v", res)
+	}
+}
+
 func TestWebhookAnnouncesPendingApprovals(t *testing.T) {
 	var mu sync.Mutex
 	var got []WebhookEvent
@@ -496,6 +507,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{PageURL: "operator.test", SweepInterval: time.Second}, "APPROVAL_PAGE_URL must start with http"},
 		{Config{PageURL: "http://x", SweepInterval: time.Second, WebhookURL: "ftp://x"}, "APPROVAL_WEBHOOK_URL must be an http or https URL"},
 		{Config{PageURL: "http://x"}, "APPROVAL_SWEEP_INTERVAL must be positive"},
+		{Config{PageURL: "http://x", SweepInterval: time.Second, MaxPendingPerTenant: -1}, "APPROVAL_MAX_PENDING_PER_TENANT must not be negative"},
 	}
 	for _, tt := range tests {
 		tt.cfg.DataDir = t.TempDir()

@@ -174,8 +174,10 @@ type data struct {
 	Title    string
 	// sign-in
 	Name, Next string
-	// list
+	// list: PendingTotal counts every pending approval, Pending holds the
+	// oldest listLimit of them
 	Pending, Decided []approval.Approval
+	PendingTotal     int
 	// detail
 	A   approval.Approval
 	Log []approval.LogEntry
@@ -224,6 +226,9 @@ func (p *Page) signedIn(w http.ResponseWriter, r *http.Request) (*session, bool)
 func (p *Page) lists(ctx context.Context, d *data) error {
 	var err error
 	if d.Pending, err = p.svc.Store().ListPending(ctx, listLimit); err != nil {
+		return err
+	}
+	if d.PendingTotal, err = p.svc.Store().CountPending(ctx); err != nil {
 		return err
 	}
 	d.Decided, err = p.svc.Store().ListDecided(ctx, decidedLimit)

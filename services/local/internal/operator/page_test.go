@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -327,5 +328,27 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), map[string]string{"APPROVAL_OPERATOR_TOKEN": operatorToken, "APPROVAL_OPERATOR_SESSION_TTL": "soon"}, svc, nil); err == nil || !strings.Contains(err.Error(), "APPROVAL_OPERATOR_SESSION_TTL") {
 		t.Fatalf("bad TTL: %v", err)
+	}
+}
+
+func TestListShowsTheOldestAndCountsAll(t *testing.T) {
+	s := newStack(t, Config{})
+	c := s.client()
+	c.signIn("alice", operatorToken)
+	ctx := context.Background()
+	for i := range listLimit + 1 {
+		if _, _, err := s.svc.Request(ctx, approval.NewApproval{TenantID: "acme", SessionID: "s", CallID: fmt.Sprint("c", i), Action: fmt.Sprint("action ", i), Timeout: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := c.get("/approvals")
+	if !strings.Contains(list.body, "501 pending") || !strings.Contains(list.body, "Showing the oldest 500 of 501 pending approvals.") {
+		t.Fatal("the list does not say it is cut at 500 of 501")
+	}
+	if n := strings.Count(list.body, `class="card pending"`); n != listLimit {
+		t.Fatalf("%d items listed, want %d", n, listLimit)
+	}
+	if !strings.Contains(list.body, ">action 0<") || strings.Contains(list.body, ">action 500<") {
+		t.Fatal("the list is not the oldest 500")
 	}
 }

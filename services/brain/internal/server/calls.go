@@ -110,6 +110,12 @@ func (s *Server) start(r *http.Request, sess *store.Session, t *config.Tool, arg
 	ctx, cancel := context.WithCancelCause(ctx)
 	rc := &running{call: c, cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
+	if cs, ok := s.sessions[sess.ID]; ok && cs.Status != store.SessionActive {
+		st := cs.Status
+		s.mu.Unlock()
+		cancel(nil)
+		return nil, conflict("session %q is %s", sess.ID, st)
+	}
 	s.inflight[c.ID] = rc
 	if s.bySession[c.SessionID] == nil {
 		s.bySession[c.SessionID] = map[string]*running{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +70,24 @@ func TestRecoverUnfinished(t *testing.T) {
 	if diff := cmp.Diff(want, eventTypes(b.events("t1", "ses_1"))); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
+}
+
+func TestDataDirLock(t *testing.T) {
+	t.Parallel()
+	ts := newToolServer(t)
+	dir := t.TempDir()
+	cfg := hostConfig(t, ts.URL)
+	srv, err := New(context.Background(), Options{Config: cfg, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(context.Background(), Options{Config: cfg, DataDir: dir}); err == nil || !strings.Contains(err.Error(), "in use by another brain") {
+		t.Errorf("second server on the same data dir: err = %v", err)
+	}
+	srv.Close()
+	srv2, err := New(context.Background(), Options{Config: cfg, DataDir: dir})
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	srv2.Close()
 }

@@ -80,6 +80,7 @@ type Server struct {
 	metrics   *metrics
 	tokens    inspections
 	handler   http.Handler
+	lock      *os.File // flock on the data dir
 
 	// callsCtx parents every call; Close cancels it.
 	callsCtx    context.Context
@@ -90,6 +91,7 @@ type Server struct {
 	cancelReqs context.CancelFunc
 
 	mu        sync.Mutex
+	sessions  map[string]*store.Session      // cache by session ID, see session()
 	inflight  map[string]*running            // by call ID
 	bySession map[string]map[string]*running // session ID → call ID →
 	calls     sync.WaitGroup
@@ -129,6 +131,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		log:       log,
 		heartbeat: o.Heartbeat,
 		metrics:   newMetrics(),
+		sessions:  map[string]*store.Session{},
 		inflight:  map[string]*running{},
 		bySession: map[string]map[string]*running{},
 	}
@@ -141,6 +144,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.PublicURL != "" {
 		s.publicURL.Store(&o.PublicURL)
 	}
+	lock, err := lockDataDir(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("new server: %w", err)
+	}
+	s.lock = lock
 	s.callsCtx, s.cancelCalls = context.WithCancelCause(context.Background())
 	s.reqCtx, s.cancelReqs = context.WithCancel(context.Background())
 	db, err := sqlite.Open(filepath.Join(o.DataDir, "brain.db"), sqlite.Options{
@@ -148,11 +156,13 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		OnCommit:    s.hub.Publish,
 	})
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("new server: %w", err)
 	}
 	s.store = db
 	if err := s.recover(ctx); err != nil {
 		db.Close()
+		lock.Close()
 		return nil, fmt.Errorf("new server: %w", err)
 	}
 	s.handler = s.routes()
@@ -270,7 +280,7 @@ func (s *Server) Close() error {
 		s.cancelReqs()
 		s.cancelCalls(errShutdown)
 		s.calls.Wait()
-		s.closeErr = s.store.Close()
+		s.closeErr = errors.Join(s.store.Close(), s.lock.Close())
 	})
 	return s.closeErr
 }

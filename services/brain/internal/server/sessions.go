@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/brain-tools/suite/services/brain/internal/store"
@@ -96,17 +97,61 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 	if err := s.store.CreateSession(r.Context(), sess, ev); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
+	cp := *sess
+	s.cacheSession(&cp)
 	writeJSON(w, http.StatusCreated, sessionJSON(sess))
 	return nil
 }
 
-// session returns the tenant's session id, or 404.
+// maxCachedSessions bounds the session cache; past it, sessions without
+// calls in flight are evicted (they are re-read from the store on use).
+const maxCachedSessions = 10000
+
+// session returns the tenant's session id, or 404. Sessions are cached:
+// brain is the only process writing its data dir (see lockDataDir), and every
+// status change goes through endSession, so the cache is authoritative and
+// the tool-call path reads nothing from the store.
 func (s *Server) session(ctx context.Context, tenant, id string) (*store.Session, error) {
-	sess, err := s.store.Session(ctx, tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
+	s.mu.Lock()
+	c, ok := s.sessions[id]
+	s.mu.Unlock()
+	if !ok {
+		sess, err := s.store.Session(ctx, tenant, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, notFound("session %q not found", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		c = s.cacheSession(sess)
+	}
+	if c.TenantID != tenant {
 		return nil, notFound("session %q not found", id)
 	}
-	return sess, err
+	s.mu.Lock()
+	cp := *c
+	s.mu.Unlock()
+	return &cp, nil
+}
+
+// cacheSession adds sess unless the cache has it already, and returns the
+// cached entry.
+func (s *Server) cacheSession(sess *store.Session) *store.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.sessions[sess.ID]; ok {
+		return c
+	}
+	if len(s.sessions) >= maxCachedSessions {
+		for id := range s.sessions {
+			if len(s.bySession[id]) == 0 {
+				delete(s.sessions, id)
+				break
+			}
+		}
+	}
+	s.sessions[sess.ID] = sess
+	return sess
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
@@ -158,24 +203,44 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 	if to == store.SessionClosed {
 		from, evType = []string{store.SessionActive, store.SessionInterrupted}, store.EventSessionClosed
 	}
-	now := time.Now().UTC()
-	ev := &store.Event{Type: evType, SessionID: id, Time: now, Data: mustJSON(sessionEventData{Status: to})}
-	err = s.store.SetSessionStatus(r.Context(), tenant, id, from, to, now, ev)
-	var se *store.StateError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return notFound("session %q not found", id)
-	case errors.As(err, &se):
-		return conflict("session %q is %s", id, se.Status)
-	case err != nil:
-		return fmt.Errorf("end session: %w", err)
+	if _, err := s.session(r.Context(), tenant, id); err != nil {
+		return err
 	}
+	// The move happens in the cache first, under the lock start() registers
+	// calls with: every call registered before is cancelled below, every
+	// call after sees the new status and is refused.
+	now := time.Now().UTC()
 	s.mu.Lock()
+	c, ok := s.sessions[id]
+	if !ok {
+		// Evicted in between: reload and retry once.
+		s.mu.Unlock()
+		return s.endSession(w, r, id, to)
+	}
+	if !slices.Contains(from, c.Status) {
+		st := c.Status
+		s.mu.Unlock()
+		return conflict("session %q is %s", id, st)
+	}
+	prev := c.Status
+	c.Status, c.UpdatedAt = to, now
 	var calls []*running
 	for _, rc := range s.bySession[id] {
 		calls = append(calls, rc)
 	}
 	s.mu.Unlock()
+	ev := &store.Event{Type: evType, SessionID: id, Time: now, Data: mustJSON(sessionEventData{Status: to})}
+	if err := s.store.SetSessionStatus(r.Context(), tenant, id, []string{prev}, to, now, ev); err != nil {
+		// Let the next read take the store's word.
+		s.mu.Lock()
+		delete(s.sessions, id)
+		s.mu.Unlock()
+		var se *store.StateError
+		if errors.As(err, &se) {
+			return conflict("session %q is %s", id, se.Status)
+		}
+		return fmt.Errorf("end session: %w", err)
+	}
 	for _, rc := range calls {
 		rc.cancel(errSessionEnded)
 	}

@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brain-tools/suite/services/brain/internal/store"
@@ -62,7 +63,12 @@ type DB struct {
 	closed  bool
 	done    chan struct{}
 
+	batches  atomic.Int64 // transactions run by the writer
+	stopCkpt chan struct{}
+	ckptDone chan struct{}
+
 	stmts map[string]*sql.Stmt // writer's prepared statements
+	reads map[string]*sql.Stmt // prepared on the read pool
 }
 
 var _ store.Store = (*DB)(nil)
@@ -96,6 +102,7 @@ func Open(path string, opts Options) (*DB, error) {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous("+syncMode+")")
 		q.Add("_pragma", "foreign_keys(1)")
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", autoCheckpointPages))
 		if txlock != "" {
 			q.Set("_txlock", txlock)
 		}
@@ -127,6 +134,9 @@ func Open(path string, opts Options) (*DB, error) {
 		ops:      make(chan *op, 1024),
 		done:     make(chan struct{}),
 		stmts:    map[string]*sql.Stmt{},
+		reads:    map[string]*sql.Stmt{},
+		stopCkpt: make(chan struct{}),
+		ckptDone: make(chan struct{}),
 	}
 	for name, q := range writeStmts {
 		st, err := write.Prepare(q)
@@ -137,10 +147,24 @@ func Open(path string, opts Options) (*DB, error) {
 		}
 		db.stmts[name] = st
 	}
+	for name, q := range readStmts {
+		st, err := read.Prepare(q)
+		if err != nil {
+			db.write.Close()
+			db.read.Close()
+			return nil, fmt.Errorf("open sqlite %s: prepare %s: %w", path, name, err)
+		}
+		db.reads[name] = st
+	}
 	go db.writer()
+	go db.checkpointer()
 	return db, nil
 }
 
+// schema keeps the pages a tool call touches few: text primary keys are
+// WITHOUT ROWID tables (no separate key index), event IDs are the rowid
+// (never reused, as events are never deleted), and only the indexes that the
+// API's reads need exist.
 const schema = `
 CREATE TABLE IF NOT EXISTS sessions (
 	id         TEXT PRIMARY KEY,
@@ -151,10 +175,11 @@ CREATE TABLE IF NOT EXISTS sessions (
 	config     TEXT NOT NULL,
 	created_at INTEGER NOT NULL,
 	updated_at INTEGER NOT NULL
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tool_calls (
 	id              TEXT PRIMARY KEY,
-	session_id      TEXT NOT NULL REFERENCES sessions(id),
+	seq             INTEGER NOT NULL,
+	session_id      TEXT NOT NULL,
 	tenant_id       TEXT NOT NULL,
 	tool            TEXT NOT NULL,
 	status          TEXT NOT NULL,
@@ -166,13 +191,11 @@ CREATE TABLE IF NOT EXISTS tool_calls (
 	error_message   TEXT NOT NULL DEFAULT '',
 	unknown_outcome INTEGER NOT NULL DEFAULT 0,
 	result          TEXT
-);
-CREATE INDEX IF NOT EXISTS tool_calls_tenant ON tool_calls (tenant_id, created_at);
-CREATE INDEX IF NOT EXISTS tool_calls_session ON tool_calls (session_id, created_at);
-CREATE INDEX IF NOT EXISTS tool_calls_status ON tool_calls (status);
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tool_calls_tenant ON tool_calls (tenant_id, seq);
 CREATE TABLE IF NOT EXISTS events (
-	id         INTEGER PRIMARY KEY AUTOINCREMENT,
-	session_id TEXT NOT NULL REFERENCES sessions(id),
+	id         INTEGER PRIMARY KEY,
+	session_id TEXT NOT NULL,
 	call_id    TEXT NOT NULL DEFAULT '',
 	type       TEXT NOT NULL,
 	time       INTEGER NOT NULL,
@@ -184,12 +207,19 @@ CREATE INDEX IF NOT EXISTS events_session ON events (session_id, id);
 var writeStmts = map[string]string{
 	"insertEvent":   `INSERT INTO events (session_id, call_id, type, time, data) VALUES (?, ?, ?, ?, ?)`,
 	"insertSession": `INSERT INTO sessions (id, tenant_id, status, harness, tools, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-	"insertCall": `INSERT INTO tool_calls (id, session_id, tenant_id, tool, status, arguments, created_at, started_at)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ? AND tenant_id = ? AND status = 'active')`,
+	"insertCall": `INSERT INTO tool_calls (id, seq, session_id, tenant_id, tool, status, arguments, created_at, started_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	"finishCall": `UPDATE tool_calls SET status = ?, finished_at = ?, error_code = ?, error_message = ?, unknown_outcome = ?, result = ?
 		WHERE id = ? AND status IN ('queued', 'running', 'requires_input')`,
 	"sessionStatus": `SELECT status FROM sessions WHERE id = ? AND tenant_id = ?`,
 	"callStatus":    `SELECT status FROM tool_calls WHERE id = ?`,
+}
+
+var readStmts = map[string]string{
+	"session": `SELECT id, tenant_id, status, harness, tools, config, created_at, updated_at
+		FROM sessions WHERE id = ? AND tenant_id = ?`,
+	"call":   `SELECT ` + callColumns + ` FROM tool_calls WHERE id = ? AND tenant_id = ?`,
+	"events": `SELECT id, session_id, call_id, type, time, data FROM events WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?`,
 }
 
 // writer runs every write op; it commits whatever is queued together.
@@ -211,70 +241,103 @@ func (db *DB) writer() {
 			}
 		}
 		db.commit(batch)
+		db.batches.Add(1)
 	}
 }
 
-// commit runs batch in one transaction. With more than one op, each runs
-// inside a savepoint so one refused op (a state conflict) does not undo the
-// others.
+// commit runs batch in one transaction. An op refuses (store.ErrNotFound,
+// *store.StateError) only before it wrote anything, so refused ops need no
+// savepoint. Any other error rolls the batch back and its ops are retried
+// one transaction each, so one failing op does not fail the others.
 func (db *DB) commit(batch []*op) {
-	fail := func(err error) {
+	err := db.runBatch(batch)
+	if err != nil && len(batch) > 1 {
 		for _, o := range batch {
-			if o.err == nil {
+			o.err, o.events = nil, nil
+			if err := db.runBatch([]*op{o}); err != nil {
 				o.err = err
 			}
-			o.events = nil
-			close(o.done)
+			db.publish(o)
+		}
+		return
+	}
+	for _, o := range batch {
+		if err != nil {
+			o.err, o.events = err, nil
+		}
+		db.publish(o)
+	}
+}
+
+// publish hands a committed op's events to the hook and wakes its caller.
+func (db *DB) publish(o *op) {
+	if o.err == nil && db.onCommit != nil {
+		for _, ev := range o.events {
+			db.onCommit(*ev)
 		}
 	}
+	close(o.done)
+}
+
+func refusal(err error) bool {
+	var se *store.StateError
+	return errors.Is(err, store.ErrNotFound) || errors.As(err, &se)
+}
+
+// runBatch runs ops in one transaction; refused ops keep their error, any
+// other error rolls everything back and is returned.
+func (db *DB) runBatch(batch []*op) error {
 	tx, err := db.write.Begin()
 	if err != nil {
-		fail(fmt.Errorf("begin: %w", err))
-		return
+		return fmt.Errorf("begin: %w", err)
 	}
-	single := len(batch) == 1
+	wrote := false
 	for _, o := range batch {
-		if !single {
-			if _, err := tx.Exec("SAVEPOINT op"); err != nil {
-				tx.Rollback()
-				fail(fmt.Errorf("savepoint: %w", err))
-				return
-			}
-		}
 		o.events, o.err = o.fn(tx)
-		if !single {
-			stmts := []string{"RELEASE op"}
-			if o.err != nil {
-				stmts = []string{"ROLLBACK TO op", "RELEASE op"}
-			}
-			for _, st := range stmts {
-				if _, err := tx.Exec(st); err != nil {
-					tx.Rollback()
-					fail(fmt.Errorf("savepoint: %w", err))
-					return
-				}
-			}
-		}
 		if o.err != nil {
+			if !refusal(o.err) {
+				tx.Rollback()
+				return o.err
+			}
 			o.events = nil
+			continue
 		}
+		wrote = true
 	}
-	if single && batch[0].err != nil {
-		tx.Rollback()
-		close(batch[0].done)
-		return
+	if !wrote {
+		return tx.Rollback()
 	}
 	if err := tx.Commit(); err != nil {
-		fail(fmt.Errorf("commit: %w", err))
-		return
+		return fmt.Errorf("commit: %w", err)
 	}
-	for _, o := range batch {
-		if db.onCommit != nil {
-			for _, ev := range o.events {
-				db.onCommit(*ev)
-			}
+	return nil
+}
+
+// checkpointInterval is how often the checkpointer copies the WAL into the
+// database. Checkpoints (and their fsyncs) run off the writer, so commits
+// never wait for one; the writer's own auto-checkpoint stays as a backstop
+// at a size the checkpointer keeps the WAL well under.
+const (
+	checkpointInterval  = 200 * time.Millisecond
+	autoCheckpointPages = 10000
+)
+
+func (db *DB) checkpointer() {
+	defer close(db.ckptDone)
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	last := int64(-1)
+	for {
+		select {
+		case <-db.stopCkpt:
+			return
+		case <-t.C:
 		}
-		close(o.done)
+		if n := db.batches.Load(); n != last {
+			last = n
+			// PASSIVE: never waits for readers or the writer.
+			db.read.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		}
 	}
 }
 
@@ -364,28 +427,26 @@ func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []
 	})
 }
 
-// CreateCall implements store.Store.
+// CreateCall implements store.Store. The call's seq (its order in lists) is
+// the ID of its tool.call event.
 func (db *DB) CreateCall(ctx context.Context, c *store.Call, ev *store.Event) error {
 	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
-		res, err := db.stmt(tx, "insertCall").Exec(c.ID, c.SessionID, c.TenantID, c.Tool, c.Status, string(c.Arguments),
-			c.CreatedAt.UnixNano(), unixNano(c.StartedAt), c.SessionID, c.TenantID)
+		var cur string
+		err := db.stmt(tx, "sessionStatus").QueryRow(c.SessionID, c.TenantID).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, store.ErrNotFound
+		}
 		if err != nil {
 			return nil, fmt.Errorf("create tool call: %w", err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return nil, fmt.Errorf("create tool call: %w", err)
-		} else if n == 0 {
-			var cur string
-			err := db.stmt(tx, "sessionStatus").QueryRow(c.SessionID, c.TenantID).Scan(&cur)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil, store.ErrNotFound
-			}
-			if err != nil {
-				return nil, fmt.Errorf("create tool call: %w", err)
-			}
+		if cur != store.SessionActive {
 			return nil, &store.StateError{What: "session", Status: cur}
 		}
 		if err := db.appendEvent(tx, ev); err != nil {
+			return nil, fmt.Errorf("create tool call: %w", err)
+		}
+		if _, err := db.stmt(tx, "insertCall").Exec(c.ID, ev.ID, c.SessionID, c.TenantID, c.Tool, c.Status, string(c.Arguments),
+			c.CreatedAt.UnixNano(), unixNano(c.StartedAt)); err != nil {
 			return nil, fmt.Errorf("create tool call: %w", err)
 		}
 		return []*store.Event{ev}, nil
@@ -431,8 +492,7 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 		tools, config  string
 		created, updat int64
 	)
-	err := db.read.QueryRowContext(ctx, `SELECT id, tenant_id, status, harness, tools, config, created_at, updated_at
-		FROM sessions WHERE id = ? AND tenant_id = ?`, id, tenantID).
+	err := db.reads["session"].QueryRowContext(ctx, id, tenantID).
 		Scan(&s.ID, &s.TenantID, &s.Status, &s.Harness, &tools, &config, &created, &updat)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
@@ -474,7 +534,7 @@ func scanCall(sc scanner) (*store.Call, error) {
 
 // Call implements store.Store.
 func (db *DB) Call(ctx context.Context, tenantID, id string) (*store.Call, error) {
-	c, err := scanCall(db.read.QueryRowContext(ctx, `SELECT `+callColumns+` FROM tool_calls WHERE id = ? AND tenant_id = ?`, id, tenantID))
+	c, err := scanCall(db.reads["call"].QueryRowContext(ctx, id, tenantID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -498,7 +558,7 @@ func (db *DB) Calls(ctx context.Context, f store.CallFilter) ([]*store.Call, err
 	if limit <= 0 || limit > store.MaxListLimit {
 		limit = store.MaxListLimit
 	}
-	q += ` ORDER BY created_at, rowid LIMIT ?`
+	q += ` ORDER BY seq LIMIT ?`
 	args = append(args, limit)
 	return db.queryCalls(ctx, "list tool calls", q, args...)
 }
@@ -506,7 +566,7 @@ func (db *DB) Calls(ctx context.Context, f store.CallFilter) ([]*store.Call, err
 // UnfinishedCalls implements store.Store.
 func (db *DB) UnfinishedCalls(ctx context.Context) ([]*store.Call, error) {
 	return db.queryCalls(ctx, "list unfinished tool calls",
-		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY created_at, rowid`)
+		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY seq`)
 }
 
 func (db *DB) queryCalls(ctx context.Context, opName, q string, args ...any) ([]*store.Call, error) {
@@ -534,8 +594,7 @@ func (db *DB) Events(ctx context.Context, sessionID string, after int64, limit i
 	if limit <= 0 || limit > store.MaxListLimit {
 		limit = store.MaxListLimit
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT id, session_id, call_id, type, time, data FROM events
-		WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?`, sessionID, after, limit)
+	rows, err := db.reads["events"].QueryContext(ctx, sessionID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
@@ -570,7 +629,12 @@ func (db *DB) Close() error {
 	close(db.ops)
 	db.closeMu.Unlock()
 	<-db.done
+	close(db.stopCkpt)
+	<-db.ckptDone
 	for _, st := range db.stmts {
+		st.Close()
+	}
+	for _, st := range db.reads {
 		st.Close()
 	}
 	return errors.Join(db.read.Close(), db.write.Close())

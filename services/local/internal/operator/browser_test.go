@@ -136,6 +136,11 @@ func TestBrowserLiveListApproveWithComment(t *testing.T) {
 		t.Fatalf("status after approve %q", got)
 	}
 	browser.Screenshot(t, ctx, "decided-phone", browser.Phone)
+	run(t, ctx, chromedp.Navigate(s.url+"/approvals"), chromedp.WaitVisible(chromedp.CSS("#decided")))
+	if got := text(t, ctx, "#pending-count"); got != "1 pending" {
+		t.Fatalf("count after the decision %q", got)
+	}
+	browser.Screenshot(t, ctx, "list-with-decided-desktop", browser.Desktop)
 
 	res := p.wait(t)
 	if res.IsError || !strings.Contains(res.Content[0].Text, "Approved by operator alice") || !strings.Contains(res.Content[0].Text, "Checked the backup listing first.") {

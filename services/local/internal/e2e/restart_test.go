@@ -93,3 +93,30 @@ func TestPendingApprovalsSurviveSIGKILL(t *testing.T) {
 		t.Fatalf("detail after restart:\n%s", detail)
 	}
 }
+
+// TestSIGTERMLeavesStreamsPending: a graceful stop answers waiting streams
+// at once (is_error, unknown outcome, "still pending") instead of holding the
+// shutdown, and does not cancel their approvals.
+func TestSIGTERMLeavesStreamsPending(t *testing.T) {
+	l := startLocal(t, nil)
+	b := startBrain(t, l)
+	sess := b.session("request_approval", "approval_status")
+	evs := b.events(sess)
+	c := b.call(sess, "request_approval", map[string]any{"action": "Rotate TLS certificates"}, 0)
+	id := progressOf(t, next(t, evs, "tool.progress", 10*time.Second)).ApprovalID
+
+	begin := time.Now()
+	l.p.stop()
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("graceful stop took %s with a stream waiting", took)
+	}
+	next(t, evs, "tool.result", 10*time.Second)
+	got := b.getCall(c.ID, 5)
+	if got.Result == nil || !got.Result.IsError || !got.Result.UnknownOutcome || !strings.Contains(got.Result.Content[0].Text, "still pending") {
+		t.Fatalf("stream's result on SIGTERM: %+v", got.Result)
+	}
+	l.start()
+	if state, _ := statusOf(t, b, sess, id); state != "running" {
+		t.Fatalf("approval after a graceful restart: %s, want still pending", state)
+	}
+}

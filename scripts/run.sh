@@ -10,6 +10,9 @@ BIN=$ROOT/bin
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/brain-demo.XXXXXX")
 mkdir -p "$WORK/logs" "$WORK/data"
+# mktemp makes the directory 0700; the sandbox runs commands as unprivileged
+# uids that must be able to reach their workspace below it.
+chmod 0711 "$WORK" "$WORK/data"
 PIDS=()
 
 rand() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
@@ -51,19 +54,57 @@ start() {
   return 1
 }
 
+# wait_port NAME HOST:PORT waits up to 20 s for a TCP listener (for servers
+# without a health endpoint that answers 200, like versitygw).
+wait_port() {
+  local name=$1 addr=$2
+  for _ in $(seq 1 200); do
+    if (exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; then
+      printf '  %-10s up   (%s)\n' "$name" "$addr"; return 0
+    fi
+    sleep 0.1
+  done
+  echo "$name is not listening on $addr after 20 s" >&2; cat "$WORK/logs/$name.log" >&2; return 1
+}
+
 echo "== starting the suite on loopback (work dir $WORK)"
 start docs "http://$DOCS_ADDR/" "$BIN/fileserver" -addr "$DOCS_ADDR" -dir "$(go env GOROOT)/doc"
 
-ADDR=127.0.0.1:8081 DATA_DIR="$WORK/data/local" \
+# The local S3 server the storage service runs on by default.
+export STORAGE_BUCKET=brain-tools STORAGE_ACCESS_KEY_ID=local-access-key STORAGE_SECRET_ACCESS_KEY=$(rand)
+VERSITYGW_ADDR=127.0.0.1:7070 services/storage/versitygw.sh "$WORK/data/s3" >"$WORK/logs/versitygw.log" 2>&1 &
+PIDS+=($!)
+wait_port versitygw 127.0.0.1:7070
+
+export APPROVAL_OPERATOR_TOKEN=${APPROVAL_OPERATOR_TOKEN:-$(rand)}
+ADDR=127.0.0.1:8081 APPROVAL_DATA_DIR="$WORK/data/local" APPROVAL_PAGE_URL=http://127.0.0.1:8081 \
   start local http://127.0.0.1:8081/healthz "$BIN/local"
+
+ADDR=127.0.0.1:8082 SANDBOX_ROOT="$WORK/data/sandbox" \
+  start sandbox http://127.0.0.1:8082/healthz "$BIN/sandbox"
+
+ADDR=127.0.0.1:8083 STORAGE_PROVIDER=s3-compatible STORAGE_ENDPOINT=http://127.0.0.1:7070 \
+  start storage http://127.0.0.1:8083/healthz "$BIN/storage"
+
+# Without a provider key the search service still runs and says so on
+# /healthz; the session leaves web_search out.
+ADDR=127.0.0.1:8084 start search http://127.0.0.1:8084/healthz "$BIN/search"
+if [ -z "${BRAVE_API_KEY:-}${TAVILY_API_KEY:-}" ]; then
+  echo "  search     unconfigured: web_search is skipped; set BRAVE_API_KEY or TAVILY_API_KEY to enable it"
+  SEARCH=
+else
+  SEARCH=,web_search
+fi
 
 # The demo's pages live on a loopback server: the operator allow-list is
 # the only way past web_fetch's SSRF guard, and it names exactly that.
-ADDR=127.0.0.1:8085 WEBFETCH_ALLOW="$DOCS_ADDR" \
+ADDR=127.0.0.1:8085 WEBFETCH_ALLOW="${DOCS_ADDR%:*}" WEBFETCH_PORTS="80,443,${DOCS_ADDR#*:}" \
   start webfetch http://127.0.0.1:8085/healthz "$BIN/webfetch"
 
 BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" \
   start brain http://127.0.0.1:8080/healthz "$BIN/brain" -config examples/brain.json
 
 echo
-BRAIN_URL=http://127.0.0.1:8080 DOCS_URL="http://$DOCS_ADDR" "$BIN/session"
+BRAIN_URL=http://127.0.0.1:8080 DOCS_URL="http://$DOCS_ADDR" \
+  BRAIN_TOOLS="${BRAIN_TOOLS:-echo,inspect_session,sandbox_exec,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,web_fetch$SEARCH}" \
+  "$BIN/session"

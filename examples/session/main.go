@@ -235,6 +235,31 @@ func run(ctx context.Context, out io.Writer) error {
 		}
 	}
 
+	if has("sandbox_exec") {
+		if err := sandbox(ctx, c, session.ID, has, p); err != nil {
+			return err
+		}
+	}
+	if has("storage_put") {
+		if err := storage(ctx, c, session.ID, has, p); err != nil {
+			return err
+		}
+	}
+	if has("web_search") {
+		tc, err := c.call(ctx, session.ID, "web_search", map[string]any{"query": "Go language specification", "count": 3})
+		if err != nil {
+			return err
+		}
+		p("\n== web_search → %s\n%s", tc.Status, indent(excerpt(text(tc.Result), 15)))
+	}
+	if has("inspect_session") {
+		tc, err := c.call(ctx, session.ID, "inspect_session", map[string]any{})
+		if err != nil {
+			return err
+		}
+		p("\n== inspect_session (the tool read this session's events from brain with a one-call token) → %s\n%s", tc.Status, indent(excerpt(text(tc.Result), 20)))
+	}
+
 	var events struct {
 		Events []event `json:"events"`
 	}
@@ -306,4 +331,71 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// sandbox runs a script in the session's sandbox workspace, then reads back
+// the file it wrote: the workspace persists across the session's calls.
+func sandbox(ctx context.Context, c *client, session string, has func(string) bool, p func(string, ...any)) error {
+	if has("sandbox_write_file") {
+		script := "#!/bin/sh\nset -e\necho \"kernel: $(uname -sr)\"\necho \"user: $(id -u), pid namespace: $$\"\nls / | tr '\\n' ' '; echo\n" +
+			"if (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; then echo 'network: reachable (unexpected)'; else echo 'network: none'; fi\n" +
+			"seq 1 5 | awk '{s+=$1} END {print \"sum 1..5 =\", s}' > result.txt\n"
+		tc, err := c.call(ctx, session, "sandbox_write_file", map[string]any{"path": "demo.sh", "content": script})
+		if err != nil {
+			return err
+		}
+		p("\n== sandbox_write_file demo.sh → %s\n%s", tc.Status, indent(text(tc.Result)))
+	}
+	cmd := "uname -sr; echo no script"
+	if has("sandbox_write_file") {
+		cmd = "sh demo.sh"
+	}
+	tc, err := c.call(ctx, session, "sandbox_exec", map[string]any{"command": cmd, "timeout_seconds": 30})
+	if err != nil {
+		return err
+	}
+	var r struct {
+		ExitCode   int   `json:"exit_code"`
+		DurationMS int64 `json:"duration_ms"`
+	}
+	_ = json.Unmarshal(tc.Result.StructuredContent, &r)
+	p("\n== sandbox_exec %q → %s (exit %d in %d ms)\n%s", cmd, tc.Status, r.ExitCode, r.DurationMS, indent(excerpt(text(tc.Result), 20)))
+	if has("sandbox_read_file") && has("sandbox_write_file") {
+		tc, err := c.call(ctx, session, "sandbox_read_file", map[string]any{"path": "result.txt"})
+		if err != nil {
+			return err
+		}
+		p("\n== sandbox_read_file result.txt (written by the command above) → %s\n%s", tc.Status, indent(text(tc.Result)))
+	}
+	return nil
+}
+
+// storage writes an object under the tenant's namespace, reads it back and
+// lists it.
+func storage(ctx context.Context, c *client, session string, has func(string) bool, p func(string, ...any)) error {
+	key := "demo/notes (1).md"
+	body := "# Notes\n\nWritten by the demo session at " + time.Now().UTC().Format(time.RFC3339) + ". Ünïcödé survives.\n"
+	tc, err := c.call(ctx, session, "storage_put", map[string]any{"key": key, "text": body, "content_type": "text/markdown; charset=utf-8"})
+	if err != nil {
+		return err
+	}
+	p("\n== storage_put %q → %s\n%s", key, tc.Status, indent(text(tc.Result)))
+	if has("storage_get") {
+		tc, err := c.call(ctx, session, "storage_get", map[string]any{"key": key})
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(text(tc.Result), body) {
+			return fmt.Errorf("storage_get %q: read back %q, want the text written", key, text(tc.Result))
+		}
+		p("\n== storage_get %q → %s, same bytes as written\n%s", key, tc.Status, indent(text(tc.Result)))
+	}
+	if has("storage_list") {
+		tc, err := c.call(ctx, session, "storage_list", map[string]any{"prefix": "demo/"})
+		if err != nil {
+			return err
+		}
+		p("\n== storage_list demo/ → %s\n%s", tc.Status, indent(excerpt(text(tc.Result), 10)))
+	}
+	return nil
 }

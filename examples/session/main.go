@@ -159,7 +159,10 @@ func (c *client) call(ctx context.Context, session, name string, args any) (*too
 
 func text(r *result) string {
 	var b strings.Builder
-	for _, c := range r.Content {
+	for i, c := range r.Content {
+		if i > 0 {
+			b.WriteString("\n")
+		}
 		if c.Type == "text" {
 			b.WriteString(c.Text)
 		} else {

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# `make bench`: each service measured side by side with its anchor, in one
+# run per benchmark so both sides see the same machine. Numbers come from
+# `go test -bench`; custom metrics (p50-ms, keep-%, MB/s, peak-MB) are
+# reported by the benchmarks themselves. BENCH=regexp limits the set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+filter=${BENCH:-.}
+
+# bench TITLE PACKAGE REGEXP BENCHTIME
+bench() {
+  local title=$1 pkg=$2 re=$3 time=$4
+  [[ "$title $pkg" =~ $filter ]] || return 0
+  printf '\n== %s\n' "$title"
+  go test -run '^$' -bench "$re" -benchtime "$time" -count 1 "$pkg" 2>&1 |
+    grep -E '^(Benchmark|ok|FAIL|---|panic)|^\s+\S+_test.go' || true
+}
+
+go version
+echo "cpus: $(nproc), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+bench "brain: direct echo vs through brain (c=1, c=32); echo service vs bare net/http" ./services/brain/internal/server '^BenchmarkToolCall$' 2000x
+bench "brain: durable event writes (SQLite)" ./services/brain/internal/store/sqlite 'BenchmarkCallWrites' 2000x
+bench "pkg: result encoding, encoding/json vs AppendJSON" ./pkg/tool 'BenchmarkResultEncoding' 1s
+bench "local: 1,000 approval streams held open, peak memory" ./services/local/internal/e2e 'BenchmarkApprovalStreams' 1x
+bench "sandbox: sandbox_exec true through the service vs bwrap directly" ./services/sandbox/internal/app 'BenchmarkExecTrue' 200x
+bench "storage: put+get 256 KiB through the service vs aws-sdk-go-v2 direct" ./services/storage/internal/tools 'BenchmarkPutGet256KiB' 2s
+bench "webfetch: go_spec.html to Markdown, whole tool vs converter; loopback fetch p50" ./services/webfetch/internal/webfetch 'BenchmarkGoSpecRatio|BenchmarkLoopbackFetch' 30x

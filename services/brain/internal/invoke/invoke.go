@@ -1,0 +1,479 @@
+// Package invoke calls a tool service over HTTP exactly as the tool contract
+// says and classifies every outcome.
+//
+// Source: the "Distributed tools" contract (shared/seeds/000_*.txt),
+// sections "Handle a tool call", "Return a JSON result", "Stream progress
+// with SSE" and "Handle errors, timeouts, and long jobs". A Caller
+//
+//   - refuses before sending when the tenant isn't allowed, the arguments
+//     fail input_schema, or the credential is missing (is_error, known
+//     outcome);
+//   - POSTs the call once (never retried, redirects never followed, proxy
+//     from HTTPS_PROXY / HTTP_PROXY) with the contract's headers and body;
+//   - enforces the 30 s response-header limit, the binding's whole-call
+//     timeout_seconds, and max_output_bytes while reading;
+//   - reads one JSON result or an SSE stream of progress events and one
+//     result event, and classifies everything else as a failure with
+//     unknown_outcome, per the contract's outcome table.
+package invoke
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/sse"
+	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// Status values of an Outcome; they match the ToolCall lifecycle's final
+// states.
+const (
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusTimedOut  = "timed_out"
+	StatusCancelled = "cancelled"
+)
+
+// Error codes of an Outcome. The comment after each says how the contract's
+// outcome table classifies it (is_error / unknown_outcome).
+const (
+	CodeToolError            = "tool_error"             // tool said is_error; unknown_outcome as the tool said
+	CodeTenantNotAllowed     = "tenant_not_allowed"     // refused before sending; known outcome
+	CodeInvalidArguments     = "invalid_arguments"      // refused before sending; known outcome
+	CodeMissingCredential    = "missing_credential"     // refused before sending; known outcome
+	CodeMCPNotSupported      = "mcp_not_supported"      // binding has mcp_tool; MCP calling is not built yet; known outcome
+	CodeConnectionFailed     = "connection_failed"      // connect failed or the connection dropped; unknown outcome
+	CodeHeaderTimeout        = "header_timeout"         // no response headers within 30 s; unknown outcome
+	CodeTimeout              = "timeout"                // whole call exceeded timeout_seconds; unknown outcome
+	CodeHTTPStatus           = "http_status"            // non-2xx status (a 3xx included); unknown outcome
+	CodeBadContentType       = "bad_content_type"       // neither application/json nor text/event-stream; unknown outcome
+	CodeInvalidResult        = "invalid_result"         // result not valid per the contract; unknown outcome
+	CodeOutputTooLarge       = "output_too_large"       // response longer than max_output_bytes; unknown outcome
+	CodeNoResultEvent        = "no_result_event"        // SSE stream ended without a result event; unknown outcome
+	CodeBadEvent             = "bad_event"              // SSE event other than progress/result, or non-JSON progress; unknown outcome
+	CodeOutputSchemaMismatch = "output_schema_mismatch" // structured_content fails output_schema; unknown outcome
+	CodeCancelled            = "cancelled"              // ctx cancelled by the caller; unknown_outcome = Sent
+)
+
+// Outcome is the classified end of one tool call.
+type Outcome struct {
+	// Result is what the model sees. It is always valid per pkg/tool: a
+	// failure carries one text block describing it, with IsError and
+	// UnknownOutcome set as the contract's outcome table says.
+	Result tool.Result
+	// Status is StatusSucceeded, StatusFailed, StatusTimedOut or
+	// StatusCancelled.
+	Status string
+	// ErrorCode is one of the Code* constants; "" on success.
+	ErrorCode string
+	// ErrorMessage describes the failure for people; "" on success. It never
+	// contains the tool's url or token.
+	ErrorMessage string
+	// Sent reports whether the request (may have) left brain: false only
+	// when brain refused the call or knows nothing was written.
+	Sent bool
+}
+
+// Options configure a Caller.
+type Options struct {
+	// Logger receives one record per call; nil discards.
+	Logger *slog.Logger
+	// Transport sends the requests; nil means an http.Transport that takes
+	// its proxy from HTTPS_PROXY / HTTP_PROXY / NO_PROXY
+	// (http.ProxyFromEnvironment).
+	Transport http.RoundTripper
+}
+
+// Caller sends tool calls. It is safe for concurrent use.
+type Caller struct {
+	client     *http.Client
+	logger     *slog.Logger
+	propagator propagation.TextMapPropagator
+	// headerTimeout is the contract's response-header limit
+	// (tool.HeaderTimeout); tests shorten it.
+	headerTimeout time.Duration
+}
+
+// New returns a Caller.
+func New(o Options) *Caller {
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	rt := o.Transport
+	if rt == nil {
+		rt = newTransport(http.ProxyFromEnvironment)
+	}
+	return &Caller{
+		client: &http.Client{
+			Transport: rt,
+			// The contract: brain doesn't follow redirects from tools. The
+			// 3xx comes back as the response and counts as non-2xx.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		logger:        logger,
+		propagator:    propagation.TraceContext{},
+		headerTimeout: tool.HeaderTimeout,
+	}
+}
+
+// newTransport is the default transport with the given proxy function.
+// Header and call limits are enforced by Call itself, so they hold for any
+// RoundTripper.
+func newTransport(proxy func(*http.Request) (*url.URL, error)) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = proxy
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+var (
+	errCallTimeout    = errors.New("tool call exceeded timeout_seconds")
+	errHeaderTimeout  = errors.New("no response headers within the header limit")
+	errOutputTooLarge = errors.New("response larger than max_output_bytes")
+)
+
+// Call sends req to t's url and classifies the outcome. It never returns
+// before the call has ended: succeeded, failed, timed out (t.Timeout() for
+// the whole call, tool.HeaderTimeout for the response headers) or cancelled
+// (ctx done: status cancelled, unknown_outcome = Sent).
+//
+// req.TenantID, SessionID and CallID are sent as given; Arguments is
+// validated against input_schema first. InspectionToken and BrainURL are
+// sent only when the binding sets inspect_session, and are then required.
+//
+// onProgress, when not nil, receives each SSE progress payload (valid
+// JSON, a fresh copy) on the calling goroutine, in order; a slow callback
+// slows the read of the stream but not the time limits.
+func (c *Caller) Call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(data json.RawMessage)) Outcome {
+	start := time.Now()
+	o := c.call(ctx, t, req, onProgress)
+	level := slog.LevelInfo
+	if o.Result.UnknownOutcome {
+		level = slog.LevelWarn
+	}
+	c.logger.LogAttrs(ctx, level, "tool call",
+		slog.String("tool", t.Name),
+		slog.String("tenant_id", req.TenantID),
+		slog.String("session_id", req.SessionID),
+		slog.String("call_id", req.CallID),
+		slog.String("status", o.Status),
+		slog.String("error_code", o.ErrorCode),
+		slog.String("error", o.ErrorMessage),
+		slog.Bool("sent", o.Sent),
+		slog.Bool("unknown_outcome", o.Result.UnknownOutcome),
+		slog.Int64("duration_ms", time.Since(start).Milliseconds()),
+	)
+	return o
+}
+
+func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(json.RawMessage)) Outcome {
+	if !t.Allowed(req.TenantID) {
+		return refused(CodeTenantNotAllowed, fmt.Sprintf("tool %s is not allowed for tenant %q", t.Name, req.TenantID))
+	}
+	if err := t.ValidateArguments(req.Arguments); err != nil {
+		return refused(CodeInvalidArguments, fmt.Sprintf("tool %s: %v", t.Name, err))
+	}
+	if t.TokenEnv != "" && t.Token == "" {
+		return refused(CodeMissingCredential, fmt.Sprintf("tool %s: token_env %s is not set", t.Name, t.TokenEnv))
+	}
+	if !t.InspectSession {
+		// Never hand a session token to a tool that did not ask for one.
+		req.InspectionToken, req.BrainURL = "", ""
+	} else if req.InspectionToken == "" || req.BrainURL == "" {
+		return refused(CodeMissingCredential, fmt.Sprintf("tool %s: inspect_session needs an inspection_token and a brain_url", t.Name))
+	}
+	if t.MCPTool != "" {
+		return refused(CodeMCPNotSupported, fmt.Sprintf("tool %s: calling MCP tool %q is not supported yet", t.Name, t.MCPTool))
+	}
+	if err := ctx.Err(); err != nil {
+		return cancelled(t, false, err)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return refused(CodeInvalidArguments, fmt.Sprintf("tool %s: encode request: %v", t.Name, err))
+	}
+
+	callCtx, cancelCall := context.WithTimeoutCause(ctx, t.Timeout(), errCallTimeout)
+	defer cancelCall()
+	reqCtx, cancelReq := context.WithCancelCause(callCtx)
+	defer cancelReq(nil)
+
+	// The request has left brain once its headers are written. A transport
+	// that reports no connection at all (not an http.Transport) is assumed
+	// to have sent it.
+	var wrote, gotConn atomic.Bool
+	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
+		GetConn:      func(string) { gotConn.Store(true) },
+		WroteHeaders: func() { wrote.Store(true) },
+	})
+	sent := func() bool { return wrote.Load() || !gotConn.Load() }
+
+	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL, bytes.NewReader(body))
+	if err != nil {
+		return refused(CodeConnectionFailed, fmt.Sprintf("tool %s: build request: %v", t.Name, describe(err)))
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json, text/event-stream")
+	if t.Token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+t.Token)
+	}
+	c.propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
+
+	headerTimer := time.AfterFunc(c.headerTimeout, func() { cancelReq(errHeaderTimeout) })
+	resp, err := c.client.Do(hreq)
+	headerTimer.Stop()
+	if err != nil {
+		return c.readFailure(ctx, reqCtx, t, sent(), err)
+	}
+	defer resp.Body.Close()
+	return c.readResponse(ctx, reqCtx, t, resp, onProgress)
+}
+
+// readResponse classifies a response whose headers arrived: status,
+// Content-Type, then the JSON result or the SSE stream, read under the
+// max_output_bytes cap. The caller closes the body.
+func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp *http.Response, onProgress func(json.RawMessage)) Outcome {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// The contract: brain ignores the body of a non-2xx response. Read a
+		// little so the connection can be reused, never more.
+		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+		msg := fmt.Sprintf("tool %s answered HTTP %s", t.Name, resp.Status)
+		if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+			msg += " (redirects are not followed)"
+		}
+		return failed(CodeHTTPStatus, true, msg)
+	}
+
+	limit := t.MaxOutputBytes()
+	if resp.ContentLength > limit {
+		return failed(CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response of %d bytes is larger than max_output_bytes %d", t.Name, resp.ContentLength, limit))
+	}
+	capped := &capReader{r: resp.Body, left: limit}
+	ct := resp.Header.Get("Content-Type")
+	mediaType, _, err := mime.ParseMediaType(ct)
+	switch {
+	case err == nil && mediaType == "application/json":
+		data, err := io.ReadAll(capped)
+		if err != nil {
+			return c.readFailure(ctx, reqCtx, t, true, err)
+		}
+		r, err := tool.DecodeResult(data)
+		if err != nil {
+			return failed(CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid %v", t.Name, err))
+		}
+		return finish(t, r)
+	case err == nil && mediaType == "text/event-stream":
+		return c.readStream(ctx, reqCtx, t, capped, limit, onProgress)
+	default:
+		return failed(CodeBadContentType, true, fmt.Sprintf("tool %s: response Content-Type %q is neither application/json nor text/event-stream", t.Name, clip(ct, 100)))
+	}
+}
+
+// readStream reads an SSE response: zero or more progress events (JSON
+// payloads, forwarded), then one result event. Comments are skipped by the
+// reader; any other event fails the call.
+func (c *Caller) readStream(ctx, reqCtx context.Context, t *config.Tool, body io.Reader, limit int64, onProgress func(json.RawMessage)) Outcome {
+	// The body cap bounds every event already; the reader's own per-event
+	// limit sits just above it so the cap is what a tool runs into.
+	for ev, err := range sse.Read(body, int(limit)+1024) {
+		if err != nil {
+			if errors.Is(err, sse.ErrEventTooLarge) {
+				err = errOutputTooLarge
+			}
+			return c.readFailure(ctx, reqCtx, t, true, err)
+		}
+		switch ev.Name {
+		case sse.EventProgress:
+			if !json.Valid([]byte(ev.Data)) {
+				return failed(CodeBadEvent, true, fmt.Sprintf("tool %s: progress event data is not JSON", t.Name))
+			}
+			if onProgress != nil {
+				onProgress(json.RawMessage(ev.Data))
+			}
+		case sse.EventResult:
+			r, err := tool.DecodeResult([]byte(ev.Data))
+			if err != nil {
+				return failed(CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid %v", t.Name, err))
+			}
+			// The result is final: anything the tool sends after it is not
+			// read (the body is closed by the caller).
+			return finish(t, r)
+		default:
+			return failed(CodeBadEvent, true, fmt.Sprintf("tool %s: unexpected SSE event %q (want progress or result)", t.Name, clip(ev.Name, 64)))
+		}
+	}
+	return failed(CodeNoResultEvent, true, fmt.Sprintf("tool %s: event stream ended without a result event", t.Name))
+}
+
+// finish applies the host's checks to a decoded result: output_schema for a
+// successful structured_content, and a text block for a structured-only
+// result.
+func finish(t *config.Tool, r *tool.Result) Outcome {
+	if r.IsError {
+		// Error results bypass the success schema; the tool's own
+		// unknown_outcome stands.
+		return Outcome{Result: *r, Status: StatusFailed, ErrorCode: CodeToolError, ErrorMessage: errorText(t, r), Sent: true}
+	}
+	if r.HasStructured() {
+		if err := t.ValidateOutput(r.StructuredContent); err != nil {
+			return failed(CodeOutputSchemaMismatch, true, fmt.Sprintf("tool %s: result does not match output_schema: %v", t.Name, err))
+		}
+		if len(r.Content) == 0 {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, r.StructuredContent); err != nil {
+				return failed(CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: structured_content: %v", t.Name, err))
+			}
+			r.Content = []tool.Content{tool.Text(buf.String())}
+		}
+	}
+	return Outcome{Result: *r, Status: StatusSucceeded, Sent: true}
+}
+
+// readFailure classifies an error of sending the request or reading the
+// response. ctx is the caller's context, reqCtx the request's: the caller's
+// cancellation wins, then the whole-call timeout, then the header limit.
+func (c *Caller) readFailure(ctx, reqCtx context.Context, t *config.Tool, sent bool, err error) Outcome {
+	if ctx.Err() != nil {
+		return cancelled(t, sent, context.Cause(ctx))
+	}
+	cause := context.Cause(reqCtx)
+	switch {
+	case errors.Is(cause, errCallTimeout):
+		o := failed(CodeTimeout, true, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s)", t.Name, t.Timeout()))
+		o.Status, o.Sent = StatusTimedOut, sent
+		return o
+	case errors.Is(cause, errHeaderTimeout):
+		o := failed(CodeHeaderTimeout, true, fmt.Sprintf("tool %s: no response headers within %s", t.Name, c.headerTimeout))
+		o.Status, o.Sent = StatusTimedOut, sent
+		return o
+	case errors.Is(err, errOutputTooLarge):
+		return failed(CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
+	}
+	o := failed(CodeConnectionFailed, true, fmt.Sprintf("tool %s: connection failed: %s", t.Name, describe(err)))
+	o.Sent = sent
+	return o
+}
+
+// refused is an outcome of a call brain did not send: an error with a
+// known outcome.
+func refused(code, msg string) Outcome {
+	return Outcome{
+		Result:       tool.Result{Content: []tool.Content{tool.Text(msg)}, IsError: true},
+		Status:       StatusFailed,
+		ErrorCode:    code,
+		ErrorMessage: msg,
+	}
+}
+
+// failed is an outcome of a call that was sent and failed; with unknown set
+// the tool may have done the work.
+func failed(code string, unknown bool, msg string) Outcome {
+	text := msg
+	if unknown {
+		text += " (the outcome is unknown: the tool may have acted; check before retrying)"
+	}
+	return Outcome{
+		Result:       tool.Result{Content: []tool.Content{tool.Text(text)}, IsError: true, UnknownOutcome: unknown},
+		Status:       StatusFailed,
+		ErrorCode:    code,
+		ErrorMessage: msg,
+		Sent:         true,
+	}
+}
+
+func cancelled(t *config.Tool, sent bool, cause error) Outcome {
+	msg := fmt.Sprintf("tool %s: call cancelled", t.Name)
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		msg += ": " + cause.Error()
+	}
+	o := failed(CodeCancelled, sent, msg)
+	o.Status, o.Sent = StatusCancelled, sent
+	return o
+}
+
+// errorText is the ErrorMessage of a tool's own error result: its first
+// text block, clipped.
+func errorText(t *config.Tool, r *tool.Result) string {
+	for _, c := range r.Content {
+		if c.Type == tool.TypeText && strings.TrimSpace(c.Text) != "" {
+			return fmt.Sprintf("tool %s: %s", t.Name, clip(c.Text, 1024))
+		}
+	}
+	return fmt.Sprintf("tool %s reported an error", t.Name)
+}
+
+// describe renders a transport error without the request URL (a binding's
+// url is never shown to clients) and without addresses.
+func describe(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		if oe.Err != nil {
+			return oe.Op + ": " + describe(oe.Err)
+		}
+		return oe.Op
+	}
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "connection closed before the response was complete"
+	}
+	return err.Error()
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// capReader fails with errOutputTooLarge when the body goes past left
+// bytes. It reads at most one byte beyond the cap, and only to tell a body
+// of exactly the cap from a longer one.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if c.left <= 0 {
+		var one [1]byte
+		for {
+			n, err := c.r.Read(one[:])
+			if n > 0 {
+				return 0, errOutputTooLarge
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}

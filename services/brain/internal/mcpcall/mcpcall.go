@@ -1,0 +1,427 @@
+// Package mcpcall is brain's MCP client: a binding with mcp_tool is called
+// as a tools/call on the MCP server at its url, over Streamable HTTP, and
+// the answer is classified exactly like an HTTP tool's (see package invoke
+// and the contract's outcome table).
+//
+// Source: the tool contract (shared/seeds/000_*.txt, "mcp_tool" and
+// "Handle errors, timeouts, and long jobs"), the MCP Streamable HTTP
+// transport of revisions 2025-11-25 and 2026-07-28, and the design notes'
+// MCP section. A Caller
+//
+//   - keeps one MCP client session per server (url and token), shared by
+//     every call to it; the session is opened on first use, newest revision
+//     first (2026-07-28, stateless), falling back to 2025-11-25 (sessions);
+//   - refuses before sending, like invoke: tenant not allowed, arguments
+//     failing input_schema, credential missing;
+//   - sends Authorization: Bearer <token_env's value> and traceparent on
+//     every request, never follows redirects, takes its proxy from
+//     HTTPS_PROXY / HTTP_PROXY, waits at most 30 s for the response headers
+//     of the handshake, t.Timeout() for the whole call (MCP servers send a
+//     call's headers with its first message, so the 30 s header limit of
+//     HTTP tools would cut healthy long calls), and caps the call's
+//     response at max_output_bytes (plus a little for JSON-RPC and SSE
+//     framing);
+//   - forwards MCP progress notifications of the call as tool.progress data
+//     {"progress":N,"total":N?,"message":"..."?};
+//   - cancels the MCP request when ctx ends (notifications/cancelled for a
+//     2025-11-25 session, closing the request's stream for 2026-07-28);
+//   - re-initializes a session the server has forgotten (HTTP 404 on a
+//     2025-11-25 session) and resends the call once: a 404 means the server
+//     did not run it;
+//   - maps the CallToolResult to the contract's result: text and image
+//     blocks (other MCP blocks become text describing them),
+//     structuredContent, isError, and unknown_outcome from the _meta key
+//     mcpserver.MetaUnknownOutcome; output_schema is checked for results
+//     that are not errors, and a structured-only result gets a text block;
+//   - classifies a stream that drops before the result, a connection that
+//     fails after sending, a non-2xx status and an invalid result as failed
+//     with unknown_outcome, since the tool may have acted.
+package mcpcall
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/invoke"
+)
+
+// Error codes of an Outcome beyond invoke's.
+const (
+	// CodeMCPError: the server answered tools/call with a JSON-RPC error.
+	// Unknown outcome, except for the codes that say the request was
+	// refused before it ran (parse error, invalid request, method not
+	// found, invalid params: an unknown tool or bad arguments).
+	CodeMCPError = "mcp_error"
+	// CodeSessionExpired: the server answered 404 for the session again
+	// after brain re-initialized it. The server did not run the call, so
+	// the outcome is known.
+	CodeSessionExpired = "mcp_session_expired"
+)
+
+// FramingSlack is what a call's response may exceed max_output_bytes by on
+// the wire: the JSON-RPC envelope and SSE framing around the result.
+const FramingSlack = 16 << 10
+
+// DefaultProbeTimeout bounds Probe's connection to each server.
+const DefaultProbeTimeout = 10 * time.Second
+
+// Options configure a Caller.
+type Options struct {
+	// Logger receives one record per call; nil discards.
+	Logger *slog.Logger
+	// Transport sends the HTTP requests; nil means an http.Transport that
+	// takes its proxy from HTTPS_PROXY / HTTP_PROXY / NO_PROXY.
+	Transport http.RoundTripper
+	// ProtocolVersion is the MCP revision to ask for first; "" means the
+	// newest the SDK speaks (2026-07-28), which falls back to 2025-11-25
+	// when a server does not serve it.
+	ProtocolVersion string
+	// ProbeTimeout bounds Probe per server; 0 means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+
+	// headerTimeout is the response-header limit (tool.HeaderTimeout);
+	// tests shorten it.
+	headerTimeout time.Duration
+}
+
+// Caller calls MCP tools. It is safe for concurrent use; Close it to end
+// its sessions.
+type Caller struct {
+	logger *slog.Logger
+	opts   Options
+	client *mcp.Client
+	pool   pool
+
+	tokens atomic.Uint64
+	mu     sync.Mutex
+	sinks  map[string]*sink // progress token → the call's progress sink
+}
+
+// New returns a Caller.
+func New(o Options) *Caller {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = http.ProxyFromEnvironment
+		t.MaxIdleConnsPerHost = 64
+		o.Transport = t
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.headerTimeout <= 0 {
+		o.headerTimeout = tool.HeaderTimeout
+	}
+	c := &Caller{logger: o.Logger, opts: o, sinks: map[string]*sink{}}
+	c.client = mcp.NewClient(&mcp.Implementation{Name: "brain", Version: "1"}, &mcp.ClientOptions{
+		// brain offers the server nothing: no roots, sampling or elicitation.
+		Capabilities:                &mcp.ClientCapabilities{},
+		ProgressNotificationHandler: c.onProgress,
+	})
+	c.pool.caller = c
+	return c
+}
+
+// Close ends every pooled session (a DELETE for 2025-11-25 sessions, at
+// most a few seconds each).
+func (c *Caller) Close() error { return c.pool.closeAll() }
+
+// Call calls t.MCPTool on the MCP server at t.URL with req's arguments and
+// classifies the outcome with invoke's statuses and codes (plus
+// CodeMCPError and CodeSessionExpired). It never returns before the call
+// has ended. onProgress, when not nil, receives each progress notification
+// of the call as JSON {"progress":N,"total":N?,"message":"..."?}, in
+// order, never after Call returns.
+//
+// MCP carries no tenant, session or call ID: req's identity is used for
+// the tenant check and logs only. inspect_session is not sent over MCP.
+func (c *Caller) Call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(data json.RawMessage)) invoke.Outcome {
+	start := time.Now()
+	o := c.call(ctx, t, req, onProgress)
+	level := slog.LevelInfo
+	if o.Result.UnknownOutcome {
+		level = slog.LevelWarn
+	}
+	c.logger.LogAttrs(ctx, level, "mcp tool call",
+		slog.String("tool", t.Name),
+		slog.String("mcp_tool", t.MCPTool),
+		slog.String("server", t.URL),
+		slog.String("tenant_id", req.TenantID),
+		slog.String("session_id", req.SessionID),
+		slog.String("call_id", req.CallID),
+		slog.String("status", o.Status),
+		slog.String("error_code", o.ErrorCode),
+		slog.String("error", o.ErrorMessage),
+		slog.Bool("sent", o.Sent),
+		slog.Bool("unknown_outcome", o.Result.UnknownOutcome),
+		slog.Int64("duration_ms", time.Since(start).Milliseconds()),
+	)
+	return o
+}
+
+var (
+	errCallTimeout   = errors.New("tool call exceeded timeout_seconds")
+	errHeaderTimeout = errors.New("no response headers within the header limit")
+)
+
+func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(json.RawMessage)) invoke.Outcome {
+	if t.MCPTool == "" {
+		return refused(invoke.CodeInvalidArguments, fmt.Sprintf("tool %s has no mcp_tool", t.Name))
+	}
+	if !t.Allowed(req.TenantID) {
+		return refused(invoke.CodeTenantNotAllowed, fmt.Sprintf("tool %s is not allowed for tenant %q", t.Name, req.TenantID))
+	}
+	if err := t.ValidateArguments(req.Arguments); err != nil {
+		return refused(invoke.CodeInvalidArguments, fmt.Sprintf("tool %s: %v", t.Name, err))
+	}
+	if t.TokenEnv != "" && t.Token == "" {
+		return refused(invoke.CodeMissingCredential, fmt.Sprintf("tool %s: token_env %s is not set", t.Name, t.TokenEnv))
+	}
+	if err := ctx.Err(); err != nil {
+		return cancelled(t, false, context.Cause(ctx))
+	}
+
+	callCtx, cancelCall := context.WithTimeoutCause(ctx, t.Timeout(), errCallTimeout)
+	defer cancelCall()
+
+	s := &sink{fn: onProgress}
+	token := "brain-" + strconv.FormatUint(c.tokens.Add(1), 10)
+	c.mu.Lock()
+	c.sinks[token] = s
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.sinks, token)
+		c.mu.Unlock()
+		s.close()
+	}()
+
+	for attempt := 1; ; attempt++ {
+		conn, err := c.pool.get(callCtx, t.URL, t.Token)
+		if err != nil {
+			return c.connectFailure(ctx, callCtx, t, err)
+		}
+		tr := &trace{limit: t.MaxOutputBytes() + FramingSlack}
+		params := &mcp.CallToolParams{Name: t.MCPTool, Arguments: json.RawMessage(req.Arguments)}
+		params.SetProgressToken(token)
+		res, err := conn.session.CallTool(withTrace(callCtx, tr), params)
+		if err == nil {
+			return finish(t, res, tr)
+		}
+		if errors.Is(err, mcp.ErrSessionMissing) {
+			c.pool.drop(conn)
+			if attempt == 1 && ctx.Err() == nil && callCtx.Err() == nil {
+				c.logger.Info("mcp session expired; initializing a new one", "server", t.URL, "tool", t.Name)
+				continue
+			}
+			msg := fmt.Sprintf("tool %s: MCP server %s forgot the session again after brain re-initialized it (HTTP 404); the call was not run", t.Name, t.URL)
+			o := refused(CodeSessionExpired, msg)
+			o.Sent = true
+			return o
+		}
+		if conn.broken() {
+			c.pool.drop(conn)
+		}
+		return c.callFailure(ctx, callCtx, t, tr, err)
+	}
+}
+
+// connectFailure classifies a failure to open the server's session: the
+// call was not sent.
+func (c *Caller) connectFailure(ctx, callCtx context.Context, t *config.Tool, err error) invoke.Outcome {
+	if ctx.Err() != nil {
+		return cancelled(t, false, context.Cause(ctx))
+	}
+	if errors.Is(context.Cause(callCtx), errCallTimeout) {
+		o := refused(invoke.CodeTimeout, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s) while connecting to MCP server %s", t.Name, t.Timeout(), t.URL))
+		o.Status = invoke.StatusTimedOut
+		return o
+	}
+	return refused(invoke.CodeConnectionFailed, fmt.Sprintf("tool %s: connect to MCP server %s: %s", t.Name, t.URL, describe(err)))
+}
+
+// callFailure classifies an error of a tools/call that may have reached
+// the server. The caller's cancellation wins, then the whole-call timeout,
+// then what the transport saw.
+func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *trace, err error) invoke.Outcome {
+	sent := tr.sent()
+	if ctx.Err() != nil {
+		return cancelled(t, sent, context.Cause(ctx))
+	}
+	if errors.Is(context.Cause(callCtx), errCallTimeout) {
+		o := failed(invoke.CodeTimeout, sent, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s)", t.Name, t.Timeout()))
+		o.Status, o.Sent = invoke.StatusTimedOut, sent
+		return o
+	}
+	switch {
+	case tr.tripped.Load():
+		return failed(invoke.CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
+	case tr.status.Load() != 0:
+		st := int(tr.status.Load())
+		msg := fmt.Sprintf("tool %s: MCP server %s answered HTTP %d %s", t.Name, t.URL, st, http.StatusText(st))
+		if st >= 300 && st <= 399 {
+			msg += " (redirects are not followed)"
+		}
+		return failed(invoke.CodeHTTPStatus, true, msg)
+	}
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		msg := fmt.Sprintf("tool %s: MCP server %s answered error %d: %s", t.Name, t.URL, werr.Code, clip(werr.Message, 512))
+		switch werr.Code {
+		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
+			// The server refused the request before running the tool.
+			o := refused(CodeMCPError, msg)
+			o.Sent = true
+			return o
+		}
+		return failed(CodeMCPError, true, msg)
+	}
+	if !sent {
+		return refused(invoke.CodeConnectionFailed, fmt.Sprintf("tool %s: MCP server %s: %s", t.Name, t.URL, describe(err)))
+	}
+	return failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: MCP server %s: the connection dropped before the result: %s", t.Name, t.URL, describe(err)))
+}
+
+// sink delivers one call's progress; close stops delivery for good.
+type sink struct {
+	mu   sync.Mutex
+	fn   func(json.RawMessage)
+	done bool
+}
+
+func (s *sink) deliver(data json.RawMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.done && s.fn != nil {
+		s.fn(data)
+	}
+}
+
+func (s *sink) close() {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+}
+
+// progressData is the tool.progress payload of an MCP progress
+// notification.
+type progressData struct {
+	Progress float64  `json:"progress"`
+	Total    *float64 `json:"total,omitempty"`
+	Message  string   `json:"message,omitempty"`
+}
+
+func (c *Caller) onProgress(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+	p := r.Params
+	if p == nil {
+		return
+	}
+	token, ok := p.ProgressToken.(string)
+	if !ok {
+		return // not one of ours: brain's tokens are strings
+	}
+	c.mu.Lock()
+	s := c.sinks[token]
+	c.mu.Unlock()
+	if s == nil {
+		return // the call already returned
+	}
+	d := progressData{Progress: p.Progress, Message: p.Message}
+	if p.Total != 0 {
+		total := p.Total
+		d.Total = &total
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return
+	}
+	s.deliver(data)
+}
+
+// refused is an outcome of a call the server did not run: an error with a
+// known outcome.
+func refused(code, msg string) invoke.Outcome {
+	return invoke.Outcome{
+		Result:       tool.Result{Content: []tool.Content{tool.Text(msg)}, IsError: true},
+		Status:       invoke.StatusFailed,
+		ErrorCode:    code,
+		ErrorMessage: msg,
+	}
+}
+
+// failed is an outcome of a call that was sent and failed; with unknown
+// set the tool may have done the work.
+func failed(code string, unknown bool, msg string) invoke.Outcome {
+	text := msg
+	if unknown {
+		text += " (the outcome is unknown: the tool may have acted; check before retrying)"
+	}
+	return invoke.Outcome{
+		Result:       tool.Result{Content: []tool.Content{tool.Text(text)}, IsError: true, UnknownOutcome: unknown},
+		Status:       invoke.StatusFailed,
+		ErrorCode:    code,
+		ErrorMessage: msg,
+		Sent:         true,
+	}
+}
+
+func cancelled(t *config.Tool, sent bool, cause error) invoke.Outcome {
+	msg := fmt.Sprintf("tool %s: call cancelled", t.Name)
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		msg += ": " + cause.Error()
+	}
+	o := failed(invoke.CodeCancelled, sent, msg)
+	o.Status, o.Sent = invoke.StatusCancelled, sent
+	return o
+}
+
+// describe renders a transport error without addresses.
+func describe(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		if oe.Err != nil {
+			return oe.Op + ": " + oe.Err.Error()
+		}
+		return oe.Op
+	}
+	s := err.Error()
+	// The SDK's errors repeat the method; keep the last, most specific part.
+	if i := strings.LastIndex(s, ": "); i > 0 && len(s)-i < 200 {
+		s = s[i+2:]
+	}
+	return clip(s, 300)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// compact returns the compact form of a JSON document.
+func compact(data []byte) (string, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, data); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
+}

@@ -1,0 +1,293 @@
+package mcpcall
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// defaultBodyCap caps a response body that belongs to no call (initialize,
+// tools/list): 2 MiB, the largest max_output_bytes, plus framing.
+const defaultBodyCap = tool.MaxOutputBytesLimit + FramingSlack
+
+// pool keeps one MCP client session per server: url plus a digest of the
+// token, so bindings with different credentials never share a session.
+type pool struct {
+	caller *Caller
+	mu     sync.Mutex
+	conns  map[string]*conn
+}
+
+// conn is one pooled MCP client session. ready is closed once the
+// connection attempt ended; then exactly one of session and err is set.
+type conn struct {
+	key     string
+	url     string
+	ready   chan struct{}
+	session *mcp.ClientSession
+	err     error
+	closed  chan struct{} // closed when the session ended (server gone, stream failure)
+}
+
+func (c *conn) broken() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+func poolKey(url, token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return url + "\x00" + string(sum[:])
+}
+
+// get returns the live session for url and token, connecting when there is
+// none. The connection attempt runs on its own deadline (the header limit)
+// so that one call's cancellation does not fail others waiting on it; ctx
+// bounds only this caller's wait. A failed attempt is not kept: the next
+// call tries again.
+func (p *pool) get(ctx context.Context, url, token string) (*conn, error) {
+	key := poolKey(url, token)
+	p.mu.Lock()
+	if p.conns == nil {
+		p.conns = map[string]*conn{}
+	}
+	c := p.conns[key]
+	if c != nil && c.isReady() && (c.err != nil || c.broken()) {
+		delete(p.conns, key)
+		c = nil
+	}
+	if c == nil {
+		c = &conn{key: key, url: url, ready: make(chan struct{}), closed: make(chan struct{})}
+		p.conns[key] = c
+		go p.connect(c, token)
+	}
+	p.mu.Unlock()
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if c.err != nil {
+		p.drop(c)
+		return nil, c.err
+	}
+	return c, nil
+}
+
+func (c *conn) isReady() bool {
+	select {
+	case <-c.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *pool) connect(c *conn, token string) {
+	defer close(c.ready)
+	o := p.caller.opts
+	ctx, cancel := context.WithTimeout(context.Background(), o.headerTimeout)
+	defer cancel()
+	transport := &mcp.StreamableClientTransport{
+		Endpoint: c.url,
+		HTTPClient: &http.Client{
+			Transport: &roundTripper{next: o.Transport, token: token, headerTimeout: o.headerTimeout},
+			// The contract: brain doesn't follow redirects from tools.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		// Only responses to brain's own requests matter: no standalone
+		// stream for server-initiated messages.
+		DisableStandaloneSSE: true,
+		// A 2025-11-25 stream that carries event IDs may be resumed a
+		// couple of times before the call counts as dropped.
+		MaxRetries:   2,
+		MaxEventSize: defaultBodyCap,
+	}
+	var opts *mcp.ClientSessionOptions
+	if o.ProtocolVersion != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: o.ProtocolVersion}
+	}
+	cs, err := p.caller.client.Connect(ctx, transport, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no answer to initialize within %s: %w", o.headerTimeout, err)
+		}
+		c.err = err
+		close(c.closed)
+		return
+	}
+	c.session = cs
+	go func() {
+		_ = cs.Wait()
+		close(c.closed)
+		p.drop(c)
+	}()
+}
+
+// drop removes c from the pool (when it is still there) and closes its
+// session in the background.
+func (p *pool) drop(c *conn) {
+	p.mu.Lock()
+	if p.conns[c.key] == c {
+		delete(p.conns, c.key)
+	}
+	p.mu.Unlock()
+	if c.isReady() && c.session != nil {
+		go func() { _ = c.session.Close() }()
+	}
+}
+
+func (p *pool) closeAll() error {
+	p.mu.Lock()
+	conns := make([]*conn, 0, len(p.conns))
+	for _, c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	var errs []error
+	for _, c := range conns {
+		<-c.ready
+		if c.session != nil {
+			if err := c.session.Close(); err != nil && !errors.Is(err, mcp.ErrConnectionClosed) {
+				errs = append(errs, fmt.Errorf("close MCP session with %s: %w", c.url, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// trace is what the HTTP layer saw of one call's requests. The MCP SDK
+// sends a call's POST with the call's context, which carries the trace.
+type trace struct {
+	limit        int64 // response body cap in bytes
+	gotConn      atomic.Bool
+	wroteHeaders atomic.Bool
+	status       atomic.Int32 // first non-2xx status, 0 when none
+	tripped      atomic.Bool  // the body went past limit
+}
+
+// sent reports whether the call's request may have reached the server: its
+// headers were written, or the transport reported no connection at all
+// (not an http.Transport), which counts as sent.
+func (t *trace) sent() bool { return t.wroteHeaders.Load() || !t.gotConn.Load() }
+
+type traceKey struct{}
+
+func withTrace(ctx context.Context, t *trace) context.Context {
+	return context.WithValue(ctx, traceKey{}, t)
+}
+
+func traceFrom(ctx context.Context) *trace {
+	t, _ := ctx.Value(traceKey{}).(*trace)
+	return t
+}
+
+// roundTripper adds the bearer token and traceparent, enforces the
+// response-header limit on requests that are not a tool call, caps response
+// bodies and reports to the call's trace.
+type roundTripper struct {
+	next          http.RoundTripper
+	token         string
+	headerTimeout time.Duration
+}
+
+var propagator = propagation.TraceContext{}
+
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	tr := traceFrom(req.Context())
+	ctx, cancel := context.WithCancelCause(req.Context())
+	if tr != nil && req.Method == http.MethodPost {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GetConn:      func(string) { tr.gotConn.Store(true) },
+			WroteHeaders: func() { tr.wroteHeaders.Store(true) },
+		})
+	}
+	out := req.Clone(ctx)
+	if rt.token != "" {
+		out.Header.Set("Authorization", "Bearer "+rt.token)
+	}
+	propagator.Inject(req.Context(), propagation.HeaderCarrier(out.Header))
+
+	// The contract's response-header limit holds for the handshake and
+	// listing requests. A tools/call is bounded by timeout_seconds alone:
+	// MCP servers commonly send no headers until the first message of the
+	// call, so a tool that works for a minute without progress is healthy.
+	var timer *time.Timer
+	if tr == nil {
+		timer = time.AfterFunc(rt.headerTimeout, func() { cancel(errHeaderTimeout) })
+	}
+	resp, err := rt.next.RoundTrip(out)
+	if timer != nil && !timer.Stop() && err == nil {
+		resp.Body.Close()
+		err = errHeaderTimeout
+	}
+	if err != nil {
+		if timer != nil && errors.Is(context.Cause(ctx), errHeaderTimeout) {
+			err = fmt.Errorf("%w (%s)", errHeaderTimeout, rt.headerTimeout)
+		}
+		cancel(nil)
+		return nil, err
+	}
+	limit := int64(defaultBodyCap)
+	if tr != nil {
+		limit = tr.limit
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			tr.status.CompareAndSwap(0, int32(resp.StatusCode))
+		}
+	}
+	resp.Body = &cappedBody{rc: resp.Body, left: limit, tr: tr, cancel: cancel}
+	return resp, nil
+}
+
+// errBodyTooLarge ends a response body that went past its cap.
+var errBodyTooLarge = errors.New("response larger than max_output_bytes")
+
+// cappedBody fails with errBodyTooLarge past left bytes.
+type cappedBody struct {
+	rc     io.ReadCloser
+	left   int64
+	tr     *trace
+	cancel context.CancelCauseFunc
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			if b.tr != nil {
+				b.tr.tripped.Store(true)
+			}
+			return 0, errBodyTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error {
+	err := b.rc.Close()
+	b.cancel(nil)
+	return err
+}

@@ -176,3 +176,20 @@ func SortAndCap(entries []FileInfo, limit int) ([]FileInfo, bool) {
 // ModeString renders permission bits as the 4-digit octal text of
 // FileInfo.Mode.
 func ModeString(m fs.FileMode) string { return fmt.Sprintf("%04o", m.Perm()) }
+
+// RunTagVar is the environment variable remote backends set on every
+// command to the run's tag. Every process the command starts inherits it,
+// also those that left its process group or session (setsid, nohup, a
+// double fork), so KillTaggedScript can find and kill them all: remote
+// sandboxes have no PID namespace per command to tear down.
+const RunTagVar = "BRAIN_SANDBOX_RUN"
+
+// KillTaggedScript returns a POSIX shell script that SIGKILLs every process
+// whose environment holds RunTagVar=tag: one grep over /proc/*/environ
+// (NUL-separated records, whole-record match), three passes so that
+// children forked during a pass die too. It exits 0. tag must be
+// shell-safe (letters and digits).
+func KillTaggedScript(tag string) string {
+	return `for pass in 1 2 3; do for f in $(grep -lsxz '` + RunTagVar + `=` + tag + `' /proc/[0-9]*/environ); do ` +
+		`p=${f#/proc/}; p=${p%/environ}; [ "$p" != "$$" ] && kill -9 "$p" 2>/dev/null; done; done; exit 0`
+}

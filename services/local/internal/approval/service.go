@@ -52,8 +52,8 @@ type Service struct {
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
-	changed map[string]chan struct{} // closed at the approval's next change
-	streams map[string]int           // request_approval streams attached
+	changed map[string]*watch // per approval, replaced at each change
+	streams map[string]int    // request_approval streams attached
 	subs    map[chan struct{}]struct{}
 }
 
@@ -104,7 +104,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	s := &Service{
 		store: store, logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval, maxPend: cfg.MaxPendingPerTenant,
 		life: life, stopLife: stop,
-		changed: map[string]chan struct{}{}, streams: map[string]int{}, subs: map[chan struct{}]struct{}{},
+		changed: map[string]*watch{}, streams: map[string]int{}, subs: map[chan struct{}]struct{}{},
 	}
 	s.wg.Add(1)
 	go s.sweeper()
@@ -139,27 +139,42 @@ func (s *Service) Health(ctx context.Context) (map[string]any, error) {
 	return map[string]any{"pending_approvals": n}, nil
 }
 
-// watch returns a channel closed at the next change of approval id. Take it
-// before reading the approval so no change is missed between the two.
-func (s *Service) watch(id string) <-chan struct{} {
+// watch is one change of an approval to come: ch is closed when it
+// happens, and final is set first when the change is a decision, so that a
+// thousand waiters woken by decisions do not each read the store again.
+type watch struct {
+	ch    chan struct{}
+	final *Approval
+}
+
+// watch returns the next change of approval id. Take it before reading the
+// approval so no change is missed between the two.
+func (s *Service) watch(id string) *watch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch, ok := s.changed[id]
+	w, ok := s.changed[id]
 	if !ok {
-		ch = make(chan struct{})
-		s.changed[id] = ch
+		w = &watch{ch: make(chan struct{})}
+		s.changed[id] = w
 	}
-	return ch
+	return w
 }
 
 // notify wakes the waiters of the given approvals and the page's
-// subscribers.
-func (s *Service) notify(ids ...string) {
+// subscribers. decided carries approvals that reached a final status.
+func (s *Service) notify(decided []Approval, ids ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for i := range decided {
+		if w, ok := s.changed[decided[i].ID]; ok {
+			w.final = &decided[i]
+			close(w.ch)
+			delete(s.changed, decided[i].ID)
+		}
+	}
 	for _, id := range ids {
-		if ch, ok := s.changed[id]; ok {
-			close(ch)
+		if w, ok := s.changed[id]; ok {
+			close(w.ch)
 			delete(s.changed, id)
 		}
 	}
@@ -205,7 +220,7 @@ func (s *Service) Request(ctx context.Context, n NewApproval) (Approval, bool, e
 	if created {
 		s.logger.Info("approval requested", "approval_id", a.ID, "tenant_id", a.TenantID, "session_id", a.SessionID,
 			"call_id", a.CallID, "origin", a.Origin, "expires_at", a.ExpiresAt)
-		s.notify(a.ID)
+		s.notify(nil, a.ID)
 		s.webhook.send(a, s.URL(a.ID))
 	}
 	return a, created, nil
@@ -217,7 +232,7 @@ func (s *Service) Decide(ctx context.Context, id string, decision Status, operat
 	a, changed, err := s.store.Decide(ctx, id, decision, operator, comment)
 	if changed {
 		s.logger.Info("approval decided", "approval_id", a.ID, "tenant_id", a.TenantID, "decision", a.Status, "operator", a.Operator)
-		s.notify(a.ID)
+		s.notify([]Approval{a})
 	}
 	return a, err
 }
@@ -226,9 +241,9 @@ func (s *Service) Decide(ctx context.Context, id string, decision Status, operat
 // service shuts down, and returns the approval as it then stands. A pending
 // approval past its expiry is expired on the way.
 func (s *Service) Wait(ctx context.Context, tenant, id string) (Approval, error) {
+	w := s.watch(id)
+	a, err := s.store.GetForTenant(ctx, tenant, id)
 	for {
-		ch := s.watch(id)
-		a, err := s.store.GetForTenant(ctx, tenant, id)
 		if err != nil {
 			return Approval{}, err
 		}
@@ -236,14 +251,21 @@ func (s *Service) Wait(ctx context.Context, tenant, id string) (Approval, error)
 			return a, nil
 		}
 		if !time.Now().Before(a.ExpiresAt) {
-			if a, err = s.Decide(ctx, id, Expired, SystemOperator, "no answer before the approval expired"); err != nil && !errors.Is(err, ErrDecided) {
-				return Approval{}, err
+			a, err = s.Decide(ctx, id, Expired, SystemOperator, "no answer before the approval expired")
+			if errors.Is(err, ErrDecided) {
+				err = nil // a holds the approval as it stands
 			}
 			continue
 		}
 		timer := time.NewTimer(time.Until(a.ExpiresAt))
 		select {
-		case <-ch:
+		case <-w.ch:
+			if w.final != nil {
+				a = *w.final
+			} else {
+				w = s.watch(id)
+				a, err = s.store.GetForTenant(ctx, tenant, id)
+			}
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
@@ -294,13 +316,11 @@ func (s *Service) sweeper() {
 		if err != nil && s.life.Err() == nil {
 			s.logger.Warn("expire approvals", "err", err)
 		}
+		for _, a := range expired {
+			s.logger.Info("approval expired", "approval_id", a.ID, "tenant_id", a.TenantID)
+		}
 		if len(expired) > 0 {
-			ids := make([]string, len(expired))
-			for i, a := range expired {
-				ids[i] = a.ID
-				s.logger.Info("approval expired", "approval_id", a.ID, "tenant_id", a.TenantID)
-			}
-			s.notify(ids...)
+			s.notify(expired)
 		}
 	}
 }

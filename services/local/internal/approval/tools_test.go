@@ -278,11 +278,11 @@ func TestDroppedStreamCancelsApproval(t *testing.T) {
 			break
 		}
 	}
-	ch := f.svc.watch(id)
+	w := f.svc.watch(id)
 	cancel()
 	resp.Body.Close()
 	select {
-	case <-ch:
+	case <-w.ch:
 	case <-time.After(5 * time.Second):
 		t.Fatal("approval not changed after the stream dropped")
 	}

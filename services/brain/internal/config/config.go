@@ -247,15 +247,16 @@ func (t *Tool) MaxOutputBytes() int64 {
 	return t.Binding.OutputLimit()
 }
 
-// ValidateArguments checks args, a JSON document, against input_schema
-// (draft 2020-12 unless the schema says otherwise, format asserted). The
-// error names the JSON pointer of each failing value, e.g.
+// ValidateArguments checks args, which must be a JSON object (the tool
+// contract's request body carries the arguments as one), against
+// input_schema (draft 2020-12 unless the schema says otherwise, format
+// asserted). The error names the JSON pointer of each failing value, e.g.
 // `arguments: at "/text": maxLength: got 5000, want 4096`.
 func (t *Tool) ValidateArguments(args json.RawMessage) error {
 	if t.input == nil {
 		return errors.New("arguments: tool has no compiled input_schema")
 	}
-	return validate(t.input, "arguments", args)
+	return validate(t.input, "arguments", args, true)
 }
 
 // ValidateOutput checks a successful result's structured_content against
@@ -264,7 +265,7 @@ func (t *Tool) ValidateOutput(structured json.RawMessage) error {
 	if t.output == nil {
 		return nil
 	}
-	return validate(t.output, "structured_content", structured)
+	return validate(t.output, "structured_content", structured, false)
 }
 
 // HasOutputSchema reports whether the binding sets output_schema.

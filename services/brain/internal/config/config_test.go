@@ -418,7 +418,8 @@ func TestValidateArguments(t *testing.T) {
 		{`{"text":"hi"} x`, `arguments: not valid JSON`},
 		{`{"text":`, `arguments: not valid JSON`},
 		{``, `arguments: required`},
-		{`null`, `at (root): `},
+		{`null`, `arguments: must be a JSON object`},
+		{`["text"]`, `arguments: must be a JSON object`},
 	} {
 		err := tool.ValidateArguments(json.RawMessage(tc.args))
 		switch {

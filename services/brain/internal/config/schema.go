@@ -49,14 +49,18 @@ func compileSchema(field string, doc []byte) (*jsonschema.Schema, error) {
 }
 
 // validate checks doc against s. what names the document in errors
-// ("arguments", "structured_content").
-func validate(s *jsonschema.Schema, what string, doc []byte) error {
+// ("arguments", "structured_content"); with object set, doc must be a JSON
+// object whatever the schema says.
+func validate(s *jsonschema.Schema, what string, doc []byte, object bool) error {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return fmt.Errorf("%s: required: must be a JSON value", what)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
 		return fmt.Errorf("%s: not valid JSON: %w", what, err)
+	}
+	if _, ok := v.(map[string]any); object && !ok {
+		return fmt.Errorf("%s: must be a JSON object", what)
 	}
 	err = s.Validate(v)
 	if err == nil {

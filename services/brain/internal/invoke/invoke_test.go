@@ -268,6 +268,9 @@ func TestOutcomeTable(t *testing.T) {
 			want: refusal(CodeInvalidArguments, `at "/email": 'nope' is not valid email`), requests: 0},
 		{name: "arguments missing", handler: jsonHandler(okResult), req: func(r *tool.Request) { r.Arguments = nil },
 			want: refusal(CodeInvalidArguments, `arguments: required`), requests: 0},
+		{name: "arguments not an object", handler: jsonHandler(okResult), binding: func(b map[string]any) { b["input_schema"] = json.RawMessage(`{}`) },
+			req:  func(r *tool.Request) { r.Arguments = json.RawMessage(`"hi"`) },
+			want: refusal(CodeInvalidArguments, `arguments: must be a JSON object`), requests: 0},
 		{name: "credential missing", handler: jsonHandler(okResult), tool: func(t *config.Tool) { t.Token = "" },
 			want: refusal(CodeMissingCredential, "token_env TOOLS_KEY is not set"), requests: 0},
 		{name: "inspection token missing", handler: jsonHandler(okResult), binding: func(b map[string]any) { b["inspect_session"] = true },
@@ -314,10 +317,10 @@ func TestOutcomeTable(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			writeJSON(w, 200, okResult)
 		}, want: succeeded("hi"), requests: 1},
-		{name: "header limit does not cover the body", headerTimeout: 200 * time.Millisecond, handler: func(w http.ResponseWriter, r *http.Request) {
+		{name: "header limit does not cover the body", headerTimeout: time.Second, handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.(http.Flusher).Flush()
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(1500 * time.Millisecond)
 			io.WriteString(w, "event: result\ndata: "+okResult+"\n\n")
 		}, want: succeeded("hi"), requests: 1},
 		{name: "timeout endless sse", binding: oneSecond, handler: endlessSSE(20 * time.Millisecond),

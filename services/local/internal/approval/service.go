@@ -142,13 +142,17 @@ func (s *Service) Health(ctx context.Context) (map[string]any, error) {
 // watch is one change of an approval to come: ch is closed when it
 // happens, and final is set first when the change is a decision, so that a
 // thousand waiters woken by decisions do not each read the store again.
+// n counts the waiters holding it, so that the last one to give up removes
+// it (a wait on an unknown ID must not leave an entry behind).
 type watch struct {
 	ch    chan struct{}
 	final *Approval
+	n     int
 }
 
 // watch returns the next change of approval id. Take it before reading the
-// approval so no change is missed between the two.
+// approval so no change is missed between the two, and give it back with
+// unwatch.
 func (s *Service) watch(id string) *watch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -157,7 +161,17 @@ func (s *Service) watch(id string) *watch {
 		w = &watch{ch: make(chan struct{})}
 		s.changed[id] = w
 	}
+	w.n++
 	return w
+}
+
+func (s *Service) unwatch(id string, w *watch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.n--
+	if w.n <= 0 && s.changed[id] == w {
+		delete(s.changed, id)
+	}
 }
 
 // notify wakes the waiters of the given approvals and the page's
@@ -242,6 +256,7 @@ func (s *Service) Decide(ctx context.Context, id string, decision Status, operat
 // approval past its expiry is expired on the way.
 func (s *Service) Wait(ctx context.Context, tenant, id string) (Approval, error) {
 	w := s.watch(id)
+	defer func() { s.unwatch(id, w) }()
 	a, err := s.store.GetForTenant(ctx, tenant, id)
 	for {
 		if err != nil {
@@ -263,6 +278,7 @@ func (s *Service) Wait(ctx context.Context, tenant, id string) (Approval, error)
 			if w.final != nil {
 				a = *w.final
 			} else {
+				s.unwatch(id, w)
 				w = s.watch(id)
 				a, err = s.store.GetForTenant(ctx, tenant, id)
 			}

@@ -279,6 +279,7 @@ func TestDroppedStreamCancelsApproval(t *testing.T) {
 		}
 	}
 	w := f.svc.watch(id)
+	defer f.svc.unwatch(id, w)
 	cancel()
 	resp.Body.Close()
 	select {
@@ -371,6 +372,27 @@ func TestApprovalJobTools(t *testing.T) {
 	log, _ := f.svc.store.Log(context.Background(), id2)
 	if len(log) != 1 || log[0].Decision != Cancelled || log[0].Operator != CallerOperator {
 		t.Fatalf("log = %+v", log)
+	}
+}
+
+func TestWaitsLeaveNoWatchBehind(t *testing.T) {
+	f := newFixture(t, Config{})
+	// Unknown IDs, a wait that times out, and a wait that ends by decision.
+	for range 3 {
+		callJSON(t, f, "t1", "approval_status", map[string]any{"approval_id": jobs.NewID(), "wait_seconds": 1})
+	}
+	_, m := callJSON(t, f, "t1", "approval_start", map[string]any{"action": "x"})
+	id := m["approval_id"].(string)
+	callJSON(t, f, "t1", "approval_status", map[string]any{"approval_id": id, "wait_seconds": 1})
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		f.svc.Decide(context.Background(), id, Approved, "alice", "")
+	}()
+	callJSON(t, f, "t1", "approval_status", map[string]any{"approval_id": id, "wait_seconds": 10})
+	f.svc.mu.Lock()
+	defer f.svc.mu.Unlock()
+	if len(f.svc.changed) != 0 || len(f.svc.streams) != 0 {
+		t.Fatalf("left behind: %d watches, %d stream counts", len(f.svc.changed), len(f.svc.streams))
 	}
 }
 

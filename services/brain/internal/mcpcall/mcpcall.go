@@ -271,17 +271,11 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 		o.Status, o.Sent = invoke.StatusTimedOut, sent
 		return o
 	}
-	switch {
-	case tr.tripped.Load():
+	if tr.tripped.Load() {
 		return failed(invoke.CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
-	case tr.status.Load() != 0:
-		st := int(tr.status.Load())
-		msg := fmt.Sprintf("tool %s: MCP server %s answered HTTP %d %s", t.Name, t.URL, st, http.StatusText(st))
-		if st >= 300 && st <= 399 {
-			msg += " (redirects are not followed)"
-		}
-		return failed(invoke.CodeHTTPStatus, true, msg)
 	}
+	// A JSON-RPC error is the most precise answer, also when it came with
+	// a non-2xx status (2026-07-28 maps errors to HTTP statuses).
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) {
 		msg := fmt.Sprintf("tool %s: MCP server %s answered error %d: %s", t.Name, t.URL, werr.Code, clip(werr.Message, 512))
@@ -293,6 +287,13 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 			return o
 		}
 		return failed(CodeMCPError, true, msg)
+	}
+	if st := int(tr.status.Load()); st != 0 {
+		msg := fmt.Sprintf("tool %s: MCP server %s answered HTTP %d %s", t.Name, t.URL, st, http.StatusText(st))
+		if st >= 300 && st <= 399 {
+			msg += " (redirects are not followed)"
+		}
+		return failed(invoke.CodeHTTPStatus, true, msg)
 	}
 	if !sent {
 		return refused(invoke.CodeConnectionFailed, fmt.Sprintf("tool %s: MCP server %s: %s", t.Name, t.URL, describe(err)))

@@ -43,7 +43,8 @@ type mcpServer struct {
 	started    chan string  // a blocking tool began
 	cancelled  chan string  // a blocking tool saw its context end
 	release    chan struct{}
-	traceparms chan string // traceparent of each tools/call
+	stop       chan struct{} // closed at cleanup: blocked tools return
+	traceparms chan string   // traceparent of each tools/call
 }
 
 type serverOpts struct {
@@ -59,6 +60,7 @@ func newMCPServer(t *testing.T, o serverOpts) *mcpServer {
 		started:    make(chan string, 8),
 		cancelled:  make(chan string, 8),
 		release:    make(chan struct{}),
+		stop:       make(chan struct{}),
 		traceparms: make(chan string, 64),
 	}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "test-server", Version: "1"}, &mcp.ServerOptions{PageSize: o.pageSize})
@@ -120,19 +122,20 @@ func newMCPServer(t *testing.T, o serverOpts) *mcpServer {
 	})
 	add("block", func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.started <- "block"
-		<-ctx.Done()
-		s.cancelled <- "block"
-		return nil, ctx.Err()
+		select {
+		case <-ctx.Done():
+			s.cancelled <- "block"
+			return nil, ctx.Err()
+		case <-s.stop:
+			return nil, errors.New("test over")
+		}
 	})
 	add("drop", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		// Start the call's event stream, then cut every connection.
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 1})
 		time.Sleep(50 * time.Millisecond)
 		s.ts.CloseClientConnections()
-		select {
-		case <-ctx.Done():
-		case <-time.After(5 * time.Second):
-		}
+		// The result has nowhere to go: its stream is gone.
 		return &mcp.CallToolResult{Content: text("too late")}, nil
 	})
 	for _, name := range o.tools {
@@ -143,7 +146,11 @@ func newMCPServer(t *testing.T, o serverOpts) *mcpServer {
 	if o.mw != nil {
 		s.srv.AddReceivingMiddleware(o.mw)
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{Stateless: o.stateless})
+	// A 2026-07-28 server cancels a call when its stream closes, as the
+	// revision says; the go-sdk does so with PropagateRequestCancellation.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
+		Stateless: o.stateless, PropagateRequestCancellation: o.stateless,
+	})
 	s.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+secret {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -167,6 +174,7 @@ func newMCPServer(t *testing.T, o serverOpts) *mcpServer {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(s.ts.Close)
+	t.Cleanup(func() { close(s.stop) }) // runs before ts.Close
 	return s
 }
 
@@ -473,6 +481,7 @@ func TestDroppedStream(t *testing.T) {
 			if o.Status != invoke.StatusFailed || o.ErrorCode != invoke.CodeConnectionFailed || !o.Result.UnknownOutcome || !o.Sent {
 				t.Errorf("outcome = %s/%s unknown=%v sent=%v (%s), want failed with unknown outcome", o.Status, o.ErrorCode, o.Result.UnknownOutcome, o.Sent, o.ErrorMessage)
 			}
+			t.Logf("dropped stream: %s", o.ErrorMessage)
 			// The server got the call before the stream dropped.
 			if s.ran.Load() != 1 {
 				t.Errorf("tool ran %d times", s.ran.Load())

@@ -22,13 +22,15 @@ deps: ## install what the tests and the demo need (bubblewrap, chromium, versity
 .PHONY: build
 build: ## build every service and example into ./bin
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./services/brain ./services/local ./services/webfetch ./examples/session ./examples/fileserver
-	@for s in sandbox storage search; do \
-	  if [ -f services/$$s/main.go ]; then $(GO) build -o $(BIN)/$$s ./services/$$s; fi; done
+	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES)) ./examples/session ./examples/fileserver ./examples/genconfig
 
 .PHONY: run
 run: deps build ## build, start the whole stack on loopback, run the demo session, stop
 	@bash scripts/run.sh
+
+.PHONY: config
+config: deps build ## regenerate examples/brain.json from the bindings the services publish
+	@bash scripts/run.sh config
 
 .PHONY: lint
 lint: ## gofmt, go vet, and every module built alone (GOWORK=off)

@@ -101,10 +101,18 @@ fi
 ADDR=127.0.0.1:8085 WEBFETCH_ALLOW="${DOCS_ADDR%:*}" WEBFETCH_PORTS="80,443,${DOCS_ADDR#*:}" \
   start webfetch http://127.0.0.1:8085/healthz "$BIN/webfetch"
 
+if [ "${1:-}" = config ]; then
+  # make config: regenerate the host config from what the services publish.
+  "$BIN/genconfig" http://127.0.0.1:8081 http://127.0.0.1:8082 http://127.0.0.1:8083 \
+    http://127.0.0.1:8084 http://127.0.0.1:8085 >examples/brain.json
+  echo "wrote examples/brain.json ($(grep -c '"name"' examples/brain.json) tools)"
+  exit 0
+fi
+
 BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" \
   start brain http://127.0.0.1:8080/healthz "$BIN/brain" -config examples/brain.json
 
 echo
 BRAIN_URL=http://127.0.0.1:8080 DOCS_URL="http://$DOCS_ADDR" \
-  BRAIN_TOOLS="${BRAIN_TOOLS:-echo,inspect_session,sandbox_exec,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,web_fetch$SEARCH}" \
+  BRAIN_TOOLS="${BRAIN_TOOLS:-echo,inspect_session,request_approval,sandbox_exec,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,storage_delete,web_fetch$SEARCH}" \
   "$BIN/session"

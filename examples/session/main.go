@@ -9,6 +9,8 @@
 //	BRAIN_API_KEY  the API key of the tenant (required)
 //	BRAIN_TOOLS    comma-separated tools to enable (default: all in the catalog)
 //	DOCS_URL       base URL of a server of $(go env GOROOT)/doc, for web_fetch
+//	APPROVAL_OPERATOR_TOKEN  the approval page's operator token: with
+//	               request_approval the demo plays the operator who approves
 //
 // It exits non-zero when any step fails or a tool answers is_error.
 package main
@@ -201,7 +203,7 @@ func run(ctx context.Context, out io.Writer) error {
 	p("== catalog: %d tools", len(catalog.Tools))
 	var names []string
 	for _, t := range catalog.Tools {
-		p("  %-20s %s", t.Name, t.Description)
+		p("  %-20s %s", t.Name, firstSentence(t.Description, 90))
 		names = append(names, t.Name)
 	}
 	enabled := names
@@ -254,6 +256,15 @@ func run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		p("\n== web_search → %s\n%s", tc.Status, indent(excerpt(text(tc.Result), 15)))
+	}
+	if has("request_approval") {
+		token := os.Getenv("APPROVAL_OPERATOR_TOKEN")
+		if token == "" {
+			return errors.New("request_approval is enabled but APPROVAL_OPERATOR_TOKEN (the demo operator's sign-in) is not set")
+		}
+		if err := approve(ctx, c, session.ID, token, has, p); err != nil {
+			return err
+		}
 	}
 	if has("inspect_session") {
 		tc, err := c.call(ctx, session.ID, "inspect_session", map[string]any{})
@@ -401,4 +412,15 @@ func storage(ctx context.Context, c *client, session string, has func(string) bo
 		p("\n== storage_list demo/ → %s\n%s", tc.Status, indent(excerpt(text(tc.Result), 10)))
 	}
 	return nil
+}
+
+// firstSentence shortens a tool description for the catalog listing.
+func firstSentence(s string, max int) string {
+	if i := strings.Index(s, ". "); i >= 0 {
+		s = s[:i+1]
+	}
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return s
 }

@@ -119,8 +119,8 @@ func Tools(spec Spec) []service.Tool {
 	status := service.Tool{
 		Binding: tool.Binding{
 			Name: spec.Prefix + "_status",
-			Description: fmt.Sprintf("Tell the state of a %s started with %s: running, succeeded, failed or cancelled, and its result once it has ended. "+
-				"Set wait_seconds to wait for it to end first.", spec.Noun, spec.Start.Binding.Name),
+			Description: fmt.Sprintf("Tell the state of %s started with %s: running, succeeded, failed or cancelled, and its result once it has ended. "+
+				"Set wait_seconds to wait for it to end first.", article(spec.Noun), spec.Start.Binding.Name),
 			InputSchema:    statusIn,
 			OutputSchema:   out,
 			TimeoutSeconds: spec.StatusTimeoutSeconds,
@@ -144,8 +144,8 @@ func Tools(spec Spec) []service.Tool {
 	cancel := service.Tool{
 		Binding: tool.Binding{
 			Name: spec.Prefix + "_cancel",
-			Description: fmt.Sprintf("Cancel a running %s started with %s and tell its state afterwards. "+
-				"Cancelling a %s that has already ended changes nothing.", spec.Noun, spec.Start.Binding.Name, spec.Noun),
+			Description: fmt.Sprintf("Cancel %s started with %s while it runs, and tell its state afterwards. "+
+				"Cancelling %s that has already ended changes nothing.", article(spec.Noun), spec.Start.Binding.Name, article(spec.Noun)),
 			InputSchema:    cancelIn,
 			OutputSchema:   out,
 			TimeoutSeconds: spec.CancelTimeoutSeconds,
@@ -314,4 +314,12 @@ func mustJSON(v any) json.RawMessage {
 		panic(err)
 	}
 	return b
+}
+
+// article puts "a" or "an" before noun, for tool descriptions.
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiouAEIOU", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
 }

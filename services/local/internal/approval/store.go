@@ -225,7 +225,7 @@ func (s *Store) GetForTenant(ctx context.Context, tenant, id string) (Approval, 
 
 // ListPending returns the pending approvals, oldest first, at most limit.
 func (s *Store) ListPending(ctx context.Context, limit int) ([]Approval, error) {
-	return s.list(ctx, `SELECT `+columns+` FROM approvals WHERE status = 'pending' ORDER BY created_at, id LIMIT ?`, limit)
+	return s.list(ctx, `SELECT `+columns+` FROM approvals WHERE status = 'pending' ORDER BY created_at, rowid LIMIT ?`, limit)
 }
 
 // ListDecided returns the most recently decided approvals, newest first.

@@ -224,21 +224,16 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *Tool) {
 	resp := &response{w: w, canStream: acceptsSSE(r.Header.Get("Accept")), heartbeat: s.Config.Heartbeat, logger: logger}
 	call := NewCall(req, logger, resp.progress)
 
-	stopAuto := make(chan struct{})
+	var auto *time.Timer
 	if resp.canStream {
-		// Start streaming on our own before the host's 30 s header limit.
-		go func() {
-			timer := time.NewTimer(s.Config.StreamAfter)
-			defer timer.Stop()
-			select {
-			case <-timer.C:
-				resp.startStream()
-			case <-stopAuto:
-			}
-		}()
+		// Start streaming on our own before the host's 30 s header limit
+		// (a timer, not a goroutine per waiting call).
+		auto = time.AfterFunc(s.Config.StreamAfter, resp.startStream)
 	}
 	result := s.run(r.Context(), t, call, logger)
-	close(stopAuto)
+	if auto != nil {
+		auto.Stop()
+	}
 	resp.finish(result)
 
 	outcome := "ok"

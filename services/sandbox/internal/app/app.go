@@ -14,7 +14,10 @@ import (
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
+	"github.com/brain-tools/suite/services/sandbox/internal/backend/daytona"
+	"github.com/brain-tools/suite/services/sandbox/internal/backend/e2b"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/local"
+	"github.com/brain-tools/suite/services/sandbox/internal/backend/modal"
 	"github.com/brain-tools/suite/services/sandbox/internal/tools"
 	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
 )
@@ -59,6 +62,10 @@ type Config struct {
 	LimitNoFile int           `env:"SANDBOX_LIMIT_NOFILE" envDefault:"1024"`
 	SandboxUID  int           `env:"SANDBOX_INNER_UID" envDefault:"1000"`
 	QuotaEvery  time.Duration `env:"SANDBOX_QUOTA_INTERVAL" envDefault:"500ms"`
+
+	E2B     e2b.Config
+	Daytona daytona.Config
+	Modal   modal.Config
 }
 
 // Validate checks the settings that pkg/service does not.
@@ -144,8 +151,12 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 			SandboxUID: cfg.SandboxUID, Quota: cfg.Quota, QuotaInterval: cfg.QuotaEvery,
 			ProbeUID: probeUID, Logger: logger,
 		})
-	default:
-		err = fmt.Errorf("backend %s: not built yet", cfg.Backend)
+	case "e2b":
+		be, err = e2b.New(cfg.E2B, cfg.Idle, logger)
+	case "daytona":
+		be, err = daytona.New(cfg.Daytona, cfg.Idle, logger)
+	case "modal":
+		be, err = modal.NewFromConfig(ctx, cfg.Modal, cfg.Idle, logger)
 	}
 	if err != nil {
 		return nil, err

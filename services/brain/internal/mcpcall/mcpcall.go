@@ -137,6 +137,7 @@ func New(o Options) *Caller {
 		ProgressNotificationHandler: c.onProgress,
 	})
 	c.pool.caller = c
+	c.pool.ctx, c.pool.cancel = context.WithCancel(context.Background())
 	return c
 }
 

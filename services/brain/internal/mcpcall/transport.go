@@ -26,6 +26,9 @@ const defaultBodyCap = tool.MaxOutputBytesLimit + FramingSlack
 // token, so bindings with different credentials never share a session.
 type pool struct {
 	caller *Caller
+	// ctx parents every connection attempt; closeAll cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 	mu     sync.Mutex
 	conns  map[string]*conn
 }
@@ -101,7 +104,7 @@ func (c *conn) isReady() bool {
 func (p *pool) connect(c *conn, token string) {
 	defer close(c.ready)
 	o := p.caller.opts
-	ctx, cancel := context.WithTimeout(context.Background(), o.headerTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, o.headerTimeout)
 	defer cancel()
 	transport := &mcp.StreamableClientTransport{
 		Endpoint: c.url,
@@ -153,6 +156,7 @@ func (p *pool) drop(c *conn) {
 }
 
 func (p *pool) closeAll() error {
+	p.cancel() // connection attempts in flight end now
 	p.mu.Lock()
 	conns := make([]*conn, 0, len(p.conns))
 	for _, c := range p.conns {

@@ -197,7 +197,7 @@ var weatherSchema = map[string]any{
 
 // bind builds a checked binding of mcpTool on url, with token_env MCP_KEY;
 // edit changes the binding's JSON first.
-func bind(t *testing.T, name, url, mcpTool string, edit func(map[string]any)) *config.Tool {
+func bind(t testing.TB, name, url, mcpTool string, edit func(map[string]any)) *config.Tool {
 	t.Helper()
 	b := map[string]any{
 		"name":         name,

@@ -238,6 +238,16 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 			o.Sent = true
 			return o
 		}
+		if !tr.attempted.Load() && ctx.Err() == nil && callCtx.Err() == nil {
+			// The call never reached the HTTP transport: the pooled session
+			// had died (a stream of another call failed it). Nothing was
+			// sent, so a fresh session may carry the call, once.
+			c.pool.drop(conn)
+			if attempt == 1 {
+				c.logger.Info("mcp session closed before the call was sent; opening a new one", "server", t.URL, "tool", t.Name, "err", err)
+				continue
+			}
+		}
 		if conn.broken() {
 			c.pool.drop(conn)
 		}

@@ -599,3 +599,37 @@ func TestRoute(t *testing.T) {
 		t.Errorf("HTTP binding: %+v", o)
 	}
 }
+
+// TestDeadPooledSession: a pooled session that died before a call reached
+// the transport (its death not yet noticed by the pool) is replaced, and
+// the call goes out once on the new session.
+func TestDeadPooledSession(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			s := newMCPServer(t, serverOpts{stateless: k.stateless})
+			c := newCaller(t)
+			echo := bind(t, "echo", s.ts.URL, "echo", nil)
+			live, err := c.pool.get(context.Background(), s.ts.URL, secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = live.session.Close()
+			<-live.closed
+			ready := make(chan struct{})
+			close(ready)
+			dead := &conn{key: live.key, url: live.url, ready: ready, session: live.session, closed: make(chan struct{})}
+			c.pool.mu.Lock()
+			c.pool.conns[live.key] = dead
+			c.pool.mu.Unlock()
+
+			inits, ran := s.inits.Load(), s.ran.Load()
+			o := c.Call(context.Background(), echo, request(`{"text":"fresh"}`), nil)
+			if o.Status != invoke.StatusSucceeded || o.Result.Content[0].Text != "fresh" {
+				t.Fatalf("call on a dead pooled session: %s %s", o.Status, o.ErrorMessage)
+			}
+			if s.ran.Load()-ran != 1 || s.inits.Load() == inits {
+				t.Errorf("tool ran %d times, %d new handshakes; want once on a new session", s.ran.Load()-ran, s.inits.Load()-inits)
+			}
+		})
+	}
+}

@@ -179,17 +179,21 @@ func (p *pool) closeAll() error {
 // trace is what the HTTP layer saw of one call's requests. The MCP SDK
 // sends a call's POST with the call's context, which carries the trace.
 type trace struct {
-	limit        int64 // response body cap in bytes
+	limit        int64       // response body cap in bytes
+	attempted    atomic.Bool // a POST of the call reached the transport
 	gotConn      atomic.Bool
 	wroteHeaders atomic.Bool
 	status       atomic.Int32 // first non-2xx status, 0 when none
 	tripped      atomic.Bool  // the body went past limit
 }
 
-// sent reports whether the call's request may have reached the server: its
-// headers were written, or the transport reported no connection at all
-// (not an http.Transport), which counts as sent.
-func (t *trace) sent() bool { return t.wroteHeaders.Load() || !t.gotConn.Load() }
+// sent reports whether the call's request may have reached the server: it
+// was handed to the transport, and its headers were written or the
+// transport reported no connection at all (not an http.Transport), which
+// counts as sent.
+func (t *trace) sent() bool {
+	return t.attempted.Load() && (t.wroteHeaders.Load() || !t.gotConn.Load())
+}
 
 type traceKey struct{}
 
@@ -217,6 +221,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	tr := traceFrom(req.Context())
 	ctx, cancel := context.WithCancelCause(req.Context())
 	if tr != nil && req.Method == http.MethodPost {
+		tr.attempted.Store(true)
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			GetConn:      func(string) { tr.gotConn.Store(true) },
 			WroteHeaders: func() { tr.wroteHeaders.Store(true) },

@@ -110,26 +110,16 @@ func Image(data []byte, mimeType string) Content {
 	return Content{Type: TypeImage, Data: base64.StdEncoding.EncodeToString(data), MIMEType: mimeType}
 }
 
-type textBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
 type imageBlock struct {
 	Type     string `json:"type"`
 	Data     string `json:"data"`
 	MIMEType string `json:"mime_type"`
 }
 
-// MarshalJSON writes only the fields of the block's type.
+// MarshalJSON writes only the fields of the block's type, without HTML
+// escaping.
 func (c Content) MarshalJSON() ([]byte, error) {
-	switch c.Type {
-	case TypeText:
-		return json.Marshal(textBlock{c.Type, c.Text})
-	case TypeImage:
-		return json.Marshal(imageBlock{c.Type, c.Data, c.MIMEType})
-	}
-	return nil, fmt.Errorf("content: unknown type %q", c.Type)
+	return c.appendJSON(nil)
 }
 
 // UnmarshalJSON accepts a text or image block and nothing else: unknown
@@ -294,8 +284,9 @@ func StructuredResult(v any, text string) (*Result, error) {
 	return r, nil
 }
 
-// AppendJSON appends the result's JSON encoding to b: the same bytes as
-// json.Marshal, built directly. encoding/json re-scans whatever a
+// AppendJSON appends the result's JSON encoding to b: the bytes of
+// json.Marshal without HTML escaping (so "<", ">" and "&" in command output
+// or pages cost one byte, not six), built directly. encoding/json re-scans whatever a
 // MarshalJSON method returns, which for a large text result costs more
 // than encoding it; the service runtime writes results through this.
 func (r *Result) AppendJSON(b []byte) ([]byte, error) {
@@ -345,12 +336,9 @@ func (r *Result) AppendJSON(b []byte) ([]byte, error) {
 
 func (c Content) appendJSON(b []byte) ([]byte, error) {
 	str := func(s string) error {
-		enc, err := json.Marshal(s)
-		if err != nil {
-			return err
-		}
-		b = append(b, enc...)
-		return nil
+		var err error
+		b, err = appendString(b, s)
+		return err
 	}
 	switch c.Type {
 	case TypeText:
@@ -371,4 +359,17 @@ func (c Content) appendJSON(b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("content: unknown type %q", c.Type)
 	}
 	return append(b, '}'), nil
+}
+
+// appendString appends s as a JSON string, escaping what JSON requires and
+// nothing for HTML's sake.
+func appendString(b []byte, s string) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(s) + 2)
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return nil, err
+	}
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
 }

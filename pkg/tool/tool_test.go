@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -219,10 +220,13 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		{Content: []Content{Text("x")}, StructuredContent: json.RawMessage(`"s"`)},
 	}
 	for i, r := range results {
-		want, err := json.Marshal(r)
-		if err != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(r); err != nil {
 			t.Fatal(err)
 		}
+		want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 		got, err := r.AppendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -230,6 +234,9 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("%d: AppendJSON\n%s\nwant\n%s", i, got, want)
 		}
+	}
+	if got, _ := (&Result{Content: []Content{Text("a<b>&c")}}).AppendJSON(nil); !bytes.Contains(got, []byte(`"a<b>&c"`)) {
+		t.Errorf("HTML characters escaped: %s", got)
 	}
 	if _, err := (&Result{Content: []Content{{Type: "audio"}}}).AppendJSON(nil); err == nil {
 		t.Error("unknown content type encoded")

@@ -18,6 +18,7 @@ help: ## list the targets
 .PHONY: deps
 deps: ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node), once
 	@for d in services/*/deps.sh; do bash "$$d"; done
+	@bash scripts/mcp-deps.sh
 
 .PHONY: build
 build: ## build every service and example into ./bin

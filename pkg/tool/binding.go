@@ -42,6 +42,10 @@ type Binding struct {
 	InspectSession bool `json:"inspect_session,omitempty"`
 	// MCPTool names the remote tool for tools served by an MCP server.
 	MCPTool string `json:"mcp_tool,omitempty"`
+	// Required, for an MCP binding, makes session creation fail with a 4xx
+	// naming the server when it cannot be reached, instead of recording an
+	// mcp.unavailable event and going on without the tool.
+	Required bool `json:"required,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,63}$`)
@@ -75,6 +79,8 @@ func (b *Binding) Validate() error {
 		return bad("timeout_seconds", "must be from 1 to %d, got %d", MaxTimeoutSeconds, b.TimeoutSeconds)
 	case b.MaxOutputBytes != 0 && (b.MaxOutputBytes < 1 || b.MaxOutputBytes > MaxOutputBytesLimit):
 		return bad("max_output_bytes", "must be from 1 to %d (2 MiB), got %d", MaxOutputBytesLimit, b.MaxOutputBytes)
+	case b.Required && b.MCPTool == "":
+		return bad("required", "only applies to a binding with mcp_tool")
 	}
 	for i, t := range b.Tenants {
 		if t == "" {

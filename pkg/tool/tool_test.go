@@ -152,6 +152,8 @@ func TestBindingValidate(t *testing.T) {
 		{name: "timeout negative", mutate: func(b *Binding) { b.TimeoutSeconds = -1 }, wantErr: "timeout_seconds"},
 		{name: "output max", mutate: func(b *Binding) { b.MaxOutputBytes = 2 << 20 }},
 		{name: "output over", mutate: func(b *Binding) { b.MaxOutputBytes = 2<<20 + 1 }, wantErr: "max_output_bytes"},
+		{name: "required without mcp_tool", mutate: func(b *Binding) { b.Required = true }, wantErr: "required: only applies to a binding with mcp_tool"},
+		{name: "required with mcp_tool", mutate: func(b *Binding) { b.Required = true; b.MCPTool = "search" }},
 		{name: "no url", mutate: func(b *Binding) { b.URL = "" }, wantErr: "url: required"},
 		{name: "ftp url", mutate: func(b *Binding) { b.URL = "ftp://x/y" }, wantErr: "url: scheme"},
 		{name: "credentials", mutate: func(b *Binding) { b.URL = "http://u:p@x/y" }, wantErr: "url: must not contain credentials"},

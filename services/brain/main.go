@@ -3,6 +3,7 @@
 // events over HTTP, and calls tool services as the tool contract says.
 //
 //	brain -config brain.json [-check]
+//	brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
 //
 // Environment: BRAIN_ADDR (listen address, default 127.0.0.1:8080),
 // BRAIN_DATA_DIR (SQLite state, default ./data), BRAIN_PUBLIC_URL (brain_url
@@ -25,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
 	"github.com/brain-tools/suite/services/brain/internal/server"
 	"github.com/caarlos0/env/v11"
 )
@@ -64,6 +66,9 @@ func environ() map[string]string {
 // until ctx ends. It prints "brain listening on ADDR" to stdout once it
 // accepts connections (tests on 127.0.0.1:0 read the port from it).
 func run(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
+	if len(args) >= 2 && args[0] == "mcp" && args[1] == "discover" {
+		return mcpcall.RunDiscover(ctx, args[2:], func(k string) string { return environ[k] }, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("brain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "host config file (JSON): tool bindings and API keys")

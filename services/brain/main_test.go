@@ -327,3 +327,19 @@ func TestSIGKILL(t *testing.T) {
 		t.Errorf("call after restart = %v", call)
 	}
 }
+
+// TestMCPDiscoverCommand: `brain mcp discover URL` lists an MCP server's
+// tools as bindings; the subcommand's own errors name what is wrong.
+func TestMCPDiscoverCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"mcp", "discover"}, map[string]string{}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error()+stderr.String(), "URL") {
+		t.Fatalf("discover without URL: err %v, stderr %q", err, stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	err = run(context.Background(), []string{"mcp", "discover", "http://127.0.0.1:1/mcp", "--token-env", "NOPE"}, map[string]string{}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error()+stderr.String(), "NOPE") {
+		t.Fatalf("discover with an unset token env: err %v, stderr %q", err, stderr.String())
+	}
+}

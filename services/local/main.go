@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/local/internal/approval"
 	"github.com/brain-tools/suite/services/local/internal/echo"
@@ -47,6 +48,10 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 		Tools:  tools,
 		Routes: page.Routes,
 		Health: approvals.Health,
+	}
+	// The same tools, for MCP clients, at /mcp behind the same bearer check.
+	if err := mcpserver.Attach(srv, mcpserver.Options{Logger: logger}); err != nil {
+		return err
 	}
 	return service.Run(ctx, srv)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 
@@ -36,6 +37,10 @@ func main() { service.Main(run) }
 func run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	srv, err := newServer(environ, logger)
 	if err != nil {
+		return err
+	}
+	// The same tools, for MCP clients, at /mcp behind the same bearer check.
+	if err := mcpserver.Attach(srv, mcpserver.Options{Logger: logger}); err != nil {
 		return err
 	}
 	return service.Run(ctx, srv)

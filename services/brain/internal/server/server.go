@@ -26,6 +26,7 @@ import (
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/hub"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
+	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
 	"github.com/julienschmidt/httprouter"
@@ -74,6 +75,7 @@ type Server struct {
 	store     store.Store
 	hub       *hub.Hub
 	invoker   Invoker
+	mcp       *mcpcall.Caller // nil when Options.Invoker is set
 	log       *slog.Logger
 	heartbeat time.Duration
 	publicURL atomic.Pointer[string]
@@ -136,7 +138,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		bySession: map[string]map[string]*running{},
 	}
 	if s.invoker == nil {
-		s.invoker = invoke.New(invoke.Options{Logger: log})
+		// Bindings with mcp_tool go to their MCP server, the rest over HTTP.
+		s.mcp = mcpcall.New(mcpcall.Options{Logger: log})
+		s.invoker = mcpcall.Route(invoke.New(invoke.Options{Logger: log}), s.mcp)
 	}
 	if s.heartbeat <= 0 {
 		s.heartbeat = DefaultHeartbeat
@@ -280,7 +284,11 @@ func (s *Server) Close() error {
 		s.cancelReqs()
 		s.cancelCalls(errShutdown)
 		s.calls.Wait()
-		s.closeErr = errors.Join(s.store.Close(), s.lock.Close())
+		var mcpErr error
+		if s.mcp != nil {
+			mcpErr = s.mcp.Close()
+		}
+		s.closeErr = errors.Join(s.store.Close(), s.lock.Close(), mcpErr)
 	})
 	return s.closeErr
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/julienschmidt/httprouter"
 )
@@ -87,6 +89,21 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 			return badRequest("%s: unknown tool %q (not in the catalog of tenant %q)", field, name, tenant)
 		}
 	}
+	// MCP servers the session's tools use are reached now: a required one
+	// that cannot be refuses the session; any other is recorded as an
+	// mcp.unavailable event and the session goes on with fewer tools.
+	var unavailable []mcpcall.Unavailable
+	if s.mcp != nil {
+		tools := make([]*config.Tool, 0, len(cfg.Tools))
+		for _, name := range cfg.Tools {
+			t, _ := s.cfg.Tool(name)
+			tools = append(tools, t)
+		}
+		unavailable = s.mcp.Probe(r.Context(), tools, func(t *config.Tool) bool { return t.Required })
+		if err := mcpcall.RequiredError(unavailable); err != nil {
+			return badRequest("config.tools: %v", err)
+		}
+	}
 	now := time.Now().UTC()
 	sess := &store.Session{
 		ID: newID("ses"), TenantID: tenant, Status: store.SessionActive, Harness: harness,
@@ -94,7 +111,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 	}
 	ev := &store.Event{Type: store.EventSessionCreated, SessionID: sess.ID, Time: now,
 		Data: mustJSON(sessionEventData{Status: store.SessionActive, Tools: cfg.Tools})}
-	if err := s.store.CreateSession(r.Context(), sess, ev); err != nil {
+	evs := []*store.Event{ev}
+	for _, u := range unavailable {
+		s.log.Warn("mcp server unavailable", "session_id", sess.ID, "server", u.Server, "reason", u.Reason)
+		evs = append(evs, &store.Event{Type: store.EventMCPUnavailable, SessionID: sess.ID, Time: now, Data: u.EventData()})
+	}
+	if err := s.store.CreateSession(r.Context(), sess, evs...); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
 	cp := *sess

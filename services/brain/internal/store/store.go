@@ -138,8 +138,9 @@ func (e *StateError) Error() string {
 // committed when the method returns nil. Implementations deliver appended
 // events to their commit hook in ID order, after commit.
 type Store interface {
-	// CreateSession inserts s and appends ev (session.created).
-	CreateSession(ctx context.Context, s *Session, ev *Event) error
+	// CreateSession inserts s and appends evs in order (session.created,
+	// then any mcp.unavailable).
+	CreateSession(ctx context.Context, s *Session, evs ...*Event) error
 	// Session returns the tenant's session id, or ErrNotFound.
 	Session(ctx context.Context, tenantID, id string) (*Session, error)
 	// SetSessionStatus moves the tenant's session id to status to, when its

@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/daytona"
@@ -197,6 +198,10 @@ func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	defer stopSweep()
 	go s.Workspaces.Run(sweepCtx)
 	logger.Info("sandbox ready", "backend", s.Backend.Name(), "root", s.Workspaces.Root(), "idle", cfg.Idle.String())
+	// The same tools, for MCP clients, at /mcp behind the same bearer check.
+	if err := mcpserver.Attach(s.Server, mcpserver.Options{Logger: logger}); err != nil {
+		return err
+	}
 	serveErr := service.Run(ctx, s.Server)
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -400,7 +400,7 @@ func (db *DB) appendEvent(tx *sql.Tx, ev *store.Event) error {
 }
 
 // CreateSession implements store.Store.
-func (db *DB) CreateSession(ctx context.Context, s *store.Session, ev *store.Event) error {
+func (db *DB) CreateSession(ctx context.Context, s *store.Session, evs ...*store.Event) error {
 	tools, err := marshalStrings(s.Tools)
 	if err != nil {
 		return fmt.Errorf("create session: %w", err)
@@ -410,10 +410,12 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session, ev *store.Eve
 			s.CreatedAt.UnixNano(), s.UpdatedAt.UnixNano()); err != nil {
 			return nil, fmt.Errorf("create session: %w", err)
 		}
-		if err := db.appendEvent(tx, ev); err != nil {
-			return nil, fmt.Errorf("create session: %w", err)
+		for _, ev := range evs {
+			if err := db.appendEvent(tx, ev); err != nil {
+				return nil, fmt.Errorf("create session: %w", err)
+			}
 		}
-		return []*store.Event{ev}, nil
+		return evs, nil
 	})
 }
 

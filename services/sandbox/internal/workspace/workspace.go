@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,7 +62,9 @@ type Workspace struct {
 
 // Options configure a Manager.
 type Options struct {
-	// Root holds every workspace. Created if missing (mode 0711).
+	// Root holds every workspace. Created if missing (mode 0711). With
+	// UIDBase set, it and every directory above it must let others pass
+	// (o+x), or New refuses it (see CheckTraversable).
 	Root string
 	// Quota is the most bytes of disk (allocated blocks) one workspace may
 	// use. Required, > 0.
@@ -143,6 +146,11 @@ func New(opts Options) (*Manager, error) {
 	if err := os.Chmod(root, 0o711); err != nil {
 		return nil, fmt.Errorf("workspace root: %w", err)
 	}
+	if opts.UIDBase > 0 {
+		if err := CheckTraversable(root); err != nil {
+			return nil, fmt.Errorf("workspace root %s: the sandbox uids (%d and up) cannot reach it: %w", root, opts.UIDBase, err)
+		}
+	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("workspace root: %w", err)
@@ -207,6 +215,55 @@ func (m *Manager) newWorkspace(md meta, key string) *Workspace {
 		ws.GID = ws.UID
 	}
 	return ws
+}
+
+// CheckTraversable checks that others (o+x) may pass through every
+// directory from / down to dir, symbolic links on the way followed and
+// their targets' parents checked too. The sandbox uids need it: they own
+// their workspaces but none of the directories above them, so the
+// kernel, and bwrap binding a workspace into a sandbox, judge them by the
+// "other" bits (ACLs are not consulted here). The error names the first
+// directory that fails and the chmod that fixes it.
+func CheckTraversable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", dir, err)
+	}
+	// The real path first, so that a link's target is what gets named.
+	var paths []string
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		paths = ancestors(real)
+	}
+	paths = append(paths, ancestors(abs)...)
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("check %s: %w", p, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("check %s: not a directory", p)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("directory %s has mode %04o, which does not let others pass through it; fix: chmod o+x %s", p, fi.Mode().Perm(), p)
+		}
+	}
+	return nil
+}
+
+// ancestors returns /, then each directory down to the clean absolute
+// path p, p included.
+func ancestors(p string) []string {
+	var out []string
+	for {
+		out = append(out, p)
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		p = parent
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // Key returns the on-disk name of the workspace of tenant and session.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -87,7 +88,9 @@ func TestOwnersAreDistinctUIDs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to chown (the sandbox service runs as root)")
 	}
-	m, _ := newManager(t, Options{UIDBase: 300000})
+	// Not t.TempDir: its parent is 0700, which the sandbox uids cannot
+	// pass, and New refuses such a root.
+	m, _ := newManager(t, Options{UIDBase: 300000, Root: filepath.Join(passableDir(t), "root")})
 	a, rel, err := m.Acquire("t", "a")
 	if err != nil {
 		t.Fatal(err)
@@ -247,5 +250,90 @@ func TestUsageCountsAllocatedBlocks(t *testing.T) {
 	}
 	if got < 100_000 || got > 200_000 {
 		t.Errorf("Usage = %d, want about 100 kB", got)
+	}
+}
+
+// passableDir returns a new directory that others may pass through (0711),
+// with every parent passable too (under the system's temporary directory).
+func passableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "workspace-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestCheckTraversable(t *testing.T) {
+	base := passableDir(t)
+	mk := func(rel string, mode os.FileMode) string {
+		p := filepath.Join(base, rel)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mk("open/root", 0o711)
+	mk("open", 0o701) // x for others is all it takes
+	lockedRoot := mk("locked/root", 0o711)
+	locked := mk("locked", 0o700)
+	mk("readable-only", 0o744)
+	if err := os.Symlink(locked, filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		dir  string
+		want string // "" means passable
+	}{
+		{base, ""},
+		{filepath.Join(base, "open/root"), ""},
+		{lockedRoot, "directory " + locked + " has mode 0700"},
+		{lockedRoot, "fix: chmod o+x " + locked},
+		{locked, "chmod o+x " + locked}, // dir itself counts
+		{filepath.Join(base, "readable-only"), "has mode 0744"},
+		// Through a link, the target is named.
+		{filepath.Join(base, "link/root"), "chmod o+x " + locked},
+		{filepath.Join(base, "missing"), "no such file"},
+	}
+	for _, tt := range tests {
+		err := CheckTraversable(tt.dir)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("CheckTraversable(%s) = %v, want nil", tt.dir, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("CheckTraversable(%s) = %v, want an error containing %q", tt.dir, err, tt.want)
+		}
+	}
+}
+
+// A root the sandbox uids cannot reach is refused at start-up, naming the
+// directory and the fix, instead of failing every sandbox later. Without
+// sandbox uids the service's own uid runs the sandboxes, and it can.
+func TestNewRefusesAnUnreachableRoot(t *testing.T) {
+	base := passableDir(t)
+	locked := filepath.Join(base, "private")
+	if err := os.Mkdir(locked, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(locked, "data", "sandbox")
+	_, err := New(Options{Root: root, Quota: 1 << 20, Idle: time.Minute, UIDBase: 300000})
+	if err == nil || !strings.Contains(err.Error(), "workspace root "+root) || !strings.Contains(err.Error(), "chmod o+x "+locked) {
+		t.Fatalf("New under a 0700 directory = %v, want an error naming %s and the chmod", err, locked)
+	}
+	if _, err := New(Options{Root: root, Quota: 1 << 20, Idle: time.Minute}); err != nil {
+		t.Errorf("New without sandbox uids under a 0700 directory: %v", err)
+	}
+	if err := os.Chmod(locked, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Root: root, Quota: 1 << 20, Idle: time.Minute, UIDBase: 300000}); err != nil {
+		t.Errorf("New after chmod o+x: %v", err)
 	}
 }

@@ -70,16 +70,13 @@ import (
 	"net/http"
 	"regexp"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -253,8 +250,8 @@ type adapter struct {
 	t      *service.Tool
 	tenant string
 	logger *slog.Logger
-	input  *jsonschema.Schema
-	output *jsonschema.Schema // nil without output_schema
+	input  *schema.Schema
+	output *schema.Schema // nil without output_schema
 }
 
 func newAdapter(t *service.Tool, tenant string, logger *slog.Logger) (*adapter, error) {
@@ -273,11 +270,11 @@ func newAdapter(t *service.Tool, tenant string, logger *slog.Logger) (*adapter, 
 		return nil, fmt.Errorf(`input_schema: type must be "object" for MCP, got %v`, head.Type)
 	}
 	var err error
-	if a.input, err = compile("input_schema", in); err != nil {
+	if a.input, err = schema.Compile("input_schema", in); err != nil {
 		return nil, err
 	}
 	if out := bytes.TrimSpace(t.Binding.OutputSchema); len(out) > 0 {
-		if a.output, err = compile("output_schema", out); err != nil {
+		if a.output, err = schema.Compile("output_schema", out); err != nil {
 			return nil, err
 		}
 	}
@@ -298,14 +295,14 @@ func (a *adapter) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	logger := a.logger.With("tool", a.t.Binding.Name, "tenant_id", r.TenantID, "session_id", r.SessionID, "call_id", r.CallID, "transport", "mcp")
 
 	var result *tool.Result
-	if err := validate(a.input, "arguments", r.Arguments); err != nil {
+	if err := a.input.Validate("arguments", r.Arguments); err != nil {
 		result = tool.Errorf("invalid arguments: %v", err)
 	} else {
 		p := &progress{session: req.Session, ctx: ctx, token: req.Params.GetProgressToken()}
 		result = a.run(ctx, service.NewCall(r, logger, p.send), logger)
 		p.close()
 		if !result.IsError && result.HasStructured() && a.output != nil {
-			if err := validate(a.output, "structured_content", result.StructuredContent); err != nil {
+			if err := a.output.Validate("structured_content", result.StructuredContent); err != nil {
 				logger.Error("tool result does not match its output_schema", "err", err)
 				result = &tool.Result{Content: []tool.Content{tool.Text("internal error: tool " + a.t.Binding.Name + " returned a result that does not match its output_schema: " + err.Error())}, IsError: true, UnknownOutcome: true}
 			}
@@ -424,89 +421,6 @@ func toMCP(r *tool.Result) (*mcp.CallToolResult, error) {
 		res.Meta = mcp.Meta{MetaUnknownOutcome: true}
 	}
 	return res, nil
-}
-
-// compile compiles a binding schema as draft 2020-12 (unless it names
-// another draft) with format assertions and every external $ref refused.
-func compile(field string, doc []byte) (*jsonschema.Schema, error) {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return nil, fmt.Errorf("%s: not valid JSON: %w", field, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	c.UseLoader(refuseLoader{})
-	loc := "mem:///" + field + ".json"
-	if err := c.AddResource(loc, v); err != nil {
-		return nil, fmt.Errorf("%s: %s", field, oneLine(err.Error()))
-	}
-	s, err := c.Compile(loc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: does not compile: %s", field, oneLine(err.Error()))
-	}
-	return s, nil
-}
-
-type refuseLoader struct{}
-
-func (refuseLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external reference %s is not loaded", url)
-}
-
-// maxSchemaErrors caps how many failing values a validation error lists.
-const maxSchemaErrors = 5
-
-// validate checks doc against s; the error names the JSON pointer of each
-// failing value.
-func validate(s *jsonschema.Schema, what string, doc []byte) error {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return fmt.Errorf("%s: not valid JSON: %w", what, err)
-	}
-	err = s.Validate(v)
-	if err == nil {
-		return nil
-	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	var leaves []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			leaves = append(leaves, fmt.Sprintf("at %s: %s", pointer(e.InstanceLocation), oneLine(e.ErrorKind.LocalizedString(printer))))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	extra := ""
-	if len(leaves) > maxSchemaErrors {
-		extra = fmt.Sprintf("; and %d more", len(leaves)-maxSchemaErrors)
-		leaves = leaves[:maxSchemaErrors]
-	}
-	return fmt.Errorf("%s: %s%s", what, strings.Join(leaves, "; "), extra)
-}
-
-var printer = message.NewPrinter(language.English)
-
-// pointer renders an instance location as a quoted JSON pointer (RFC 6901);
-// the whole document is "(root)".
-func pointer(loc []string) string {
-	if len(loc) == 0 {
-		return "(root)"
-	}
-	var b strings.Builder
-	for _, tok := range loc {
-		b.WriteByte('/')
-		tok = strings.ReplaceAll(tok, "~", "~0")
-		b.WriteString(strings.ReplaceAll(tok, "/", "~1"))
-	}
-	return strconv.Quote(b.String())
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -25,9 +25,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // MaxFileBytes caps the host config file Load reads (8 MiB).
@@ -226,8 +226,8 @@ type Tool struct {
 	// the binding has no token_env. Never logged (see LogValue).
 	Token string
 
-	input   *jsonschema.Schema
-	output  *jsonschema.Schema // nil without output_schema
+	input   *schema.Schema
+	output  *schema.Schema // nil without output_schema
 	tenants map[string]struct{}
 }
 
@@ -256,7 +256,7 @@ func (t *Tool) ValidateArguments(args json.RawMessage) error {
 	if t.input == nil {
 		return errors.New("arguments: tool has no compiled input_schema")
 	}
-	return validate(t.input, "arguments", args, true)
+	return t.input.ValidateObject("arguments", args)
 }
 
 // ValidateOutput checks a successful result's structured_content against
@@ -265,7 +265,7 @@ func (t *Tool) ValidateOutput(structured json.RawMessage) error {
 	if t.output == nil {
 		return nil
 	}
-	return validate(t.output, "structured_content", structured, false)
+	return t.output.Validate("structured_content", structured)
 }
 
 // HasOutputSchema reports whether the binding sets output_schema.
@@ -316,11 +316,11 @@ func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
 		t.tenants[name] = struct{}{}
 	}
 	var err error
-	if t.input, err = compileSchema("input_schema", b.InputSchema); err != nil {
+	if t.input, err = schema.Compile("input_schema", b.InputSchema); err != nil {
 		return nil, err
 	}
 	if len(bytes.TrimSpace(b.OutputSchema)) > 0 {
-		if t.output, err = compileSchema("output_schema", b.OutputSchema); err != nil {
+		if t.output, err = schema.Compile("output_schema", b.OutputSchema); err != nil {
 			return nil, err
 		}
 	}

@@ -135,8 +135,17 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 	if cfg.Backend != "local" || os.Geteuid() != 0 {
 		uidBase = 0
 	}
+	// The workspaces come first: their root is checked (and created)
+	// before the local backend's probe runs a sandbox in it.
 	var be backend.Backend
-	var err error
+	wsm, err := workspace.New(workspace.Options{
+		Root: cfg.Root, Quota: cfg.Quota, Idle: cfg.Idle, UIDBase: uidBase, MaxWorkspaces: cfg.MaxWorkspaces,
+		OnRemove: func(ctx context.Context, ws *workspace.Workspace) error { return be.Release(ctx, ws) },
+		Logger:   logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("SANDBOX_ROOT: %w", err)
+	}
 	switch cfg.Backend {
 	case "local":
 		probeUID := -1
@@ -150,7 +159,7 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 				FileSize: cfg.LimitFSize, OpenFiles: cfg.LimitNoFile,
 			},
 			SandboxUID: cfg.SandboxUID, Quota: cfg.Quota, QuotaInterval: cfg.QuotaEvery,
-			ProbeUID: probeUID, Logger: logger,
+			ProbeUID: probeUID, ProbeDir: wsm.Root(), Logger: logger,
 		})
 	case "e2b":
 		be, err = e2b.New(cfg.E2B, cfg.Idle, logger)
@@ -160,13 +169,7 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 		be, err = modal.NewFromConfig(ctx, cfg.Modal, cfg.Idle, logger)
 	}
 	if err != nil {
-		return nil, err
-	}
-	wsm, err := workspace.New(workspace.Options{
-		Root: cfg.Root, Quota: cfg.Quota, Idle: cfg.Idle, UIDBase: uidBase, MaxWorkspaces: cfg.MaxWorkspaces,
-		OnRemove: be.Release, Logger: logger,
-	})
-	if err != nil {
+		wsm.Close()
 		return nil, err
 	}
 	ts := tools.New(tools.Limits{

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -633,6 +634,118 @@ func TestConfig(t *testing.T) {
 		env := map[string]string{"BRAIN_TOOLS_KEY": "k", k: v}
 		if _, err := ParseConfig(env); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v", k, v, err)
+		}
+	}
+}
+
+// passableDir returns a new directory the sandbox uids may pass through
+// (0711) under the system's temporary directory.
+func passableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sandbox-app-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A sandbox that cannot start is an is_error answer that says so and
+// quotes bwrap, for sandbox_exec and for a sandbox_start job alike; a
+// command that exits 1 is a successful call with exit_code 1.
+func TestSandboxThatCannotStartIsNotTheCommandsFailure(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: without it sandboxes run as the service's uid, which owns the workspace root and cannot be locked out")
+	}
+	parent := passableDir(t)
+	h := newHarness(t, map[string]string{"SANDBOX_ROOT": filepath.Join(parent, "data", "sandbox")})
+
+	a, m := h.exec("setup", map[string]any{"command": "echo out; echo err >&2; exit 1"})
+	if a.Result.IsError || num(m["exit_code"]) != 1 || m["stdout"] != "out\n" || m["stderr"] != "err\n" {
+		t.Fatalf("exit 1: is_error %v %v", a.Result.IsError, m)
+	}
+
+	// The workspace root becomes unreachable for the session's uid, as in
+	// the demo that put it under a 0700 directory.
+	if err := os.Chmod(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	checkNotStarted := func(what string, r *tool.Result) {
+		t.Helper()
+		text := (answer{Result: r}).Text()
+		if !r.IsError || r.UnknownOutcome || r.HasStructured() {
+			t.Errorf("%s: is_error %v unknown_outcome %v structured %s; want is_error alone", what, r.IsError, r.UnknownOutcome, r.StructuredContent)
+		}
+		for _, want := range []string{"the sandbox could not start, so the command did not run", "bwrap: Can't find source path " + parent, "Permission denied"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: text %q does not contain %q", what, text, want)
+			}
+		}
+		if strings.Contains(text, "exit code") {
+			t.Errorf("%s: text %q reports an exit code", what, text)
+		}
+	}
+	a = h.call("setup", "sandbox_exec", map[string]any{"command": "exit 0"})
+	checkNotStarted("sandbox_exec", a.Result)
+
+	a = h.call("setup", "sandbox_start", map[string]any{"command": "exit 0"})
+	if a.Result.IsError {
+		t.Fatalf("sandbox_start: %s", a.Text())
+	}
+	id, _ := a.Structured(t)["job_id"].(string)
+	st := h.call("setup", "sandbox_status", map[string]any{"job_id": id, "wait_seconds": 10})
+	var status struct {
+		State  string       `json:"state"`
+		Result *tool.Result `json:"result"`
+	}
+	if err := json.Unmarshal(st.Result.StructuredContent, &status); err != nil || status.State != "failed" || status.Result == nil {
+		t.Fatalf("status of the job: %s (%v)", st.Result.StructuredContent, err)
+	}
+	checkNotStarted("sandbox_start job", status.Result)
+	if !strings.Contains(st.Text(), "could not start") {
+		t.Errorf("status text %q", st.Text())
+	}
+
+	// Fixed, the same session runs again.
+	if err := os.Chmod(parent, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if _, m := h.exec("setup", map[string]any{"command": "echo back"}); m["stdout"] != "back\n" {
+		t.Errorf("after chmod o+x: %v", m)
+	}
+}
+
+// The service refuses to start on a root the sandbox uids cannot reach,
+// naming the directory and the fix, rather than failing its first call.
+func TestStartRefusesAnUnreachableRoot(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: without it sandboxes run as the service's uid, which can reach its own root")
+	}
+	locked := filepath.Join(passableDir(t), "x")
+	if err := os.Mkdir(locked, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := rand.Int(rand.Reader, big.NewInt(3000))
+	cfg, err := ParseConfig(map[string]string{
+		"BRAIN_TOOLS_KEY":  testToken,
+		"SANDBOX_ROOT":     filepath.Join(locked, "data", "sandbox"),
+		"SANDBOX_UID_BASE": strconv.Itoa(4_000_000 + int(n.Int64())*1000),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(context.Background(), cfg, nil)
+	if err == nil {
+		t.Fatal("Build succeeded with the root under a 0700 directory")
+	}
+	for _, want := range []string{"SANDBOX_ROOT", locked + " has mode 0700", "chmod o+x " + locked} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
 		}
 	}
 }

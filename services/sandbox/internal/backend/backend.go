@@ -104,7 +104,9 @@ type Backend interface {
 	// command and every process it started have ended or been killed. It
 	// returns an error only when the command could not be run or its end
 	// could not be learned (the provider failed); a command that fails is
-	// a result with its exit code.
+	// a result with its exit code. An error wrapping ErrNotStarted says
+	// the command certainly did not run because the sandbox itself could
+	// not be set up.
 	Exec(ctx context.Context, ws *workspace.Workspace, req ExecRequest, out OutputFunc) (ExecResult, error)
 	// WriteFile writes data to the file at rel (see CleanPath), creating
 	// parent directories and replacing any existing file. Errors:
@@ -132,6 +134,13 @@ var (
 	ErrOutside  = errors.New("path leaves the workspace")
 	ErrQuota    = errors.New("disk quota exceeded")
 )
+
+// ErrNotStarted is wrapped by an Exec error when the sandbox could not be
+// set up (bwrap could not mount the workspace, say), so the command never
+// ran: the caller reports the sandbox's failure, never an exit code the
+// command did not return. The wrapping error carries the sandbox's own
+// message.
+var ErrNotStarted = errors.New("the sandbox could not start, so the command did not run")
 
 // WorkspaceMount is where a sandbox sees its workspace. Paths given to the
 // tools may be relative to it or absolute under it.

@@ -243,6 +243,13 @@ func (s *Service) execute(ctx context.Context, ws *workspace.Workspace, req back
 		if errors.Is(err, backend.ErrNotFound) || errors.Is(err, backend.ErrNotDir) {
 			return tool.Errorf("sandbox: %v", err)
 		}
+		if errors.Is(err, backend.ErrNotStarted) {
+			// Not the command's failure, and certainly no outcome: the
+			// sandbox's own message, never an exit code. The operator has
+			// to fix this host, so it is logged as an error too.
+			s.log.Error("sandbox did not start", "backend", s.be.Name(), "err", err)
+			return tool.Errorf("sandbox: %v", err)
+		}
 		// The provider failed mid-way: the command may have run.
 		s.log.Error("exec", "backend", s.be.Name(), "err", err)
 		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("sandbox: run the command: %v", err))}, IsError: true, UnknownOutcome: true}

@@ -32,13 +32,26 @@
 // background children (`sleep 1000 &`, `nohup …`, `setsid …`) never outlive
 // the call; on a timeout or cancel the service SIGKILLs bwrap's process
 // group and --die-with-parent takes the namespace down with it.
+//
+// A sandbox that bwrap cannot set up (the workspace unreachable for the
+// session's uid, a mount refused) must not pass for the command's own
+// failure: bwrap then exits 1 with its message on stderr, exactly like a
+// command that exits 1. bwrap's --json-status-fd tells them apart: it
+// writes {"exit-code": N} only when the command was started (its execvp
+// succeeded) and has ended. Its {"child-pid": N} line is no such sign: bwrap
+// writes it right after clone(2), before the child mounts anything, so it
+// is there for a failed setup too. A process that exits without an
+// exit-code line is therefore a sandbox that did not start, and Exec
+// returns an error wrapping backend.ErrNotStarted with bwrap's message.
 package local
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -114,6 +127,13 @@ type Config struct {
 	// ProbeUID is the host uid the start-up probe runs as; -1 runs it as
 	// the service's own uid.
 	ProbeUID int
+	// ProbeDir is where the probe makes its scratch workspace: the
+	// workspace root, so that the probe reaches it exactly as session
+	// sandboxes reach theirs (through every parent directory, as
+	// ProbeUID). Its name starts with ".trash-", so a workspace manager
+	// starting on that root deletes one a crash left behind. Empty: the
+	// system's temporary directory.
+	ProbeDir string
 	// Logger may be nil.
 	Logger *slog.Logger
 }
@@ -261,7 +281,40 @@ type command struct {
 	cmd      *exec.Cmd
 	argsR    *os.File // bwrap options, read by bwrap from fd 3
 	argsData []byte
+	// statusR reads what bwrap writes to its --json-status-fd (fd 4 of
+	// the child, statusW here): see the package doc.
+	statusR, statusW *os.File
 }
+
+// Fds of the prlimit+bwrap child: bwrap's options and its JSON status.
+const (
+	argsFD   = "3"
+	statusFD = "4"
+)
+
+// notStarted wraps why a sandbox could not be set up (see
+// backend.ErrNotStarted).
+func notStarted(err error) error { return fmt.Errorf("%w: %w", backend.ErrNotStarted, err) }
+
+// setupError is a sandbox that exited without bwrap reporting that the
+// command had started: bwrap (or prlimit before it) failed to set it up.
+type setupError struct {
+	code int    // the exit status of prlimit or bwrap
+	msg  string // what they wrote to stderr, trimmed, at most setupMsgBytes
+}
+
+// setupMsgBytes caps the stderr a setupError quotes.
+const setupMsgBytes = 4 << 10
+
+func (e *setupError) Error() string {
+	msg := e.msg
+	if msg == "" {
+		msg = fmt.Sprintf("bwrap exited %d without a message", e.code)
+	}
+	return fmt.Sprintf("%v: %s", backend.ErrNotStarted, msg)
+}
+
+func (e *setupError) Unwrap() error { return backend.ErrNotStarted }
 
 // prlimitArgs returns prlimit's arguments up to and including its "--".
 func (b *Backend) prlimitArgs() []string {
@@ -338,7 +391,7 @@ func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*comman
 	// Everything but the command line goes through fd 3, so the
 	// environment (which may hold secrets) never shows in the host's
 	// process list and no option can be mistaken for part of the command.
-	argv := append(b.prlimitArgs(), b.cfg.Bwrap, "--args", "3", "--", b.cfg.Shell, "-c", req.Command)
+	argv := append(b.prlimitArgs(), b.cfg.Bwrap, "--args", argsFD, "--json-status-fd", statusFD, "--", b.cfg.Shell, "-c", req.Command)
 	var data bytes.Buffer
 	for _, o := range b.options(dir, req) {
 		if strings.IndexByte(o, 0) >= 0 {
@@ -350,15 +403,21 @@ func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*comman
 
 	argsR, argsW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("start sandbox: %w", err)
+		return nil, notStarted(err)
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		argsR.Close()
+		argsW.Close()
+		return nil, notStarted(err)
 	}
 	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: []string{}, Dir: "/"}
-	cmd.ExtraFiles = []*os.File{argsR}
+	cmd.ExtraFiles = []*os.File{argsR, statusW} // fds 3 and 4
 	cmd.SysProcAttr = b.sysProcAttr(uid)
-	c := &command{cmd: cmd, argsR: argsR, argsData: data.Bytes()}
+	c := &command{cmd: cmd, argsR: argsR, argsData: data.Bytes(), statusR: statusR, statusW: statusW}
 	go func() {
 		// bwrap reads its options right away; if it dies first the write
-		// fails with EPIPE, which Exec learns from the exit status.
+		// fails with EPIPE, and bwrap never reports a started command.
 		_, _ = argsW.Write(c.argsData)
 		argsW.Close()
 	}()
@@ -397,47 +456,48 @@ func (b *Backend) checkDir(ws *workspace.Workspace, rel string) error {
 
 func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte, out backend.OutputFunc) (backend.ExecResult, error) {
 	cmd := c.cmd
+	// Until the child has started, every pipe end here is ours to close.
+	var open []*os.File
+	closeAll := func() {
+		for _, f := range open {
+			f.Close()
+		}
+	}
+	open = append(open, c.argsR, c.statusR, c.statusW)
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
-		c.argsR.Close()
-		return backend.ExecResult{}, fmt.Errorf("start sandbox: %w", err)
+		closeAll()
+		return backend.ExecResult{}, notStarted(err)
 	}
+	open = append(open, stdoutR, stdoutW)
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
-		c.argsR.Close()
-		stdoutR.Close()
-		stdoutW.Close()
-		return backend.ExecResult{}, fmt.Errorf("start sandbox: %w", err)
+		closeAll()
+		return backend.ExecResult{}, notStarted(err)
 	}
+	open = append(open, stderrR, stderrW)
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	var stdinW *os.File
 	if stdin != nil {
 		var stdinR *os.File
 		stdinR, stdinW, err = os.Pipe()
 		if err != nil {
-			c.argsR.Close()
-			stdoutR.Close()
-			stdoutW.Close()
-			stderrR.Close()
-			stderrW.Close()
-			return backend.ExecResult{}, fmt.Errorf("start sandbox: %w", err)
+			closeAll()
+			return backend.ExecResult{}, notStarted(err)
 		}
 		cmd.Stdin = stdinR
 		defer stdinR.Close()
+		open = append(open, stdinW)
 	}
-	startErr := cmd.Start()
-	// The child has its own copies now (or never will).
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return backend.ExecResult{}, notStarted(err)
+	}
+	// The child has its own copies of these now.
 	c.argsR.Close()
+	c.statusW.Close()
 	stdoutW.Close()
 	stderrW.Close()
-	if startErr != nil {
-		stdoutR.Close()
-		stderrR.Close()
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		return backend.ExecResult{}, fmt.Errorf("start sandbox: %w", startErr)
-	}
 	if stdinW != nil {
 		go func() {
 			// A command that does not read its input ends with EPIPE here.
@@ -447,12 +507,19 @@ func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte,
 	}
 
 	var readers sync.WaitGroup
+	// setupMsg keeps the start of stderr: when the sandbox did not start,
+	// it is bwrap's (or prlimit's) message. Written only by the stderr
+	// reader, read after readers.Wait.
+	var setupMsg bytes.Buffer
 	drain := func(r *os.File, s backend.Stream) {
 		defer readers.Done()
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := r.Read(buf)
 			if n > 0 {
+				if s == backend.Stderr && setupMsg.Len() < setupMsgBytes {
+					setupMsg.Write(buf[:min(n, setupMsgBytes-setupMsg.Len())])
+				}
 				out(s, buf[:n])
 			}
 			if err != nil {
@@ -460,9 +527,32 @@ func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte,
 			}
 		}
 	}
-	readers.Add(2)
+	// started is set when bwrap reports the command's exit code, which it
+	// does only for a command it started (see the package doc).
+	var started bool
+	var exitCode int
+	readStatus := func() {
+		defer readers.Done()
+		// bwrap writes a few short JSON objects; nothing in the sandbox
+		// can reach this pipe. The cap only guards against a broken bwrap.
+		dec := json.NewDecoder(io.LimitReader(c.statusR, 64<<10))
+		for {
+			var st struct {
+				ExitCode *int `json:"exit-code"`
+			}
+			if dec.Decode(&st) != nil {
+				break
+			}
+			if st.ExitCode != nil {
+				started, exitCode = true, *st.ExitCode
+			}
+		}
+		_, _ = io.Copy(io.Discard, c.statusR)
+	}
+	readers.Add(3)
 	go drain(stdoutR, backend.Stdout)
 	go drain(stderrR, backend.Stderr)
+	go readStatus()
 
 	pid := cmd.Process.Pid
 	var killMu sync.Mutex
@@ -524,13 +614,18 @@ wait:
 	}
 	stdoutR.Close()
 	stderrR.Close()
+	c.statusR.Close()
 	<-pipesDone
 
 	killMu.Lock()
 	defer killMu.Unlock()
 	st := cmd.ProcessState
 	if st.Exited() {
-		return backend.ExecResult{ExitCode: st.ExitCode(), Killed: false}, nil
+		if !started {
+			b.forgetProbe()
+			return backend.ExecResult{}, &setupError{code: st.ExitCode(), msg: strings.TrimSpace(strings.ToValidUTF8(setupMsg.String(), "\uFFFD"))}
+		}
+		return backend.ExecResult{ExitCode: exitCode}, nil
 	}
 	if killed {
 		return backend.ExecResult{ExitCode: -1, Killed: true, Reason: reason}, nil
@@ -544,7 +639,8 @@ wait:
 func (b *Backend) Release(context.Context, *workspace.Workspace) error { return nil }
 
 // Check reports the start-up probe's verdict, probing again when the last
-// probe is over a minute old.
+// probe is over a minute old or a command's sandbox has failed to start
+// since.
 func (b *Backend) Check(ctx context.Context) error {
 	b.probeMu.Lock()
 	stale := time.Since(b.probeAt) > time.Minute
@@ -556,9 +652,19 @@ func (b *Backend) Check(ctx context.Context) error {
 	return b.Probe(ctx)
 }
 
-// Probe runs `true` in a sandbox built exactly as Exec builds one, in a
-// scratch workspace, and explains a failure: bwrap missing, user
-// namespaces blocked (with the sysctls that block them), mounts refused,
+// forgetProbe makes the next Check probe again: a sandbox just failed to
+// start, so the last verdict may be out of date.
+func (b *Backend) forgetProbe() {
+	b.probeMu.Lock()
+	b.probeAt = time.Time{}
+	b.probeMu.Unlock()
+}
+
+// Probe runs a command in a sandbox built exactly as Exec builds one, in a
+// scratch workspace made as the workspace manager makes them (under
+// Config.ProbeDir, owned by Config.ProbeUID), and explains a failure:
+// bwrap missing, user namespaces blocked (with the sysctls that block
+// them), mounts refused, the workspace unreachable for the sandbox's uid,
 // limits refused.
 func (b *Backend) Probe(ctx context.Context) error {
 	err := b.probe(ctx)
@@ -569,11 +675,20 @@ func (b *Backend) Probe(ctx context.Context) error {
 }
 
 func (b *Backend) probe(ctx context.Context) error {
-	dir, err := os.MkdirTemp("", "sandbox-probe-")
+	// <ProbeDir>/.trash-probe-*/files, as <root>/<key>/files: the parent
+	// passable by all (0711), files/ owned by the sandbox's uid.
+	scratch, err := os.MkdirTemp(b.cfg.ProbeDir, ".trash-probe-")
 	if err != nil {
 		return fmt.Errorf("local sandbox probe: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer os.RemoveAll(scratch)
+	dir := filepath.Join(scratch, "files")
+	if err := os.Chmod(scratch, 0o711); err != nil {
+		return fmt.Errorf("local sandbox probe: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("local sandbox probe: %w", err)
+	}
 	uid := b.cfg.ProbeUID
 	if !b.asRoot {
 		uid = -1
@@ -587,7 +702,7 @@ func (b *Backend) probe(ctx context.Context) error {
 	defer cancel()
 	c, err := b.prepare(dir, uid, backend.ExecRequest{Command: "test -w " + backend.WorkspaceMount + " && test -w /tmp && ! test -w /usr"})
 	if err != nil {
-		return err
+		return fmt.Errorf("local sandbox probe: %w", err)
 	}
 	var outMu sync.Mutex
 	var errOut bytes.Buffer
@@ -598,6 +713,10 @@ func (b *Backend) probe(ctx context.Context) error {
 			errOut.Write(p)
 		}
 	})
+	var setup *setupError
+	if errors.As(err, &setup) {
+		return explain(setup.code, setup.msg, dir)
+	}
 	if err != nil {
 		return fmt.Errorf("local sandbox probe: %w", err)
 	}
@@ -607,15 +726,22 @@ func (b *Backend) probe(ctx context.Context) error {
 	if res.ExitCode == 0 {
 		return nil
 	}
-	return explain(res.ExitCode, strings.TrimSpace(errOut.String()))
+	return fmt.Errorf("local sandbox probe: the sandbox started but /workspace or /tmp was not writable, or /usr was (exit %d) %s", res.ExitCode, strings.TrimSpace(errOut.String()))
 }
 
-// explain turns a failed probe's bwrap message into what to fix.
-func explain(code int, msg string) error {
-	base := fmt.Sprintf("local sandbox probe: bwrap exited %d: %s", code, msg)
+// explain turns the message of a probe sandbox that did not start into
+// what to fix. dir is the probe's workspace on the host.
+func explain(code int, msg, dir string) error {
+	base := fmt.Sprintf("local sandbox probe: bwrap exited %d before the command started: %s", code, msg)
 	switch {
 	case msg == "":
-		return errors.New(base + " (the sandbox started but /workspace or /tmp was not writable, or /usr was)")
+		return errors.New(base + "(no message)")
+	case strings.Contains(msg, "Can't find source path") && strings.Contains(msg, "Permission denied"):
+		why := "a directory above it does not let others pass (o+x)"
+		if err := workspace.CheckTraversable(filepath.Dir(dir)); err != nil {
+			why = err.Error()
+		}
+		return fmt.Errorf("%s: the sandbox's uid cannot reach its workspace %s: %s", base, dir, why)
 	case strings.Contains(msg, "namespace") || strings.Contains(msg, "uid map") || strings.Contains(msg, "setting up uid") || strings.Contains(msg, "Operation not permitted"):
 		return fmt.Errorf("%s: user namespaces are blocked here; need %s", base, userNSState())
 	case strings.Contains(msg, "Can't mount proc") || strings.Contains(msg, "mount"):

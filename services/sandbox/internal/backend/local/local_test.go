@@ -350,9 +350,10 @@ func TestProbeExplainsWhatIsMissing(t *testing.T) {
 	for msg, want := range map[string]string{
 		"bwrap: Can't mount proc on /newroot/proc: Operation not permitted": "user namespaces",
 		"bwrap: Failed to mount tmpfs: Permission denied":                   "refuses the mounts",
-		"": "not writable",
+		"bwrap: Can't find source path /x/files: Permission denied":         "cannot reach its workspace",
+		"": "(no message)",
 	} {
-		if err := explain(1, msg); !strings.Contains(err.Error(), want) {
+		if err := explain(1, msg, "/x/files"); !strings.Contains(err.Error(), want) {
 			t.Errorf("explain(%q) = %v, want %q", msg, err, want)
 		}
 	}
@@ -361,5 +362,99 @@ func TestProbeExplainsWhatIsMissing(t *testing.T) {
 	}
 	if _, err := systemMounts([]string{"/tmp"}); err == nil {
 		t.Error("/tmp as a read-only path accepted")
+	}
+}
+
+// A sandbox bwrap cannot set up is an error wrapping ErrNotStarted with
+// bwrap's message, never a result with bwrap's exit status; a command that
+// exits 1, even with a message that looks like bwrap's, is a result.
+func TestSandboxThatDoesNotStartIsNotAnExitCode(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+
+	ws := f.workspace(t)
+	fake := "echo \"bwrap: Can't find source path /x: Permission denied\" >&2; exit 1"
+	res, _, stderr := backendtest.Exec(t, f.b, ws, backend.ExecRequest{Command: fake})
+	if res.ExitCode != 1 || res.Killed || !strings.Contains(stderr, "Can't find source path") {
+		t.Errorf("command exiting 1: %+v stderr %q, want exit code 1", res, stderr)
+	}
+
+	type unstartable struct {
+		name  string
+		spoil func(ws *workspace.Workspace) // makes ws's sandbox fail to start
+		want  string                        // in the error
+		root  bool                          // needs root (a session uid to lock out)
+	}
+	for _, tt := range []unstartable{
+		{"workspace unreachable for the session's uid", func(ws *workspace.Workspace) {
+			os.Chmod(filepath.Dir(ws.Dir), 0o700)
+		}, "Permission denied", true},
+		{"workspace gone", func(ws *workspace.Workspace) { os.RemoveAll(ws.Dir) }, "No such file", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root && !f.b.asRoot {
+				t.Skip("needs root: without it every sandbox runs as the service's uid, which owns the workspace")
+			}
+			ws := f.workspace(t)
+			tt.spoil(ws)
+			f.b.Check(context.Background()) // a fresh verdict, to see it forgotten below
+			var o backendtest.Output
+			res, err := f.b.Exec(context.Background(), ws, backend.ExecRequest{Command: "echo ran; exit 0"}, o.Func())
+			if !errors.Is(err, backend.ErrNotStarted) {
+				t.Fatalf("Exec = %+v, %v; want an error wrapping ErrNotStarted", res, err)
+			}
+			for _, want := range []string{"could not start", "did not run", "bwrap: Can't find source path " + ws.Dir, tt.want} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+			if stdout, _ := o.Strings(); stdout != "" {
+				t.Errorf("the command ran: stdout %q", stdout)
+			}
+			f.b.probeMu.Lock()
+			forgotten := f.b.probeAt.IsZero()
+			f.b.probeMu.Unlock()
+			if !forgotten {
+				t.Error("a sandbox that did not start left the last probe's verdict standing")
+			}
+		})
+	}
+}
+
+// The probe makes its workspace where the real ones are and reaches it as
+// a session's uid does, so a root the sandbox uids cannot pass fails at
+// start-up with the directory to fix.
+func TestProbeFindsAnUnreachableRoot(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: without it the probe runs as the service's uid, which can pass")
+	}
+	base, err := os.MkdirTemp("", "sandbox-probe-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	locked := filepath.Join(base, "private")
+	root := filepath.Join(locked, "root")
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o711)
+	os.Chmod(locked, 0o700)
+	b, err := newBackend(Config{ProbeUID: uidBase(t) + 999, ProbeDir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Probe(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "cannot reach its workspace") || !strings.Contains(err.Error(), "chmod o+x "+locked) {
+		t.Fatalf("probe under a 0700 directory: %v", err)
+	}
+	os.Chmod(locked, 0o711)
+	if err := b.Probe(context.Background()); err != nil {
+		t.Errorf("probe after chmod o+x: %v", err)
+	}
+	// The scratch workspace is gone either way.
+	if left, _ := os.ReadDir(root); len(left) != 0 {
+		t.Errorf("probe left %v in the root", left)
 	}
 }

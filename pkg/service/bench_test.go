@@ -1,0 +1,135 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// bareEcho is a plain net/http handler doing the same JSON work as the echo
+// tool on Server: check the bearer token, decode the request body with
+// unknown fields refused, decode the arguments, encode the result. It is
+// the anchor the runtime's overhead is measured against.
+func bareEcho(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer tok" {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	var req tool.Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var args echoArgs
+	if err := json.Unmarshal(req.Arguments, &args); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	data, _ := json.Marshal(&tool.Result{Content: []tool.Content{tool.Text(args.Text)}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(data)
+}
+
+// BenchmarkEchoVsBare measures the echo tool on the service runtime against
+// bareEcho, side by side in one run (interleaved rounds so both see the same
+// machine), at concurrency 1 and 32. It reports calls/s and p50 of each and
+// keep-%, the runtime's share of the bare handler's throughput.
+func BenchmarkEchoVsBare(b *testing.B) {
+	cfg, err := ParseEnv[Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "tok"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &Server{Name: "bench", Config: cfg, Tools: []Tool{{Binding: echoBinding, Handler: Typed(func(_ context.Context, _ *Call, a echoArgs) *tool.Result {
+		return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}
+	})}}}
+	svc := httptest.NewServer(srv.Handler())
+	defer svc.Close()
+	bare := httptest.NewServer(http.HandlerFunc(bareEcho))
+	defer bare.Close()
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
+	body := []byte(`{"tenant_id":"local","session_id":"s","call_id":"c","arguments":{"text":"hello from the benchmark"}}`)
+	call := func(url string) error {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	// run sends n calls to url from conc goroutines; it returns calls/s and
+	// the latencies.
+	run := func(url string, n, conc int) (float64, []time.Duration) {
+		lat := make([]time.Duration, n)
+		var wg sync.WaitGroup
+		next := make(chan int, n)
+		for i := range n {
+			next <- i
+		}
+		close(next)
+		start := time.Now()
+		for range conc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					t := time.Now()
+					if err := call(url); err != nil {
+						b.Error(err)
+						return
+					}
+					lat[i] = time.Since(t)
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(n) / time.Since(start).Seconds(), lat
+	}
+	p50 := func(l []time.Duration) time.Duration {
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		return l[len(l)/2]
+	}
+	for _, conc := range []int{1, 32} {
+		b.Run(fmt.Sprintf("c%d", conc), func(b *testing.B) {
+			const rounds = 4
+			per := max(b.N/rounds, 50)
+			var svcRate, bareRate float64
+			var svcLat, bareLat []time.Duration
+			for range rounds {
+				r, l := run(bare.URL, per, conc)
+				bareRate += r / rounds
+				bareLat = append(bareLat, l...)
+				r, l = run(svc.URL+"/tools/echo", per, conc)
+				svcRate += r / rounds
+				svcLat = append(svcLat, l...)
+			}
+			b.ReportMetric(svcRate, "service-calls/s")
+			b.ReportMetric(bareRate, "bare-calls/s")
+			b.ReportMetric(100*svcRate/bareRate, "keep-%")
+			b.ReportMetric(float64(p50(svcLat).Microseconds()), "service-p50-µs")
+			b.ReportMetric(float64(p50(bareLat).Microseconds()), "bare-p50-µs")
+		})
+	}
+}

@@ -5,6 +5,7 @@ package bearer
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"net/http"
 	"strings"
 )
@@ -51,7 +52,8 @@ func Require(token string, next http.Handler) http.Handler {
 }
 
 // Unauthorized writes the 401 answer Require uses: a Bearer challenge and
-// {"error":{"code":"unauthorized","message":...}}.
+// {"error":{"code":"unauthorized","message":...,"request_id":...}}, the
+// request_id repeating the response's X-Request-Id header when it has one.
 func Unauthorized(w http.ResponseWriter, r *http.Request) {
 	msg := "missing bearer token: send Authorization: Bearer TOKEN"
 	if _, ok := Token(r.Header.Get("Authorization")); ok {
@@ -59,8 +61,13 @@ func Unauthorized(w http.ResponseWriter, r *http.Request) {
 	} else if r.Header.Get("Authorization") != "" {
 		msg = "malformed Authorization header: want Bearer TOKEN"
 	}
+	body := map[string]string{"code": "unauthorized", "message": msg}
+	if id := w.Header().Get("X-Request-Id"); id != "" {
+		body["request_id"] = id
+	}
+	data, _ := json.Marshal(map[string]any{"error": body})
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
-	_, _ = w.Write([]byte(`{"error":{"code":"unauthorized","message":"` + msg + `"}}` + "\n"))
+	_, _ = w.Write(append(data, '\n'))
 }

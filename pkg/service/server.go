@@ -13,6 +13,8 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,7 +104,7 @@ func (s *Server) build() {
 	})
 	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
 		s.Logger.Error("panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
-		WriteError(w, http.StatusInternalServerError, "internal", "internal error")
+		WriteError(w, http.StatusInternalServerError, "internal_error", "internal error")
 	}
 	byName := make(map[string]*Tool, len(s.Tools))
 	for i := range s.Tools {
@@ -110,22 +112,38 @@ func (s *Server) build() {
 		byName[t.Binding.Name] = t
 	}
 	r.POST("/tools/:name", func(w http.ResponseWriter, req *http.Request, p httprouter.Params) {
-		t, ok := byName[p.ByName("name")]
-		if !ok {
-			WriteError(w, http.StatusNotFound, "unknown_tool", fmt.Sprintf("no tool named %q on this service", p.ByName("name")))
-			return
-		}
-		s.authed(func(w http.ResponseWriter, req *http.Request) { s.serveCall(w, req, t) })(w, req)
+		// The token is checked first, so tool names cannot be probed without it.
+		s.authed(func(w http.ResponseWriter, req *http.Request) {
+			t, ok := byName[p.ByName("name")]
+			if !ok {
+				WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no tool named %q on this service", p.ByName("name")))
+				return
+			}
+			s.serveCall(w, req, t)
+		})(w, req)
 	})
 	r.GET("/tools", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
 		s.authed(s.serveBindings)(w, req)
 	})
 	r.GET("/healthz", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { s.serveHealth(w, req) })
 	r.Handler(http.MethodGet, "/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	r.HEAD("/healthz", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { s.serveHealth(w, req) })
 	if s.Routes != nil {
 		s.Routes(r)
 	}
-	s.handler = r
+	s.handler = withRequestID(r)
+}
+
+// withRequestID gives every response an X-Request-Id header (req_ + 128
+// random bits), which error bodies repeat as request_id so an operator can
+// match a client's report with the service's log.
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		w.Header().Set("X-Request-Id", "req_"+strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Authed wraps h with the service's bearer check (none with NoAuth), for
@@ -208,7 +226,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *Tool) {
 		s.calls.WithLabelValues(name, "invalid_request").Inc()
 		var tl *strictjson.TooLargeError
 		if errors.As(err, &tl) {
-			WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", "request "+err.Error())
+			WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", "request "+err.Error())
 			return
 		}
 		WriteError(w, http.StatusBadRequest, "invalid_request", "request body: "+err.Error())
@@ -399,7 +417,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
-		_, _ = w.Write([]byte(`{"error":{"code":"internal","message":"internal error"}}` + "\n"))
+		_, _ = w.Write([]byte(`{"error":{"code":"internal_error","message":"internal error"}}` + "\n"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -407,9 +425,16 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(data, '\n'))
 }
 
-// WriteError writes {"error":{"code":code,"message":message}} with status.
+// WriteError writes {"error":{"code":code,"message":message,"request_id":...}}
+// with status; request_id repeats the response's X-Request-Id header.
+// Codes: invalid_request, unauthorized, not_found, method_not_allowed,
+// request_too_large, unsupported_media_type, internal_error.
 func WriteError(w http.ResponseWriter, status int, code, message string) {
-	WriteJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": message}})
+	body := map[string]string{"code": code, "message": message}
+	if id := w.Header().Get("X-Request-Id"); id != "" {
+		body["request_id"] = id
+	}
+	WriteJSON(w, status, map[string]any{"error": body})
 }
 
 // Serve serves s on ln until ctx is cancelled, then shuts down: in-flight

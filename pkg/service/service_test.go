@@ -135,6 +135,7 @@ func TestBadInput(t *testing.T) {
 		{"wrong token", "/tools/echo", goodBody, map[string]string{"Authorization": "Bearer nope"}, 401, "invalid bearer token"},
 		{"wrong content type", "/tools/echo", goodBody, map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type must be application/json"},
 		{"unknown tool", "/tools/nope", goodBody, nil, 404, `no tool named \"nope\"`},
+		{"unknown tool without token is 401, not a probe", "/tools/nope", goodBody, map[string]string{"Authorization": ""}, 401, "missing bearer token"},
 		{"argument unknown field", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"a","x":1}}`, nil, 200, `invalid arguments: x: unknown field`},
 		{"argument wrong type", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":1}}`, nil, 200, `invalid arguments: text: wrong type: got number, want string`},
 		{"argument fails Validate", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{}}`, nil, 200, `invalid arguments: text: required`},
@@ -148,6 +149,20 @@ func TestBadInput(t *testing.T) {
 			}
 			if !strings.Contains(body, tt.want) {
 				t.Fatalf("body %s, want it to contain %q", body, tt.want)
+			}
+			if resp.StatusCode != 200 {
+				var eb struct {
+					Error struct {
+						Code      string `json:"code"`
+						RequestID string `json:"request_id"`
+					} `json:"error"`
+				}
+				if err := json.Unmarshal([]byte(body), &eb); err != nil {
+					t.Fatalf("refusal body %s: %v", body, err)
+				}
+				if eb.Error.Code == "" || eb.Error.RequestID == "" || eb.Error.RequestID != resp.Header.Get("X-Request-Id") {
+					t.Fatalf("refusal %s: want a code and request_id equal to X-Request-Id %q", body, resp.Header.Get("X-Request-Id"))
+				}
 			}
 			if resp.StatusCode == 200 {
 				r, err := tool.DecodeResult([]byte(body))
@@ -329,6 +344,18 @@ func TestHealthToolsMetrics(t *testing.T) {
 		t.Fatalf("metrics missing the call:\n%s", body)
 	}
 	resp.Body.Close()
+}
+
+func TestHealthHEAD(t *testing.T) {
+	ts, _ := testServer(t, nil)
+	resp, err := http.Head(ts.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("HEAD /healthz: %d", resp.StatusCode)
+	}
 }
 
 func TestHealthUnavailable(t *testing.T) {

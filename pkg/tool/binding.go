@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -106,8 +107,10 @@ func ValidateURL(raw string) error {
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("scheme must be http or https, got %q", u.Scheme)
-	case u.Host == "":
+	case u.Hostname() == "":
 		return fmt.Errorf("has no host")
+	case u.Port() != "" && !validPort(u.Port()):
+		return fmt.Errorf("port %q is not a number from 1 to 65535", u.Port())
 	case u.User != nil:
 		return fmt.Errorf("must not contain credentials")
 	case u.Fragment != "" || u.RawFragment != "" || bytes.ContainsRune([]byte(raw), '#'):
@@ -131,4 +134,9 @@ func (b *Binding) OutputLimit() int64 {
 		return DefaultMaxOutputBytes
 	}
 	return b.MaxOutputBytes
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == p
 }

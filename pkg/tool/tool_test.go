@@ -160,6 +160,11 @@ func TestBindingValidate(t *testing.T) {
 		{name: "fragment", mutate: func(b *Binding) { b.URL = "http://x/y#f" }, wantErr: "url: must not contain a fragment"},
 		{name: "empty fragment", mutate: func(b *Binding) { b.URL = "http://x/y#" }, wantErr: "url: must not contain a fragment"},
 		{name: "no host", mutate: func(b *Binding) { b.URL = "http:///y" }, wantErr: "url: has no host"},
+		{name: "port only", mutate: func(b *Binding) { b.URL = "https://:443/x" }, wantErr: "url: has no host"},
+		{name: "port too big", mutate: func(b *Binding) { b.URL = "http://127.0.0.1:99999/x" }, wantErr: `url: port "99999"`},
+		{name: "port zero", mutate: func(b *Binding) { b.URL = "http://127.0.0.1:0/x" }, wantErr: `url: port "0"`},
+		{name: "port max", mutate: func(b *Binding) { b.URL = "http://127.0.0.1:65535/x" }},
+		{name: "ipv6 host", mutate: func(b *Binding) { b.URL = "http://[::1]:8081/x" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

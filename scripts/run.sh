@@ -35,12 +35,29 @@ trap cleanup EXIT INT TERM
 
 # start NAME HEALTH_URL CMD... starts CMD in the background, logging to
 # $WORK/logs/NAME.log, and waits up to 20 s for HEALTH_URL to answer 200.
+# in_use HOST:PORT is true when something already listens there.
+in_use() { (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null; }
+
+# free NAME HOST:PORT refuses to go on when another process holds the port:
+# its health endpoint would otherwise pass for ours.
+free() {
+  if in_use "$2"; then
+    echo "$1: $2 is already in use by another process; stop it (or the other demo) and run again" >&2
+    return 1
+  fi
+}
+
 start() {
   local name=$1 health=$2; shift 2
+  local hostport=${health#http://}; hostport=${hostport%%/*}
+  free "$name" "$hostport"
   "$@" >"$WORK/logs/$name.log" 2>&1 &
   PIDS+=($!)
   local pid=$!
   for _ in $(seq 1 200); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "$name exited at start-up:" >&2; cat "$WORK/logs/$name.log" >&2; return 1
+    fi
     if curl -fsS -o /dev/null "$health" 2>/dev/null; then
       printf '  %-10s up   (%s, pid %d)\n' "$name" "${health%/*}" "$pid"
       return 0
@@ -54,12 +71,15 @@ start() {
   return 1
 }
 
-# wait_port NAME HOST:PORT waits up to 20 s for a TCP listener (for servers
+# wait_port NAME HOST:PORT PID waits up to 20 s for a TCP listener (for servers
 # without a health endpoint that answers 200, like versitygw).
 wait_port() {
-  local name=$1 addr=$2
+  local name=$1 addr=$2 pid=$3
   for _ in $(seq 1 200); do
-    if (exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; then
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "$name exited at start-up:" >&2; cat "$WORK/logs/$name.log" >&2; return 1
+    fi
+    if in_use "$addr"; then
       printf '  %-10s up   (%s)\n' "$name" "$addr"; return 0
     fi
     sleep 0.1
@@ -72,9 +92,10 @@ start docs "http://$DOCS_ADDR/" "$BIN/fileserver" -addr "$DOCS_ADDR" -dir "$(go 
 
 # The local S3 server the storage service runs on by default.
 export STORAGE_BUCKET=brain-tools STORAGE_ACCESS_KEY_ID=local-access-key STORAGE_SECRET_ACCESS_KEY=$(rand)
+free versitygw 127.0.0.1:7070
 VERSITYGW_ADDR=127.0.0.1:7070 services/storage/versitygw.sh "$WORK/data/s3" >"$WORK/logs/versitygw.log" 2>&1 &
 PIDS+=($!)
-wait_port versitygw 127.0.0.1:7070
+wait_port versitygw 127.0.0.1:7070 "${PIDS[-1]}"
 
 export APPROVAL_OPERATOR_TOKEN=${APPROVAL_OPERATOR_TOKEN:-$(rand)}
 ADDR=127.0.0.1:8081 APPROVAL_DATA_DIR="$WORK/data/local" APPROVAL_PAGE_URL=http://127.0.0.1:8081 \

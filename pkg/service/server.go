@@ -481,11 +481,17 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	return nil
 }
 
+// MinTokenBytes is the token length below which Run warns.
+const MinTokenBytes = 16
+
 // Run validates s.Config, listens on s.Config.Addr (port errors come back at
 // once) and calls Serve.
 func Run(ctx context.Context, s *Server) error {
 	if err := s.Config.Validate(); err != nil {
 		return err
+	}
+	if !s.Config.NoAuth && len(s.Config.Token) < MinTokenBytes {
+		orDiscard(s.Logger).Warn("BRAIN_TOOLS_KEY is short: use a random token of at least 16 bytes", "bytes", len(s.Config.Token))
 	}
 	ln, err := net.Listen("tcp", s.Config.Addr)
 	if err != nil {

@@ -188,8 +188,10 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 // follows up to MaxRedirects redirects (each hop checked again), and reads
 // the body under the cap. A status of 4xx or 5xx is not an error here: the
 // Response carries it. Errors name what went wrong: a refusal
-// (guard.ErrRefused), ErrRobots, ErrRedirectLoop, ErrTooManyRedirects, a
-// *TooLargeError, ErrTimeout, or a network failure.
+// (guard.ErrRefused), a host that cannot be reached
+// (*guard.UnreachableError, also when found while asking for robots.txt),
+// ErrRobots, ErrRedirectLoop, ErrTooManyRedirects, a *TooLargeError,
+// ErrTimeout, or another network failure.
 func (c *Client) Get(ctx context.Context, rawURL string) (*Response, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -240,7 +242,7 @@ func (c *Client) follow(ctx context.Context, u *url.URL, robots bool) (*Response
 		resp, err := c.hop(hopCtx, u)
 		if err != nil {
 			cancel()
-			return nil, err
+			return nil, &hopError{url: u, err: err}
 		}
 		loc := resp.Header.Get("Location")
 		if !isRedirect(resp.StatusCode) || loc == "" {
@@ -273,6 +275,17 @@ func (c *Client) follow(ctx context.Context, u *url.URL, robots bool) (*Response
 		u = next
 	}
 }
+
+// hopError is a request that got no answer, with the URL it was sent to,
+// so that robots.txt can tell its own origin failing from a redirect
+// target failing. It reads as the error it wraps.
+type hopError struct {
+	url *url.URL
+	err error
+}
+
+func (e *hopError) Error() string { return e.err.Error() }
+func (e *hopError) Unwrap() error { return e.err }
 
 func isRedirect(code int) bool {
 	switch code {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/services/webfetch/internal/dnstest"
 	"github.com/brain-tools/suite/services/webfetch/internal/guard"
 )
 
@@ -297,6 +299,91 @@ func TestRobotsGoesThroughTheGuard(t *testing.T) {
 	}
 }
 
+// closedPort returns a 127.0.0.1 address nothing listens on (a listener
+// opened and closed), so a connection to it is refused.
+func closedPort(t *testing.T) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := netip.MustParseAddrPort(ln.Addr().String())
+	ln.Close()
+	return ap
+}
+
+// TestRobotsOfAnUnreachableHost: when the host itself cannot be reached
+// (its name does not resolve, its port refuses the connection, the guard
+// refuses its addresses), asking for robots.txt fails the way the page
+// would, and the error says so: not ErrRobots. A robots.txt that answers
+// 5xx or hangs stays "disallow" (TestRobots), and so does a robots.txt
+// redirecting to another origin that cannot be reached.
+func TestRobotsOfAnUnreachableHost(t *testing.T) {
+	dns, err := dnstest.Start(map[string][]netip.Addr{"private.test": {netip.MustParseAddr("10.0.0.1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dns.Close()
+	closed := closedPort(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://"+closed.String()+"/robots.txt", http.StatusFound)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("page")) })
+	redirecting := httptest.NewServer(mux)
+	defer redirecting.Close()
+	ru, _ := url.Parse(redirecting.URL)
+	rport, _ := strconv.Atoi(ru.Port())
+
+	g := guard.New(guard.Options{
+		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Ports:         []uint16{80, closed.Port(), uint16(rport)},
+		Resolver:      dns.Resolver(),
+		BeforeDial: func(_ string, ap netip.AddrPort) error {
+			if ap != closed && ap.String() != ru.Host {
+				t.Errorf("dialed %s", ap)
+				return errors.New("test: dial vetoed")
+			}
+			return nil
+		},
+	})
+	tests := []struct {
+		name, url   string
+		unreachable bool   // a *guard.UnreachableError, not ErrRobots
+		refused     bool   // a guard refusal, not ErrRobots
+		want        string // in the message
+	}{
+		{"name does not resolve", "http://nowhere.test/page", true, false, "host nowhere.test:80 is unreachable: resolve nowhere.test: lookup nowhere.test"},
+		{"connection refused", "http://" + closed.String() + "/page", true, false, "host " + closed.String() + " is unreachable: dial tcp " + closed.String() + ": connect: connection refused"},
+		{"host refused by the guard", "http://private.test/page", false, true, "refused: host private.test resolves to 10.0.0.1, a private-use address (RFC 1918)"},
+		{"redirect target unreachable", redirecting.URL + "/page", false, false, "disallowed by robots.txt: " + redirecting.URL + "/robots.txt is unreachable: get http://" + closed.String() + "/robots.txt: host " + closed.String() + " is unreachable"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(Options{Guard: g, Robots: true, RobotsTimeout: 2 * time.Second})
+			defer c.Close()
+			_, err := c.Get(context.Background(), tc.url)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Get = %v, want an error containing %q", err, tc.want)
+			}
+			var ue *guard.UnreachableError
+			if errors.As(err, &ue) != tc.unreachable || errors.Is(err, guard.ErrRefused) != tc.refused {
+				t.Fatalf("Get = %v: unreachable %v, refused %v; want %v, %v", err, errors.As(err, &ue), errors.Is(err, guard.ErrRefused), tc.unreachable, tc.refused)
+			}
+			if robots := !tc.unreachable && !tc.refused; errors.Is(err, ErrRobots) != robots {
+				t.Fatalf("Get = %v: errors.Is(ErrRobots) = %v, want %v", err, !robots, robots)
+			}
+			// A host failure is no fact about robots.txt: not cached as one.
+			if _, again := c.Get(context.Background(), tc.url); again == nil || again.Error() != err.Error() {
+				t.Fatalf("second Get = %v, want the same error again", again)
+			}
+		})
+	}
+	if dns.Queries() == 0 {
+		t.Fatal("the names were never asked of the test DNS server")
+	}
+}
+
 func TestCache(t *testing.T) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -347,7 +434,7 @@ func TestNetworkErrorNamesTheHop(t *testing.T) {
 	srv.Close() // nothing listens there any more
 	c := newClient(t, srv, Options{CacheTTL: -1})
 	_, err := c.Get(context.Background(), u+"/gone")
-	if err == nil || !strings.HasPrefix(err.Error(), "get "+u+"/gone: dial ") || strings.Contains(err.Error(), `Get "`) {
+	if err == nil || !strings.HasPrefix(err.Error(), "get "+u+"/gone: host "+strings.TrimPrefix(u, "http://")+" is unreachable: dial tcp ") || strings.Contains(err.Error(), `Get "`) {
 		t.Fatalf("Get = %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/temoto/robotstxt"
+
+	"github.com/brain-tools/suite/services/webfetch/internal/guard"
 )
 
 // robotsEntry is one origin's robots.txt as parsed, or why it counts as
@@ -17,6 +19,10 @@ type robotsEntry struct {
 	data   *robotstxt.RobotsData
 	denied string // non-empty: everything is disallowed, for this reason
 	source string
+	// hostErr, when set, is no verdict at all: the origin itself could not
+	// be reached or was refused, so the page cannot be fetched either and
+	// the fetch fails with this error.
+	hostErr error
 	// transient marks an answer that says nothing lasting about the site
 	// (no answer in time, unreachable): it is not cached.
 	transient bool
@@ -25,8 +31,14 @@ type robotsEntry struct {
 // allowed asks u's origin's robots.txt whether our agent may fetch u. The
 // rules of RFC 9309: 2xx is parsed; 4xx means no rules; 5xx, a network
 // failure or no answer within RobotsTimeout mean "disallow all"; redirects
-// are followed (five at most, each through the guard); a refused redirect
-// target counts as unreachable.
+// are followed (five at most, each through the guard); a refused or
+// unreachable redirect target counts as unreachable robots.txt.
+//
+// When the origin itself cannot be reached (its name does not resolve,
+// the connection is refused, the guard refuses its addresses) the error
+// is that failure (*guard.UnreachableError or a guard refusal), not
+// ErrRobots: the page would fail the same way, and blaming robots.txt
+// would hide why.
 func (c *Client) allowed(ctx context.Context, u *url.URL) error {
 	origin := u.Scheme + "://" + u.Host
 	var e robotsEntry
@@ -43,6 +55,9 @@ func (c *Client) allowed(ctx context.Context, u *url.URL) error {
 		if c.robots != nil && !e.transient {
 			c.robots.Add(origin, e)
 		}
+	}
+	if e.hostErr != nil {
+		return e.hostErr
 	}
 	if e.denied != "" {
 		return fmt.Errorf("%w: %s; treated as disallow all (RFC 9309)", ErrRobots, e.denied)
@@ -76,6 +91,8 @@ func (c *Client) loadRobots(ctx context.Context, origin string) robotsEntry {
 			return robotsEntry{data: allowAll, source: src}
 		case errors.Is(err, ErrTimeout):
 			return robotsEntry{denied: src + " did not answer within " + c.o.RobotsTimeout.String(), source: src, transient: true}
+		case originFailed(err, ru):
+			return robotsEntry{hostErr: err, source: src, transient: true}
 		}
 		return robotsEntry{denied: src + " is unreachable: " + err.Error(), source: src, transient: true}
 	}
@@ -92,6 +109,17 @@ func (c *Client) loadRobots(ctx context.Context, origin string) robotsEntry {
 		return robotsEntry{denied: fmt.Sprintf("%s does not parse: %v", src, err), source: src}
 	}
 	return robotsEntry{data: data, source: src}
+}
+
+// originFailed reports whether err is ru's own origin (not a redirect
+// target) being unreachable or refused by the guard at connect time.
+func originFailed(err error, ru *url.URL) bool {
+	var he *hopError
+	if !errors.As(err, &he) || he.url.Scheme != ru.Scheme || he.url.Host != ru.Host {
+		return false
+	}
+	var ue *guard.UnreachableError
+	return errors.As(err, &ue) || errors.Is(err, guard.ErrRefused)
 }
 
 var allowAll, _ = robotstxt.FromStatusAndBytes(http.StatusNotFound, nil)

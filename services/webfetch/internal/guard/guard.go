@@ -41,6 +41,25 @@ func (e *RefusedError) Error() string { return "refused: " + e.Reason }
 // Unwrap makes errors.Is(err, ErrRefused) true.
 func (e *RefusedError) Unwrap() error { return ErrRefused }
 
+// UnreachableError is a destination the guard allowed but could not
+// reach: its name did not resolve (or resolved to nothing), or no address
+// accepted the connection (refused, unreachable network, connect timeout).
+// It says nothing about the page or its robots.txt: any request to the
+// host fails the same way.
+type UnreachableError struct {
+	// Address is the host:port asked for.
+	Address string
+	// Err is the resolver's or the dialer's error.
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return "host " + e.Address + " is unreachable: " + e.Err.Error()
+}
+
+// Unwrap returns the resolver's or dialer's error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
 func refuse(format string, args ...any) error {
 	return &RefusedError{Reason: fmt.Sprintf(format, args...)}
 }
@@ -290,7 +309,9 @@ func (g *Guard) Resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 // must be allowed, the host resolves through Resolve, and each checked
 // address is dialed in turn with the ssrf Control checking the IP actually
 // dialed. It never dials a name, so the resolver cannot be asked twice and
-// answer differently.
+// answer differently. Errors: a *RefusedError (port, host or address
+// refused), a *UnreachableError (no DNS answer, no address connected;
+// ctx's own error is inside it when ctx ended first), or BeforeDial's.
 func (g *Guard) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, portStr, err := net.SplitHostPort(address)
 	if err != nil {
@@ -305,7 +326,10 @@ func (g *Guard) DialContext(ctx context.Context, network, address string) (net.C
 	}
 	addrs, err := g.Resolve(ctx, host)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, ErrRefused) {
+			return nil, err
+		}
+		return nil, &UnreachableError{Address: address, Err: err}
 	}
 	d := &g.strict
 	if h, _ := NormalizeHost(host); h.Name != "" && g.hosts[h.Name] {
@@ -328,7 +352,7 @@ func (g *Guard) DialContext(ctx context.Context, network, address string) (net.C
 			break
 		}
 	}
-	return nil, fmt.Errorf("dial %s: %w", address, errors.Join(errs...))
+	return nil, &UnreachableError{Address: address, Err: errors.Join(errs...)}
 }
 
 // Control is the ssrf check DialContext installs as net.Dialer.Control for

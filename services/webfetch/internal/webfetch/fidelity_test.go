@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -338,5 +340,60 @@ func TestRobotsThroughTheTool(t *testing.T) {
 				t.Fatal("the page was fetched")
 			}
 		})
+	}
+}
+
+// TestUnreachableHostIsNotARobotsRefusal: with robots.txt honoured, a host
+// that cannot be reached (a name that does not resolve, a loopback port
+// that refuses connections on an allow-listed address or name, a name the
+// guard refuses) is reported as such, with the same cause as the page
+// fetch gives with robots.txt off, never as "disallowed by robots.txt"
+// (TestRobotsThroughTheTool keeps 5xx and a hang as "disallow"). The
+// metrics count it as unreachable or refused, not robots.
+func TestUnreachableHostIsNotARobotsRefusal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(closed)
+	tests := []struct {
+		name, allow, origin, cause, outcome string
+	}{
+		{"name does not resolve", "127.0.0.1", "http://nowhere.test",
+			"host nowhere.test:80 is unreachable: resolve nowhere.test: lookup nowhere.test", "unreachable"},
+		{"refused port, allow-listed address", "127.0.0.1", "http://" + closed,
+			"host " + closed + " is unreachable: dial tcp " + closed + ": connect: connection refused", "unreachable"},
+		{"refused port, allow-listed name", "intranet.test", "http://intranet.test:" + port,
+			"host intranet.test:" + port + " is unreachable: dial tcp " + closed + ": connect: connection refused", "unreachable"},
+		{"name refused by the guard", "127.0.0.1", "http://private.test",
+			"refused: host private.test resolves to 10.0.0.1, a private-use address (RFC 1918)", "refused"},
+	}
+	for _, tc := range tests {
+		for _, robots := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/robots=%v", tc.name, robots), func(t *testing.T) {
+				h := newHarness(t, map[string]string{"WEBFETCH_ROBOTS": strconv.FormatBool(robots), "WEBFETCH_ALLOW": tc.allow, "WEBFETCH_PORTS": "80,443," + port})
+				h.allowDial(closed)
+				page := tc.origin + "/page"
+				want := "fetch " + page + ": get " + page + ": " + tc.cause
+				if robots {
+					want = "fetch " + page + ": get " + tc.origin + "/robots.txt: " + tc.cause
+				}
+				r := h.call(map[string]any{"url": page})
+				if !r.IsError || !strings.Contains(text(r), want) || strings.Contains(text(r), "disallowed by robots.txt") {
+					t.Fatalf("result is_error=%v %q, want an error saying %q and not blaming robots.txt", r.IsError, text(r), want)
+				}
+				resp, err := http.Get(h.svc.URL + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if want := `webfetch_fetches_total{outcome="` + tc.outcome + `"} 1`; !strings.Contains(string(body), want) {
+					t.Fatalf("metrics lack %s", want)
+				}
+			})
+		}
 	}
 }

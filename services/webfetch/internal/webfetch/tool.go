@@ -155,7 +155,7 @@ func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
 		extractTimeout: cfg.Timeout,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webfetch_fetches_total",
-			Help: "web_fetch calls by outcome: ok, refused (SSRF guard), robots, too_large, timeout, http_status, unsupported_type, error.",
+			Help: "web_fetch calls by outcome: ok, refused (SSRF guard), unreachable (no DNS answer, connection refused), robots, too_large, timeout, http_status, unsupported_type, error.",
 		}, []string{"outcome"}),
 	}, nil
 }
@@ -262,9 +262,12 @@ func (f *Fetcher) document(ctx context.Context, resp *fetch.Response, o extract.
 // fetchOutcome names the metric label of a fetch error.
 func fetchOutcome(err error) string {
 	var tl *fetch.TooLargeError
+	var ue *guard.UnreachableError
 	switch {
 	case errors.Is(err, guard.ErrRefused):
 		return "refused"
+	case errors.As(err, &ue):
+		return "unreachable"
 	case errors.Is(err, fetch.ErrRobots):
 		return "robots"
 	case errors.As(err, &tl):

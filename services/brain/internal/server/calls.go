@@ -91,9 +91,10 @@ func writeCall(w http.ResponseWriter, c *store.Call) {
 }
 
 // start records the call with its tool.call event and runs it. The call is
-// registered as in flight before it is stored, so an interrupt that commits
-// after the insert always finds it, and one that commits before makes the
-// insert fail (409).
+// registered as in flight before it is stored, under the lock endSession
+// marks the session with: an interrupt or close that begins after the
+// registration finds the call, cancels it and waits for its result; one that
+// began before makes start refuse the call (409).
 func (s *Server) start(r *http.Request, sess *store.Session, t *config.Tool, args json.RawMessage) (*running, error) {
 	now := time.Now().UTC()
 	c := store.Call{
@@ -116,6 +117,11 @@ func (s *Server) start(r *http.Request, sess *store.Session, t *config.Tool, arg
 		cancel(nil)
 		return nil, conflict("session %q is %s", sess.ID, st)
 	}
+	if e, ok := s.ending[sess.ID]; ok {
+		s.mu.Unlock()
+		cancel(nil)
+		return nil, conflict("session %q is being %s", sess.ID, e.to)
+	}
 	s.inflight[c.ID] = rc
 	if s.bySession[c.SessionID] == nil {
 		s.bySession[c.SessionID] = map[string]*running{}
@@ -129,6 +135,9 @@ func (s *Server) start(r *http.Request, sess *store.Session, t *config.Tool, arg
 	if err := s.store.CreateCall(r.Context(), &c, ev); err != nil {
 		s.forget(rc)
 		cancel(nil)
+		// An endSession that collected rc waits for done; the call never
+		// existed, so there is no final state (final stays nil).
+		close(rc.done)
 		s.calls.Done()
 		var se *store.StateError
 		switch {

@@ -260,7 +260,7 @@ func TestInterruptAndClose(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"session.created", "tool.call", "tool.call", "session.interrupted", "tool.result", "tool.result", "session.closed"}
+	want := []string{"session.created", "tool.call", "tool.call", "tool.result", "tool.result", "session.interrupted", "session.closed"}
 	if diff := cmp.Diff(want, eventTypes(b.events("t1", s.ID))); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}

@@ -26,7 +26,7 @@ const (
 // or with Accept: application/json one page {"events":[...],"has_more":bool}
 // (?after=&limit=). The caller is the session's tenant or holds an
 // inspection token issued for this session; such a stream ends when the
-// token's call returns.
+// token's call returns. See stream for when a stream ends.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
 	id := p.ByName("id")
 	tenant, g, err := s.eventsAuth(r, id)
@@ -76,7 +76,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Par
 		writeJSON(w, http.StatusOK, map[string]any{"events": out, "has_more": more})
 		return nil
 	}
-	return s.stream(w, r, id, after, g)
+	return s.stream(w, r, tenant, id, after, g)
 }
 
 // wantsJSON reports whether the client asked for the JSON page: Accept names
@@ -97,30 +97,57 @@ func wantsJSON(r *http.Request) bool {
 // stream subscribes first, then replays stored events after `after`, then
 // forwards live events, skipping those already replayed (by ID). Progress
 // events have no ID and are forwarded as they come.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, after int64, g *grant) error {
+//
+// The stream of a closed session ends cleanly once session.closed is sent
+// (live or replayed); opened on a closed session, it replays what comes after
+// `after` and ends, and with nothing left to replay it answers 204 No
+// Content, which tells SSE clients (EventSource) to stop reconnecting. The
+// stream of an interrupted session stays open: session.closed can still
+// follow.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id string, after int64, g *grant) error {
 	sub := s.hub.Subscribe(id, hub.DefaultBuffer)
 	defer s.hub.Unsubscribe(sub)
+	ctx := r.Context()
+	// Read after subscribing: the cache says closed only once session.closed
+	// has committed, so the replay below reaches everything there will be;
+	// a close committed later arrives live.
+	sess, err := s.session(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	closed := sess.Status == store.SessionClosed
+	evs, err := s.store.Events(ctx, id, after, replayPage)
+	if err != nil {
+		return fmt.Errorf("replay events: %w", err)
+	}
+	if closed && len(evs) == 0 {
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
 	sw := sse.NewWriter(w)
 	if err := sw.Start(); err != nil {
 		return nil
 	}
-	ctx := r.Context()
 	last := after
 	for {
-		evs, err := s.store.Events(ctx, id, last, replayPage)
-		if err != nil {
-			s.log.ErrorContext(ctx, "replay events", "session_id", id, "err", err)
-			return nil
-		}
 		for _, ev := range evs {
 			if sw.EventWithID(ev.Type, strconv.FormatInt(ev.ID, 10), eventJSON(ev)) != nil {
 				return nil
 			}
 			last = ev.ID
+			closed = closed || ev.Type == store.EventSessionClosed
 		}
 		if len(evs) < replayPage {
 			break
 		}
+		if evs, err = s.store.Events(ctx, id, last, replayPage); err != nil {
+			s.log.ErrorContext(ctx, "replay events", "session_id", id, "err", err)
+			return nil
+		}
+	}
+	if closed {
+		return nil
 	}
 	var revoked <-chan struct{}
 	if g != nil {
@@ -144,6 +171,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, after
 				idStr, last = strconv.FormatInt(ev.ID, 10), ev.ID
 			}
 			if sw.EventWithID(ev.Type, idStr, eventJSON(ev)) != nil {
+				return nil
+			}
+			if ev.Type == store.EventSessionClosed {
 				return nil
 			}
 		case <-tick.C:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -260,5 +261,179 @@ func TestInspection(t *testing.T) {
 	_, e := b.call("t1", s.ID, "echo", map[string]string{"text": "x"}, 5)
 	if e.Status != "succeeded" {
 		t.Fatalf("echo: %+v", e)
+	}
+}
+
+// TestSessionEndOrderAndStreamEnd: closing or interrupting a session with
+// calls in flight records every call's tool.result before the session's
+// event, on the stored page and on a live stream; the stream of a closed
+// session ends after session.closed (live, or replayed when opened later,
+// or 204 when nothing is left after Last-Event-ID); the stream of an
+// interrupted session stays open until the session is closed.
+func TestSessionEndOrderAndStreamEnd(t *testing.T) {
+	t.Parallel()
+	type step struct{ method, path string }
+	tests := []struct {
+		name  string
+		steps []step // ending requests, in order, each answered 200
+		want  []string
+	}{
+		{"DELETE", []step{{"DELETE", ""}},
+			[]string{"session.created", "tool.call", "tool.call", "tool.result", "tool.result", "session.closed"}},
+		{"POST close", []step{{"POST", "/close"}},
+			[]string{"session.created", "tool.call", "tool.call", "tool.result", "tool.result", "session.closed"}},
+		{"interrupt then close", []step{{"POST", "/interrupt"}, {"POST", "/close"}},
+			[]string{"session.created", "tool.call", "tool.call", "tool.result", "tool.result", "session.interrupted", "session.closed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := startBrain(t)
+			s := b.session("t1", "slow")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, live := b.openSSE(ctx, "t1", s.ID)
+			for range 2 {
+				b.call("t1", s.ID, "slow", nil, 0)
+				waitStarted(t, b.tools)
+			}
+			var got []string
+			for _, st := range tt.steps {
+				r := b.do(st.method, "/sessions/"+s.ID+st.path, "t1", nil)
+				if r.status != 200 {
+					t.Fatalf("%s %s: %d %s", st.method, st.path, r.status, r.body)
+				}
+				if st.path != "/interrupt" {
+					continue
+				}
+				// Interrupted: the calls' results, then session.interrupted,
+				// and the stream stays open (heartbeats keep coming).
+				for len(got) < len(tt.want)-1 {
+					got = append(got, next(t, live).name)
+				}
+				select {
+				case ev, ok := <-live:
+					if !ok || !ev.comment {
+						t.Fatalf("stream of an interrupted session: %+v, open %v; want a heartbeat", ev, ok)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("no heartbeat on the stream of an interrupted session")
+				}
+			}
+			// Closed: the rest, then the stream ends by itself.
+			for ev := range live {
+				if !ev.comment {
+					got = append(got, ev.name)
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the stream of a closed session did not end")
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("live stream (-want +got):\n%s", diff)
+			}
+			stored := b.events("t1", s.ID)
+			if diff := cmp.Diff(tt.want, eventTypes(stored)); diff != "" {
+				t.Errorf("stored events (-want +got):\n%s", diff)
+			}
+			for _, ev := range stored {
+				if ev.Type != "tool.result" {
+					continue
+				}
+				var rd toolResultData
+				json.Unmarshal(ev.Data, &rd)
+				if rd.Status != "cancelled" || deref(rd.ErrorCode) != "cancelled" {
+					t.Errorf("tool.result = %s, want cancelled", ev.Data)
+				}
+			}
+
+			// Opened on the closed session: replays and ends.
+			_, replay := b.openSSE(ctx, "t1", s.ID, "Last-Event-ID", stored[1].ID)
+			var again []string
+			for ev := range replay {
+				if !ev.comment {
+					again = append(again, ev.name)
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatal("a stream opened on a closed session did not end")
+			}
+			if diff := cmp.Diff(tt.want[2:], again); diff != "" {
+				t.Errorf("replay after %s (-want +got):\n%s", stored[1].ID, diff)
+			}
+			// Nothing left after the last event: 204, so SSE clients stop
+			// reconnecting.
+			last := stored[len(stored)-1].ID
+			for _, hdr := range [][]string{{"Last-Event-ID", last}, {}} {
+				path := "/sessions/" + s.ID + "/events"
+				if len(hdr) == 0 {
+					path += "?after=" + last
+				}
+				r := b.do("GET", path, "t1", nil, hdr...)
+				if r.status != http.StatusNoContent || len(r.body) != 0 {
+					t.Errorf("stream after the last event of a closed session (%v): %d %q, want 204 and no body", hdr, r.status, r.body)
+				}
+			}
+		})
+	}
+}
+
+// TestCloseRacingNewCalls: calls created while a session is being closed are
+// either refused (409) or cancelled and recorded before session.closed;
+// nothing follows session.closed and every tool.call has its tool.result.
+func TestCloseRacingNewCalls(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "slow")
+	b.call("t1", s.ID, "slow", nil, 0)
+	waitStarted(t, b.tools)
+	var wg sync.WaitGroup
+	statuses := make(chan int, 40)
+	for range 20 {
+		wg.Go(func() {
+			r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "slow"})
+			statuses <- r.status
+		})
+	}
+	closes := make(chan int, 2)
+	for _, path := range []string{"/interrupt", "/close"} {
+		wg.Go(func() { closes <- b.do("POST", "/sessions/"+s.ID+path, "t1", nil).status })
+	}
+	wg.Wait()
+	close(statuses)
+	close(closes)
+	for st := range statuses {
+		if st != http.StatusAccepted && st != http.StatusConflict {
+			t.Errorf("call during close: %d, want 202 or 409", st)
+		}
+	}
+	var ok200 int
+	for st := range closes {
+		if st == 200 {
+			ok200++
+		}
+	}
+	if ok200 == 0 {
+		t.Fatal("neither interrupt nor close answered 200")
+	}
+	evs := b.events("t1", s.ID)
+	open := map[string]bool{}
+	for i, ev := range evs {
+		switch ev.Type {
+		case "tool.call":
+			open[ev.CallID] = true
+		case "tool.result":
+			delete(open, ev.CallID)
+		case "session.closed":
+			if i != len(evs)-1 {
+				t.Errorf("events after session.closed: %v", eventTypes(evs[i:]))
+			}
+			if len(open) != 0 {
+				t.Errorf("calls without a tool.result before session.closed: %v", open)
+			}
+		}
+	}
+	if last := evs[len(evs)-1].Type; last != "session.closed" {
+		t.Errorf("last event %s, want session.closed", last)
 	}
 }

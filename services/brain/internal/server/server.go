@@ -96,12 +96,14 @@ type Server struct {
 	sessions  map[string]*store.Session      // cache by session ID, see session()
 	inflight  map[string]*running            // by call ID
 	bySession map[string]map[string]*running // session ID → call ID →
+	ending    map[string]*ending             // sessions endSession is interrupting or closing
 	calls     sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// running is a call in flight. final is set before done is closed.
+// running is a call in flight. final is set before done is closed; it stays
+// nil when the call could not be stored (start failed).
 type running struct {
 	call   store.Call
 	cancel context.CancelCauseFunc
@@ -136,6 +138,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		sessions:  map[string]*store.Session{},
 		inflight:  map[string]*running{},
 		bySession: map[string]map[string]*running{},
+		ending:    map[string]*ending{},
 	}
 	if s.invoker == nil {
 		// Bindings with mcp_tool go to their MCP server, the rest over HTTP.

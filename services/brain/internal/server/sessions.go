@@ -126,7 +126,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 }
 
 // maxCachedSessions bounds the session cache; past it, sessions without
-// calls in flight are evicted (they are re-read from the store on use).
+// calls in flight and not being ended are evicted (they are re-read from the store on use).
 const maxCachedSessions = 10000
 
 // session returns the tenant's session id, or 404. Sessions are cached:
@@ -166,7 +166,7 @@ func (s *Server) cacheSession(sess *store.Session) *store.Session {
 	}
 	if len(s.sessions) >= maxCachedSessions {
 		for id := range s.sessions {
-			if len(s.bySession[id]) == 0 {
+			if _, busy := s.ending[id]; !busy && len(s.bySession[id]) == 0 {
 				delete(s.sessions, id)
 				break
 			}
@@ -205,10 +205,51 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request, p httprout
 // in-flight tool requests").
 var errSessionEnded = errors.New("session ended")
 
-// endSession moves a session to interrupted or closed, then cancels its
-// in-flight calls and waits for their results to be recorded. An interrupted
-// session can still be closed; any other move from a non-active session is
-// 409 naming its state.
+// ending is a session that endSession is interrupting or closing: while it
+// cancels the session's calls, waits for their results and records the
+// session's event, start refuses new calls of the session and the cache keeps
+// its entry. done is closed when endSession is through.
+type ending struct {
+	to   string
+	done chan struct{}
+}
+
+// beginEnd makes endSession the only one ending session id, waiting for
+// another interrupt or close of the same session to finish first. The
+// returned release must be called once.
+func (s *Server) beginEnd(ctx context.Context, id, to string) (release func(), err error) {
+	for {
+		s.mu.Lock()
+		e, busy := s.ending[id]
+		if !busy {
+			e = &ending{to: to, done: make(chan struct{})}
+			s.ending[id] = e
+			s.mu.Unlock()
+			return func() {
+				s.mu.Lock()
+				delete(s.ending, id)
+				s.mu.Unlock()
+				close(e.done)
+			}, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// endSession moves a session to interrupted or closed. It cancels the
+// session's in-flight calls, waits until each has recorded its final state
+// and tool.result event, and only then records session.interrupted or
+// session.closed — so every call's result comes before the session's event
+// on the stream, and a client that stops reading at session.closed has seen
+// them all. New calls are refused (409) from the start. Once begun, the end
+// is carried through even if the client goes away. An interrupted session
+// can still be closed; any other move from a non-active session is 409
+// naming its state.
 func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to string) error {
 	tenant, err := s.tenant(r)
 	if err != nil {
@@ -228,31 +269,42 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 	if _, err := s.session(r.Context(), tenant, id); err != nil {
 		return err
 	}
-	// The move happens in the cache first, under the lock start() registers
-	// calls with: every call registered before is cancelled below, every
-	// call after sees the new status and is refused.
-	now := time.Now().UTC()
-	s.mu.Lock()
-	c, ok := s.sessions[id]
-	if !ok {
-		// Evicted in between: reload and retry once.
-		s.mu.Unlock()
-		return s.endSession(w, r, id, to)
+	release, err := s.beginEnd(r.Context(), id, to)
+	if err != nil {
+		return err
 	}
+	defer release()
+	// Reload: the session may have been evicted before beginEnd; from now on
+	// the cache keeps it (see cacheSession).
+	if _, err := s.session(r.Context(), tenant, id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	c := s.sessions[id]
 	if !slices.Contains(from, c.Status) {
 		st := c.Status
 		s.mu.Unlock()
 		return conflict("session %q is %s", id, st)
 	}
 	prev := c.Status
-	c.Status, c.UpdatedAt = to, now
 	var calls []*running
 	for _, rc := range s.bySession[id] {
 		calls = append(calls, rc)
 	}
 	s.mu.Unlock()
+	// Every call start registered before beginEnd is in calls; every later
+	// one was refused. A cancelled call ends promptly (invoke and mcpcall
+	// stop on their context), so this wait is short.
+	for _, rc := range calls {
+		rc.cancel(errSessionEnded)
+	}
+	for _, rc := range calls {
+		<-rc.done
+	}
+	ctx := context.WithoutCancel(r.Context())
+	now := time.Now().UTC()
 	ev := &store.Event{Type: evType, SessionID: id, Time: now, Data: mustJSON(sessionEventData{Status: to})}
-	if err := s.store.SetSessionStatus(r.Context(), tenant, id, []string{prev}, to, now, ev); err != nil {
+	if err := s.store.SetSessionStatus(ctx, tenant, id, []string{prev}, to, now, ev); err != nil {
 		// Let the next read take the store's word.
 		s.mu.Lock()
 		delete(s.sessions, id)
@@ -263,20 +315,10 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 		}
 		return fmt.Errorf("end session: %w", err)
 	}
-	for _, rc := range calls {
-		rc.cancel(errSessionEnded)
-	}
-	for _, rc := range calls {
-		select {
-		case <-rc.done:
-		case <-r.Context().Done():
-			return r.Context().Err()
-		}
-	}
-	sess, err := s.session(r.Context(), tenant, id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, sessionJSON(sess))
+	s.mu.Lock()
+	c.Status, c.UpdatedAt = to, now
+	cp := *c
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, sessionJSON(&cp))
 	return nil
 }

@@ -397,3 +397,78 @@ func TestUnreachableHostIsNotARobotsRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyPage: a fetch that works but finds no readable text (an empty
+// body, a page of only scripts, blank text, a PDF page without text, a
+// selector matching empty elements, 204 No Content) is a success whose one
+// text block says so, naming the status and the type: not an empty text
+// block, and not is_error (the call did what was asked; the model should
+// look elsewhere rather than retry). total_length is 0, so any start_index
+// past 0 is an error.
+func TestEmptyPage(t *testing.T) {
+	pages := map[string]struct {
+		status      int
+		contentType string
+		body        []byte
+	}{
+		"/empty":   {200, "text/html", []byte("<html><body></body></html>")},
+		"/scripts": {200, "text/html", []byte(`<html><head><title>App</title><script>window.x = 1</script></head><body><div id="root"></div><script src="/app.js"></script></body></html>`)},
+		"/blank":   {200, "text/html", []byte("<html><body><p> \n\t </p></body></html>")},
+		"/plain":   {200, "text/plain", nil},
+		"/scan":    {200, "application/pdf", fixtures.PDF("Scan", "")},
+		"/nothing": {http.StatusNoContent, "", nil},
+		"/div":     {200, "text/html", []byte(`<html><body><div class="x"></div><p>Other text that is here.</p></body></html>`)},
+	}
+	mux := http.NewServeMux()
+	for path, p := range pages {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if p.contentType != "" {
+				w.Header().Set("Content-Type", p.contentType)
+			}
+			w.WriteHeader(p.status)
+			_, _ = w.Write(p.body)
+		})
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	h := newHarness(t, map[string]string{"WEBFETCH_ROBOTS": "false"}, srv)
+
+	const scripts = " It has scripts, which web_fetch does not run: its text is probably built by JavaScript."
+	tests := []struct {
+		path, format, selector, title string
+		want                          string // the note, after "[No readable text: "
+	}{
+		{"/empty", "markdown", "", "", "the page at %s (HTTP 200 OK, text/html; charset=utf-8) has no text after extraction."},
+		{"/empty", "text", "", "", "the page at %s (HTTP 200 OK, text/html; charset=utf-8) has no text after extraction."},
+		{"/empty", "html", "", "", "the page at %s (HTTP 200 OK, text/html; charset=utf-8) has no text after extraction."},
+		{"/scripts", "markdown", "", "App", `the page at %s (HTTP 200 OK, text/html; charset=utf-8, titled "App") has no text after extraction.` + scripts},
+		{"/scripts", "text", "", "App", `the page at %s (HTTP 200 OK, text/html; charset=utf-8, titled "App") has no text after extraction.` + scripts},
+		{"/blank", "markdown", "", "", "the page at %s (HTTP 200 OK, text/html; charset=utf-8) has no text after extraction."},
+		{"/plain", "markdown", "", "", "the page at %s (HTTP 200 OK, text/plain; charset=utf-8) has no text after extraction."},
+		{"/scan", "markdown", "", "Scan", `the page at %s (HTTP 200 OK, application/pdf, titled "Scan") has no text after extraction. A PDF of scanned pages holds images of text, which web_fetch does not read.`},
+		{"/nothing", "markdown", "", "", "the page at %s (HTTP 204 No Content, text/plain; charset=utf-8) has no text after extraction."},
+		{"/div", "markdown", "div.x", "", `the elements matching "div.x" at %s (HTTP 200 OK, text/html; charset=utf-8) has no text after extraction.`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.TrimPrefix(tc.path, "/")+"/"+tc.format, func(t *testing.T) {
+			u := srv.URL + tc.path
+			args := map[string]any{"url": u, "format": tc.format}
+			if tc.selector != "" {
+				args["selector"] = tc.selector
+			}
+			r := h.call(args)
+			want := "[No readable text: " + fmt.Sprintf(tc.want, u) + "]"
+			if r.IsError || len(r.Content) != 1 || r.Content[0].Text != want {
+				t.Fatalf("is_error=%v content %q, want one block %q", r.IsError, text(r), want)
+			}
+			o := structured(t, r)
+			if o.TotalLength != 0 || o.NextStartIndex != nil || o.Status != pages[tc.path].status || o.Title != tc.title || !strings.Contains(want, o.ContentType) {
+				t.Fatalf("structured_content %+v", o)
+			}
+		})
+	}
+	r := h.call(map[string]any{"url": srv.URL + "/empty", "start_index": 1})
+	if !r.IsError || !strings.Contains(text(r), "start_index 1 is past the end of the content (total_length 0)") {
+		t.Fatalf("start_index past an empty page: %q", text(r))
+	}
+}

@@ -4,6 +4,7 @@
 package webfetch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,7 +156,7 @@ func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
 		extractTimeout: cfg.Timeout,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webfetch_fetches_total",
-			Help: "web_fetch calls by outcome: ok, refused (SSRF guard), unreachable (no DNS answer, connection refused), robots, too_large, timeout, http_status, unsupported_type, error.",
+			Help: "web_fetch calls by outcome: ok, empty (fetched, no readable text), refused (SSRF guard), unreachable (no DNS answer, connection refused), robots, too_large, timeout, http_status, unsupported_type, error.",
 		}, []string{"outcome"}),
 	}, nil
 }
@@ -214,13 +215,20 @@ func (f *Fetcher) handle(ctx context.Context, call *service.Call, a Args) *tool.
 		}
 		return tool.Errorf("read %s: %v", resp.FinalURL, err)
 	}
-	page, total, next, err := extract.Paginate(doc.Text, start, maxLen)
+	body := doc.Text
+	if strings.TrimSpace(body) == "" {
+		body = "" // blank is no text: total_length 0
+	}
+	page, total, next, err := extract.Paginate(body, start, maxLen)
 	if err != nil {
 		f.count("error")
 		return tool.Errorf("invalid arguments: %v", err)
 	}
 	out := Output{URL: resp.URL, FinalURL: resp.FinalURL, Status: resp.Status, ContentType: doc.ContentType, Title: doc.Title, TotalLength: total}
 	content := []tool.Content{tool.Text(page)}
+	if total == 0 {
+		content = []tool.Content{tool.Text(emptyNote(resp, doc, a.Selector))}
+	}
 	if next > 0 {
 		out.NextStartIndex = &next
 		content = append(content, tool.Text(fmt.Sprintf(
@@ -230,8 +238,36 @@ func (f *Fetcher) handle(ctx context.Context, call *service.Call, a Args) *tool.
 	if err != nil {
 		return tool.Errorf("encode result: %v", err)
 	}
-	f.count("ok")
+	if total == 0 {
+		f.count("empty")
+	} else {
+		f.count("ok")
+	}
 	return &tool.Result{Content: content, StructuredContent: data}
+}
+
+// emptyNote is the one text block of a fetch that worked but found no
+// readable text (an empty body, a page of scripts, a PDF of scanned
+// images). It is a success, not is_error: the call did what was asked and
+// this is a fact about the page, so the model should look elsewhere
+// rather than retry. It names the status and type so the model can judge.
+func emptyNote(resp *fetch.Response, doc *extract.Document, selector string) string {
+	what := "the page"
+	if selector != "" {
+		what = fmt.Sprintf("the elements matching %q", selector)
+	}
+	note := fmt.Sprintf("[No readable text: %s at %s (HTTP %d %s, %s", what, resp.FinalURL, resp.Status, http.StatusText(resp.Status), doc.ContentType)
+	if doc.Title != "" {
+		note += fmt.Sprintf(", titled %q", doc.Title)
+	}
+	note += ") has no text after extraction."
+	switch {
+	case doc.Kind == extract.HTML && bytes.Contains(bytes.ToLower(resp.Body), []byte("<script")):
+		note += " It has scripts, which web_fetch does not run: its text is probably built by JavaScript."
+	case doc.Kind == extract.PDF:
+		note += " A PDF of scanned pages holds images of text, which web_fetch does not read."
+	}
+	return note + "]"
 }
 
 // document extracts resp's body, reusing the result for a cached body

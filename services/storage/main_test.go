@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -122,6 +123,59 @@ func TestServiceFromEnvironment(t *testing.T) {
 	}
 }
 
+// /healthz answers 503 naming the health timeout, within it, when the S3
+// server accepts connections and never answers (a hung or SIGSTOPped
+// versitygw): it used to wait STORAGE_REQUEST_TIMEOUT, 60 s. Unset, the
+// limit is 3 s.
+func TestHealthzWhenStorageHangs(t *testing.T) {
+	silent, err := s3test.StartSilent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	for _, tc := range []struct{ name, setting, limit string }{{"300ms", "300ms", "300ms"}, {"unset", "", "3s"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			environ := map[string]string{
+				"BRAIN_TOOLS_KEY":           "secret-token",
+				"STORAGE_PROVIDER":          "s3-compatible",
+				"STORAGE_ENDPOINT":          silent.Endpoint,
+				"STORAGE_BUCKET":            s3test.Bucket,
+				"STORAGE_ACCESS_KEY_ID":     s3test.AccessKey,
+				"STORAGE_SECRET_ACCESS_KEY": s3test.SecretKey,
+			}
+			if tc.setting != "" {
+				environ["STORAGE_HEALTH_TIMEOUT"] = tc.setting
+			}
+			srv, err := newServer(context.Background(), environ, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(srv.Handler())
+			defer ts.Close()
+			start := time.Now()
+			resp, err := http.Get(ts.URL + "/healthz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			took := time.Since(start)
+			var got struct{ Status, Error, Bucket string }
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatalf("healthz body %s: %v", body, err)
+			}
+			if resp.StatusCode != http.StatusServiceUnavailable || got.Status != "unavailable" || got.Bucket != s3test.Bucket ||
+				got.Error != "head bucket: storage did not answer within "+tc.limit+" (STORAGE_HEALTH_TIMEOUT)" {
+				t.Fatalf("healthz: %s %s", resp.Status, body)
+			}
+			// A bound, not a speed goal: far from the 60 s it used to take.
+			if took > 15*time.Second {
+				t.Fatalf("healthz took %s with a %s health timeout", took, tc.limit)
+			}
+		})
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		env  map[string]string
@@ -131,6 +185,8 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"STORAGE_PROVIDER": "s3"}, "STORAGE_BUCKET"},
 		{map[string]string{"STORAGE_BUCKET": "b", "STORAGE_KEY_PREFIX_MODE": "global", "STORAGE_ACCESS_KEY_ID": "k", "STORAGE_SECRET_ACCESS_KEY": "s"}, "STORAGE_KEY_PREFIX_MODE"},
 		{map[string]string{"STORAGE_BUCKET": "b", "STORAGE_MAX_OUTPUT_BYTES": "lots"}, "STORAGE_MAX_OUTPUT_BYTES"},
+		{map[string]string{"STORAGE_BUCKET": "b", "STORAGE_ACCESS_KEY_ID": "k", "STORAGE_SECRET_ACCESS_KEY": "s", "STORAGE_HEALTH_TIMEOUT": "-1s"}, "STORAGE_HEALTH_TIMEOUT must be positive, got -1s"},
+		{map[string]string{"STORAGE_BUCKET": "b", "STORAGE_HEALTH_TIMEOUT": "soon"}, "STORAGE_HEALTH_TIMEOUT"},
 	} {
 		_, err := newServer(context.Background(), tc.env, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -63,7 +63,17 @@ type Config struct {
 	PresignEndpoint string `env:"STORAGE_PRESIGN_ENDPOINT"`
 	// RequestTimeout bounds each S3 request (env STORAGE_REQUEST_TIMEOUT).
 	RequestTimeout time.Duration `env:"STORAGE_REQUEST_TIMEOUT" envDefault:"60s"`
+	// HealthTimeout bounds the /healthz probe (HeadBucket) (env
+	// STORAGE_HEALTH_TIMEOUT): a health check must answer fast even when
+	// the S3 server accepts connections and never replies. Zero means
+	// DefaultHealthTimeout; negative is an error.
+	HealthTimeout time.Duration `env:"STORAGE_HEALTH_TIMEOUT" envDefault:"3s"`
 }
+
+// DefaultHealthTimeout is HealthTimeout when unset: a few seconds, well
+// under STORAGE_REQUEST_TIMEOUT, so a hung S3 server makes /healthz
+// answer 503 instead of hanging with it.
+const DefaultHealthTimeout = 3 * time.Second
 
 // resolved is Config with defaults applied and checked.
 type resolved struct {
@@ -120,6 +130,12 @@ func (c Config) resolve() (resolved, error) {
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("STORAGE_REQUEST_TIMEOUT must be positive, got %s", c.RequestTimeout))
+	}
+	switch {
+	case c.HealthTimeout < 0:
+		errs = append(errs, fmt.Errorf("STORAGE_HEALTH_TIMEOUT must be positive, got %s", c.HealthTimeout))
+	case c.HealthTimeout == 0:
+		r.HealthTimeout = DefaultHealthTimeout
 	}
 	r.aws = c.Provider == ProviderS3 && isAWSEndpoint(r.Endpoint)
 	switch c.PathStyle {

@@ -49,6 +49,7 @@ func TestResolve(t *testing.T) {
 		{"endpoint not http", with(func(c *Config) { c.Provider = ProviderCompatible; c.Endpoint = "ftp://h" }), "", "", false, false, "STORAGE_ENDPOINT"},
 		{"bad path style", with(func(c *Config) { c.Provider = ProviderS3; c.PathStyle = "yes" }), "", "", false, false, "STORAGE_PATH_STYLE"},
 		{"bad timeout", with(func(c *Config) { c.Provider = ProviderS3; c.RequestTimeout = 0 }), "", "", false, false, "STORAGE_REQUEST_TIMEOUT"},
+		{"negative health timeout", with(func(c *Config) { c.Provider = ProviderS3; c.HealthTimeout = -time.Nanosecond }), "", "", false, false, "STORAGE_HEALTH_TIMEOUT must be positive, got -1ns"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,6 +65,9 @@ func TestResolve(t *testing.T) {
 			}
 			if r.Endpoint != tt.endpoint || r.Region != tt.region || r.pathStyle != tt.pathStyle || r.aws != tt.isAWS {
 				t.Fatalf("resolved endpoint=%q region=%q pathStyle=%v aws=%v", r.Endpoint, r.Region, r.pathStyle, r.aws)
+			}
+			if r.HealthTimeout != DefaultHealthTimeout {
+				t.Fatalf("unset health timeout resolved to %s, want %s", r.HealthTimeout, DefaultHealthTimeout)
 			}
 		})
 	}

@@ -30,9 +30,10 @@ const MaxPresignExpiry = 7 * 24 * time.Hour
 
 // Store is a bucket seen through namespaces. It is safe for concurrent use.
 type Store struct {
-	bucket  string
-	timeout time.Duration
-	c       *clients
+	bucket        string
+	timeout       time.Duration
+	healthTimeout time.Duration
+	c             *clients
 }
 
 // New builds a Store from cfg. httpClient may be nil (the SDK's default).
@@ -45,7 +46,7 @@ func New(ctx context.Context, cfg Config, httpClient *http.Client) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Store{bucket: r.Bucket, timeout: r.RequestTimeout, c: c}, nil
+	return &Store{bucket: r.Bucket, timeout: r.RequestTimeout, healthTimeout: r.HealthTimeout, c: c}, nil
 }
 
 // Client returns the underlying S3 client (for health checks and
@@ -66,12 +67,19 @@ type Object struct {
 }
 
 // Check verifies that the bucket exists and the credentials reach it
-// (HeadBucket), for /healthz.
+// (HeadBucket), for /healthz. It takes at most HealthTimeout (not
+// RequestTimeout): a server that accepts the connection and never answers
+// gives a KindUnavailable *Error saying "storage did not answer within
+// 3s (STORAGE_HEALTH_TIMEOUT)".
 func (s *Store) Check(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	limit := fmt.Errorf("storage did not answer within %s (STORAGE_HEALTH_TIMEOUT)", s.healthTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.healthTimeout, limit)
 	defer cancel()
 	_, err := s.c.api.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)})
 	if err != nil {
+		if errors.Is(context.Cause(ctx), limit) {
+			return &Error{Op: "head bucket", Kind: KindUnavailable, Msg: limit.Error(), Err: err}
+		}
 		return classify("head bucket", "", keys.Namespace{}, err)
 	}
 	return nil

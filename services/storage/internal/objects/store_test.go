@@ -393,6 +393,47 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckBoundedByHealthTimeout: against a server that accepts the
+// connection and never answers, Check gives up after HealthTimeout (not
+// the 60 s RequestTimeout, which is what /healthz used to wait) with an
+// unavailable error naming the limit.
+func TestCheckBoundedByHealthTimeout(t *testing.T) {
+	silent, err := s3test.StartSilent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	cfg := gwConfig()
+	cfg.Endpoint = silent.Endpoint
+	cfg.RequestTimeout = 60 * time.Second
+	cfg.HealthTimeout = 300 * time.Millisecond
+	s, err := New(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = s.Check(context.Background())
+	took := time.Since(start)
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindUnavailable || err.Error() != "head bucket: storage did not answer within 300ms (STORAGE_HEALTH_TIMEOUT)" {
+		t.Fatalf("Check = %v, want unavailable naming the 300ms health timeout", err)
+	}
+	if silent.Accepted() == 0 {
+		t.Fatal("the request never reached the silent server")
+	}
+	// The bound, not a speed goal: it waited for the limit and gave up
+	// then, far from RequestTimeout.
+	if took < 300*time.Millisecond || took > 10*time.Second {
+		t.Fatalf("Check took %s, want 300ms and then some", took)
+	}
+	// A parent context that ends first is not reported as the health limit.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.Check(ctx); err == nil || strings.Contains(err.Error(), "STORAGE_HEALTH_TIMEOUT") {
+		t.Fatalf("Check with a shorter caller deadline = %v", err)
+	}
+}
+
 // Keys that are valid S3 keys but that a file-system backend cannot hold
 // come back as clear errors with the prefix hidden.
 func TestBackendKeyErrors(t *testing.T) {

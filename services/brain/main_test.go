@@ -95,6 +95,21 @@ func TestCheck(t *testing.T) {
 	badTimeout := writeConfig(t, ts.URL, func(d map[string]any) {
 		d["tools"].([]any)[1].(map[string]any)["timeout_seconds"] = 0
 	})
+	slow := func(d map[string]any) map[string]any { return d["tools"].([]any)[1].(map[string]any) }
+	stringSchema := writeConfig(t, ts.URL, func(d map[string]any) { slow(d)["input_schema"] = map[string]any{"type": "string"} })
+	tenantTwice := writeConfig(t, ts.URL, func(d map[string]any) { slow(d)["tenants"] = []string{"local", "local"} })
+	tenantNoKey := writeConfig(t, ts.URL, func(d map[string]any) { slow(d)["tenants"] = []string{"local", "acme"} })
+	noKeys := writeConfig(t, ts.URL, func(d map[string]any) { d["api_keys"] = []any{} })
+	// encoding/json would keep the second url without a word.
+	dupKey := filepath.Join(t.TempDir(), "dup.json")
+	data, _ := os.ReadFile(good)
+	dup := strings.Replace(string(data), `"name":"slow"`, `"name":"slow","url":"http://127.0.0.1:1/elsewhere"`, 1)
+	if dup == string(data) {
+		t.Fatal("test config has no slow binding to duplicate a key in")
+	}
+	if err := os.WriteFile(dupKey, []byte(dup), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		args    []string
@@ -104,6 +119,11 @@ func TestCheck(t *testing.T) {
 	}{
 		{"valid config", []string{"-config", good, "-check"}, nil, nil, "ok (2 tools, 1 API keys)"},
 		{"invalid binding", []string{"-config", badTimeout, "-check"}, nil, []string{"tools[1]", "slow", "timeout_seconds"}, ""},
+		{"duplicate key", []string{"-config", dupKey, "-check"}, nil, []string{`tools[1] "slow": url: duplicate key`}, ""},
+		{"input_schema not an object", []string{"-config", stringSchema, "-check"}, nil, []string{`tools[1] "slow": input_schema: type: must be "object"`}, ""},
+		{"tenant twice", []string{"-config", tenantTwice, "-check"}, nil, []string{`tools[1] "slow": tenants[1]: "local" is listed twice`}, ""},
+		{"tenant without an API key", []string{"-config", tenantNoKey, "-check"}, nil, []string{`tools[1] "slow": tenants[1]: tenant "acme" has no api_keys entry`}, ""},
+		{"no API keys", []string{"-config", noKeys, "-check"}, nil, []string{"api_keys: required"}, ""},
 		{"token env unset", []string{"-config", good, "-check"}, map[string]string{"BRAIN_TOOLS_KEY": ""}, []string{"BRAIN_TOOLS_KEY"}, ""},
 		{"api key env unset", []string{"-config", good, "-check"}, map[string]string{"BRAIN_API_KEY": ""}, []string{"BRAIN_API_KEY"}, ""},
 		{"missing file", []string{"-config", filepath.Join(t.TempDir(), "none.json"), "-check"}, nil, []string{"none.json"}, ""},

@@ -2,8 +2,9 @@
 // the contract's "Configure a tool" table and the API keys that map clients
 // to tenants.
 //
-// The file is JSON, decoded strictly (unknown fields, trailing data and
-// wrong types are refused):
+// The file is JSON, decoded strictly (unknown fields, field names in the
+// wrong case, keys written twice in one object, trailing data and wrong
+// types are refused):
 //
 //	{"tools": [<binding>, ...], "api_keys": [{"env": "BRAIN_API_KEY", "tenant": "local"}, ...]}
 //
@@ -22,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,6 +100,12 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // ("tools[1] \"echo\"", "api_keys[0]") and the field. getenv resolves
 // token_env and api_keys variables; nil means os.Getenv. A variable that is
 // unset or empty counts as not set.
+//
+// Beyond each entry's own rules it refuses: a key written twice in any
+// object of the document (encoding/json would keep the last silently) or a
+// field name in the wrong case; no api_keys at all (no client could call
+// brain); and a binding tenant that no api_keys entry maps to (nobody could
+// call the tool for that tenant).
 func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -109,8 +117,18 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	if err := strictjson.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if err := exactFields(data, f); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	c := &Config{byName: map[string]*Tool{}}
 	var errs []error
+	dups, err := duplicateKeys(data)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	for _, d := range dups {
+		errs = append(errs, duplicateError(d, f.Tools))
+	}
 	firstIndex := map[string]int{}
 	for i, raw := range f.Tools {
 		t, err := parseTool(raw, getenv)
@@ -127,8 +145,15 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 		c.byName[t.Name] = t
 	}
 	seen := map[[sha256.Size]byte]int{}
+	keyTenants := map[string]bool{}
+	if len(f.APIKeys) == 0 {
+		errs = append(errs, errors.New(`api_keys: required: at least one {"env": ..., "tenant": ...} entry; without one no client can call brain`))
+	}
 	for i, raw := range f.APIKeys {
 		k, err := parseAPIKey(raw, getenv)
+		if k.Tenant != "" {
+			keyTenants[k.Tenant] = true
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("api_keys[%d]: %w", i, err))
 			continue
@@ -140,10 +165,41 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 		seen[k.sum] = i
 		c.APIKeys = append(c.APIKeys, k)
 	}
+	if len(f.APIKeys) > 0 {
+		for _, t := range c.Tools {
+			for j, tenant := range t.Tenants {
+				if !keyTenants[tenant] {
+					errs = append(errs, fmt.Errorf("tools[%d] %q: tenants[%d]: tenant %q has no api_keys entry, so nobody could call this tool for it", firstIndex[t.Name], t.Name, j, tenant))
+				}
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// duplicateError names the entry and the field of a duplicate key, e.g.
+// `tools[1] "echo": input_schema.properties.text: duplicate key ...`.
+func duplicateError(d duplicateKey, tools []json.RawMessage) error {
+	const problem = "duplicate key: written more than once in the same object (JSON decoders keep only one of them, silently)"
+	path := append(append([]any(nil), d.Path...), d.Key)
+	if len(path) >= 3 {
+		if i, ok := path[1].(int); ok {
+			switch path[0] {
+			case "tools":
+				name := ""
+				if i < len(tools) {
+					name = quotedName(tools[i])
+				}
+				return fmt.Errorf("tools[%d]%s: %s: %s", i, name, fieldPath(path[2:]), problem)
+			case "api_keys":
+				return fmt.Errorf("api_keys[%d]: %s: %s", i, fieldPath(path[2:]), problem)
+			}
+		}
+	}
+	return fmt.Errorf("config: %s: %s", fieldPath(path), problem)
 }
 
 // quotedName returns ` "name"` for a binding whose name can be read, so
@@ -164,6 +220,9 @@ func parseAPIKey(raw json.RawMessage, getenv func(string) string) (APIKey, error
 		return k, errors.New(`must be an object {"env": ..., "tenant": ...}`)
 	}
 	if err := strictjson.Unmarshal(raw, &k); err != nil {
+		return k, err
+	}
+	if err := exactFields(raw, k); err != nil {
 		return k, err
 	}
 	switch {
@@ -289,6 +348,9 @@ func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
 	if err := strictjson.Unmarshal(raw, &b); err != nil {
 		return nil, err
 	}
+	if err := exactFields(raw, b); err != nil {
+		return nil, err
+	}
 	// Binding.Validate reads 0 and "" as "not set"; a field written out
 	// with such a value is a mistake the contract's ranges refuse.
 	if _, ok := present["timeout_seconds"]; ok && b.TimeoutSeconds == 0 {
@@ -312,11 +374,19 @@ func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
 	t := &Tool{Binding: b, tenants: map[string]struct{}{}}
 	t.Binding.TimeoutSeconds = int(b.Timeout() / time.Second)
 	t.Binding.MaxOutputBytes = b.OutputLimit()
-	for _, name := range b.Tenants {
+	first := map[string]int{}
+	for i, name := range b.Tenants {
+		if j, dup := first[name]; dup {
+			return nil, fmt.Errorf("tenants[%d]: %q is listed twice (also tenants[%d])", i, name, j)
+		}
+		first[name] = i
 		t.tenants[name] = struct{}{}
 	}
 	var err error
 	if t.input, err = schema.Compile("input_schema", b.InputSchema); err != nil {
+		return nil, err
+	}
+	if err := objectType(b.InputSchema); err != nil {
 		return nil, err
 	}
 	if len(bytes.TrimSpace(b.OutputSchema)) > 0 {
@@ -330,4 +400,32 @@ func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
 		}
 	}
 	return t, nil
+}
+
+// objectType refuses an input_schema whose top-level type is set and does
+// not allow "object": brain sends a tool's arguments as a JSON object and
+// refuses any other arguments, so such a tool could never be called. A type
+// list that includes "object" (["object", "null"]) is accepted. Keywords are
+// case-sensitive, so only "type" counts.
+func objectType(inputSchema json.RawMessage) error {
+	var kw map[string]json.RawMessage
+	if json.Unmarshal(inputSchema, &kw) != nil {
+		return nil // a boolean schema: Compile has judged it
+	}
+	typ, ok := kw["type"]
+	if !ok {
+		return nil
+	}
+	var one string
+	if json.Unmarshal(typ, &one) == nil {
+		if one != "object" {
+			return fmt.Errorf(`input_schema: type: must be "object" (brain sends arguments as a JSON object and refuses any other), got %q`, one)
+		}
+		return nil
+	}
+	var many []string
+	if json.Unmarshal(typ, &many) == nil && !slices.Contains(many, "object") {
+		return fmt.Errorf(`input_schema: type: must include "object" (brain sends arguments as a JSON object and refuses any other), got %s`, typ)
+	}
+	return nil
 }

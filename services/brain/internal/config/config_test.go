@@ -52,12 +52,14 @@ func binding(name string, edit func(b map[string]any)) map[string]any {
 	return b
 }
 
+// document encodes a host config; keys nil means one key for tenant local
+// (BRAIN_API_KEY), an empty non-nil list means "api_keys": [].
 func document(t testing.TB, tools []map[string]any, keys []map[string]any) []byte {
 	t.Helper()
-	doc := map[string]any{"tools": tools}
-	if keys != nil {
-		doc["api_keys"] = keys
+	if keys == nil {
+		keys = []map[string]any{{"env": "BRAIN_API_KEY", "tenant": "local"}}
 	}
+	doc := map[string]any{"tools": tools, "api_keys": keys}
 	data, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +220,14 @@ func TestParseInvalid(t *testing.T) {
 		{"tenants empty", set("tenants", []string{}), `tools[1] "second"`, "tenants: required"},
 		{"tenants empty name", set("tenants", []string{"local", ""}), `tools[1] "second"`, "tenants[1]: must not be empty"},
 		{"tenants not a list", set("tenants", "local"), `tools[1] "second"`, "tenants: wrong type"},
+		{"tenant listed twice", set("tenants", []string{"local", "team_b", "local"}), `tools[1] "second"`, `tenants[2]: "local" is listed twice (also tenants[0])`},
+		{"tenant without an api key", set("tenants", []string{"local", "team_b"}), `tools[1] "second"`, `tenants[1]: tenant "team_b" has no api_keys entry, so nobody could call this tool for it`},
+		{"input_schema type string", set("input_schema", schema(`{"type":"string"}`)), `tools[1] "second"`, `input_schema: type: must be "object"`},
+		{"input_schema type array", set("input_schema", schema(`{"type":"array","items":{}}`)), `tools[1] "second"`, `input_schema: type: must be "object"`},
+		{"input_schema type null", set("input_schema", schema(`{"type":"null"}`)), `tools[1] "second"`, `input_schema: type: must be "object"`},
+		{"input_schema type list without object", set("input_schema", schema(`{"type":["string","null"]}`)), `tools[1] "second"`, `input_schema: type: must include "object" (brain sends arguments as a JSON object and refuses any other), got ["string","null"]`},
+		{"field name in the wrong case", set("NAME", "second"), `tools[1] "second"`, `NAME: unknown field (field names are case-sensitive: did you mean "name"?)`},
+		{"field name capitalized", set("Tenants", []string{"local"}), `tools[1] "second"`, `Tenants: unknown field (field names are case-sensitive: did you mean "tenants"?)`},
 		{"token_env unset", set("token_env", "NOT_SET_ANYWHERE"), `tools[1] "second"`, "token_env: NOT_SET_ANYWHERE is not set"},
 		{"token_env empty value", set("token_env", "EMPTY_VAR"), `tools[1] "second"`, "token_env: EMPTY_VAR is not set"},
 		{"token_env empty name", set("token_env", ""), `tools[1] "second"`, "token_env: must name"},
@@ -266,6 +276,9 @@ func TestParseInvalid(t *testing.T) {
 		{"same env twice", []map[string]any{{"env": "BRAIN_API_KEY", "tenant": "local"}, {"env": "BRAIN_API_KEY", "tenant": "local"}}, "api_keys[1]: env: BRAIN_API_KEY has the same value as api_keys[0]"},
 		{"unknown field", []map[string]any{{"env": "BRAIN_API_KEY", "tenant": "local", "value": "x"}}, "api_keys[0]: value: unknown field"},
 		{"not an object", []map[string]any{nil}, "api_keys[0]: must be an object"},
+		{"none", []map[string]any{}, "api_keys: required: at least one"},
+		{"field name in the wrong case", []map[string]any{{"env": "BRAIN_API_KEY", "Tenant": "local"}}, `api_keys[0]: Tenant: unknown field (field names are case-sensitive: did you mean "tenant"?)`},
+		{"binding tenant missing from the keys", []map[string]any{{"env": "OTHER_API_KEY", "tenant": "team_b"}}, `tools[0] "first": tenants[0]: tenant "local" has no api_keys entry`},
 	}
 	for _, c := range keyCases {
 		t.Run("api_keys "+c.name, func(t *testing.T) {
@@ -294,10 +307,90 @@ func TestParseDocument(t *testing.T) {
 			t.Errorf("Parse(%q) error %v, want it to contain %q", c.doc, err, c.want)
 		}
 	}
-	// An empty config is valid: no tools, no keys.
-	c, err := Parse([]byte(`{}`), getenv)
-	if err != nil || len(c.Tools) != 0 || len(c.APIKeys) != 0 {
-		t.Errorf("Parse({}) = %+v, %v", c, err)
+	// No tools is valid; no API keys is not (no client could call brain).
+	c, err := Parse([]byte(`{"api_keys":[{"env":"BRAIN_API_KEY","tenant":"local"}]}`), getenv)
+	if err != nil || len(c.Tools) != 0 || len(c.APIKeys) != 1 {
+		t.Errorf("Parse(no tools) = %+v, %v", c, err)
+	}
+	for _, doc := range []string{`{}`, `{"tools":[],"api_keys":[]}`, `{"api_keys":null}`} {
+		if _, err := Parse([]byte(doc), getenv); err == nil || !strings.Contains(err.Error(), "api_keys: required") {
+			t.Errorf("Parse(%s) error %v, want api_keys: required", doc, err)
+		}
+	}
+}
+
+// TestParseDuplicateKeys: a key written twice anywhere in the file is
+// refused, naming the entry and the field; the checks of every entry still
+// run.
+func TestParseDuplicateKeys(t *testing.T) {
+	const key = `{"env":"BRAIN_API_KEY","tenant":"local"}`
+	bind := func(extra string) string {
+		return `{"name":"echo","description":"d","input_schema":{"type":"object"},` + extra + `"url":"http://127.0.0.1:8081/tools/echo","tenants":["local"]}`
+	}
+	tests := []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{"binding field", `{"tools":[` + bind(`"url":"http://127.0.0.1:1/x",`) + `],"api_keys":[` + key + `]}`,
+			[]string{`tools[0] "echo": url: duplicate key`}},
+		{"binding name", `{"tools":[{"name":"a","name":"b","description":"d","input_schema":{},"url":"http://h/x","tenants":["local"]}],"api_keys":[` + key + `]}`,
+			[]string{`tools[0] "b": name: duplicate key`}},
+		{"schema property", `{"tools":[` + bind(`"output_schema":{"properties":{"text":{"type":"string"},"text":{"type":"integer"}}},`) + `],"api_keys":[` + key + `]}`,
+			[]string{`tools[0] "echo": output_schema.properties.text: duplicate key`}},
+		{"schema keyword", `{"tools":[{"name":"echo","description":"d","input_schema":{"type":"object","type":"string"},"url":"http://h/x","tenants":["local"]}],"api_keys":[` + key + `]}`,
+			[]string{`tools[0] "echo": input_schema.type: duplicate key`}},
+		{"odd property name", `{"tools":[` + bind(`"output_schema":{"properties":{"a.b":{},"a.b":{}}},`) + `],"api_keys":[` + key + `]}`,
+			[]string{`tools[0] "echo": output_schema.properties["a.b"]: duplicate key`}},
+		{"api key field", `{"tools":[],"api_keys":[{"env":"BRAIN_API_KEY","tenant":"x","tenant":"local"}]}`,
+			[]string{`api_keys[0]: tenant: duplicate key`}},
+		{"top level", `{"tools":[],"api_keys":[` + key + `],"tools":[]}`,
+			[]string{`config: tools: duplicate key`}},
+		{"with another error", `{"tools":[` + bind(`"timeout_seconds":0,"url":"http://h/y",`) + `],"api_keys":[` + key + `]}`,
+			[]string{`tools[0] "echo": url: duplicate key`, `tools[0] "echo": timeout_seconds: must be from 1`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc), getenv)
+			if err == nil {
+				t.Fatal("Parse accepted the config")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+	// The same document without the duplicate passes.
+	if _, err := Parse([]byte(`{"tools":[`+bind("")+`],"api_keys":[`+key+`]}`), getenv); err != nil {
+		t.Errorf("valid document: %v", err)
+	}
+}
+
+// TestInputSchemaTypes: only a top-level type that lets an object through
+// is accepted.
+func TestInputSchemaTypes(t *testing.T) {
+	for _, tc := range []struct {
+		schema string
+		ok     bool
+	}{
+		{`{"type":"object"}`, true},
+		{`{}`, true},
+		{`{"properties":{"a":{"type":"string"}}}`, true},
+		{`{"type":["object","null"]}`, true},
+		{`{"type":["object"]}`, true},
+		{`{"TYPE":"string"}`, true}, // not a keyword: JSON Schema is case-sensitive
+		{`{"type":"string"}`, false},
+		{`{"type":"integer"}`, false},
+		{`{"type":["array","string"]}`, false},
+		{`{"type":[]}`, false}, // does not compile
+	} {
+		b := binding("edge", func(b map[string]any) { b["input_schema"] = json.RawMessage(tc.schema) })
+		_, err := Parse(document(t, []map[string]any{b}, nil), getenv)
+		if (err == nil) != tc.ok {
+			t.Errorf("input_schema %s: err = %v, want ok=%v", tc.schema, err, tc.ok)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"tools":[{"name":"echo","description":"d","input_schema":{"type":"object"},"url":"http://127.0.0.1:8081/tools/echo","tenants":["local"]}],"api_keys":[{"env":"BRAIN_API_KEY","tenant":"local"}]}`))
 	f.Add([]byte(`{"tools":[{"name":"e","description":"d","input_schema":{"$ref":"#/$defs/a","$defs":{"a":{"type":"string","format":"email"}}},"output_schema":{"type":"array"},"url":"https://h/x?q=1","tenants":["t"],"token_env":"BRAIN_TOOLS_KEY","timeout_seconds":1,"max_output_bytes":2097152,"inspect_session":true,"mcp_tool":"m"}]}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"tools":[],"api_keys":[{"env":"BRAIN_API_KEY","tenant":"local","tenant":"x"}]}`))
 	env := map[string]string{"BRAIN_API_KEY": "k1", "OTHER_API_KEY": "k2", "BRAIN_TOOLS_KEY": "t"}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, func(k string) string { return env[k] })
@@ -23,8 +24,25 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
+		if len(c.APIKeys) == 0 {
+			t.Fatal("accepted a config without api_keys")
+		}
+		if dups, _ := duplicateKeys(data); len(dups) > 0 {
+			t.Fatalf("accepted duplicate keys %v", dups)
+		}
+		keyTenants := map[string]bool{}
+		for _, k := range c.APIKeys {
+			keyTenants[k.Tenant] = true
+		}
 		seen := map[string]bool{}
 		for _, tl := range c.Tools {
+			tenants := map[string]bool{}
+			for _, tn := range tl.Tenants {
+				if tenants[tn] || !keyTenants[tn] {
+					t.Fatalf("accepted tenant %q twice or without an API key in %v", tn, tl.Tenants)
+				}
+				tenants[tn] = true
+			}
 			if !tool.ValidName(tl.Name) || seen[tl.Name] {
 				t.Fatalf("accepted bad or duplicate name %q", tl.Name)
 			}

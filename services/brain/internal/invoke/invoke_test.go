@@ -21,7 +21,7 @@ import (
 
 const testToken = "tools-secret-token"
 
-var testEnv = map[string]string{"TOOLS_KEY": testToken}
+var testEnv = map[string]string{"TOOLS_KEY": testToken, "API_KEY": "client-key"}
 
 // newTool builds a checked binding for url through config.Parse, as brain
 // does at start. The default binding has a 10 s timeout so that a broken
@@ -41,7 +41,7 @@ func newTool(t testing.TB, url string, edit func(b map[string]any)) *config.Tool
 	if edit != nil {
 		edit(b)
 	}
-	data, err := json.Marshal(map[string]any{"tools": []any{b}})
+	data, err := json.Marshal(map[string]any{"tools": []any{b}, "api_keys": []map[string]string{{"env": "API_KEY", "tenant": "local"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

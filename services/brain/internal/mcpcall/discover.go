@@ -211,10 +211,15 @@ func RunDiscover(ctx context.Context, args []string, getenv func(string) string,
 		return fmt.Errorf("discover %s: %w", url, err)
 	}
 	fmt.Fprintf(stderr, "%s: %d tools on %d pages (%s), MCP %s\n", url, len(bindings), d.Pages, d.Stop, d.ProtocolVersion)
-	// Check each binding as brain -check would, with any token_env set.
-	fakeEnv := func(string) string { return "set" }
+	// Check each binding as brain -check would, with any token_env set and
+	// an API key for each tenant (each variable gets a distinct value).
+	fakeEnv := func(k string) string { return "set:" + k }
+	keys := make([]map[string]string, len(tenants))
+	for i, tenant := range tenants {
+		keys[i] = map[string]string{"env": fmt.Sprintf("DISCOVER_API_KEY_%d", i), "tenant": tenant}
+	}
 	for _, b := range bindings {
-		doc, _ := json.Marshal(map[string]any{"tools": []tool.Binding{b}})
+		doc, _ := json.Marshal(map[string]any{"tools": []tool.Binding{b}, "api_keys": keys})
 		if _, err := config.Parse(doc, fakeEnv); err != nil {
 			fmt.Fprintf(stderr, "warning: binding %q (MCP tool %q) would not pass brain -check: %s\n", b.Name, b.MCPTool, strings.ReplaceAll(err.Error(), "\n", "; "))
 		}

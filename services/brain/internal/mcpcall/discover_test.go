@@ -196,6 +196,9 @@ func TestRunDiscover(t *testing.T) {
 	if !strings.Contains(stderr.String(), `warning: binding "remote_ref" (MCP tool "remote-ref") would not pass brain -check`) {
 		t.Errorf("no warning for the external $ref: %s", stderr.String())
 	}
+	if n := strings.Count(stderr.String(), "warning:"); n != 1 {
+		t.Errorf("%d warnings, want only the one for remote_ref: %s", n, stderr.String())
+	}
 
 	// The printed bindings (less the one warned about) are a valid host
 	// config, and calling through one works.
@@ -205,7 +208,8 @@ func TestRunDiscover(t *testing.T) {
 			keep = append(keep, b)
 		}
 	}
-	cfgDoc, _ := json.Marshal(map[string]any{"tools": keep})
+	cfgDoc, _ := json.Marshal(map[string]any{"tools": keep, "api_keys": []map[string]string{
+		{"env": "MCP_KEY", "tenant": "acme"}, {"env": "WRONG_KEY", "tenant": "local"}}})
 	cfg, err := config.Parse(cfgDoc, getenv)
 	if err != nil {
 		t.Fatalf("discovered bindings do not pass the host config check: %v", err)

@@ -211,8 +211,13 @@ func bind(t testing.TB, name, url, mcpTool string, edit func(map[string]any)) *c
 	if edit != nil {
 		edit(b)
 	}
-	doc, _ := json.Marshal(map[string]any{"tools": []any{b}})
-	cfg, err := config.Parse(doc, func(k string) string { return testEnv[k] })
+	doc, _ := json.Marshal(map[string]any{"tools": []any{b}, "api_keys": apiKeysFor(b["tenants"])})
+	cfg, err := config.Parse(doc, func(k string) string {
+		if v, ok := strings.CutPrefix(k, "TEST_API_KEY_"); ok {
+			return "api-key-" + v
+		}
+		return testEnv[k]
+	})
 	if err != nil {
 		t.Fatalf("binding: %v", err)
 	}
@@ -632,4 +637,15 @@ func TestDeadPooledSession(t *testing.T) {
 			}
 		})
 	}
+}
+
+// apiKeysFor returns an api_keys entry (env TEST_API_KEY_<i>) for each of a
+// binding's tenants, so the host config check passes.
+func apiKeysFor(tenants any) []map[string]string {
+	names, _ := tenants.([]string)
+	var keys []map[string]string
+	for i, tenant := range names {
+		keys = append(keys, map[string]string{"env": fmt.Sprintf("TEST_API_KEY_%d", i), "tenant": tenant})
+	}
+	return keys
 }

@@ -242,6 +242,137 @@ func (c client) do(method, path, body string, want int) map[string]any {
 	return out
 }
 
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// brainBinary builds the brain command once per test run.
+func brainBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "brain-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "brain")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// startBinary runs the brain binary on cfg and dataDir and returns once it
+// listens; the process is killed at cleanup if still running.
+func startBinary(t *testing.T, cfg, dataDir string) (*exec.Cmd, client) {
+	t.Helper()
+	cmd := exec.Command(brainBinary(t), "-config", cfg)
+	for k, v := range baseEnv(dataDir) {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = io.Discard
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "brain listening on "); ok {
+				line <- a
+			}
+		}
+	}()
+	select {
+	case a := <-line:
+		return cmd, client{t: t, base: "http://" + a}
+	case <-time.After(20 * time.Second):
+		t.Fatal("brain binary did not listen within 20 s")
+	}
+	return nil, client{}
+}
+
+// TestSIGTERM runs the real brain binary and sends SIGTERM while a client
+// waits on a slow call with wait_seconds: the client gets the call's final
+// state (200, cancelled), brain exits 0, and after a restart the call reads
+// the same (it was recorded at shutdown, not left for recovery).
+func TestSIGTERM(t *testing.T) {
+	t.Parallel()
+	ts := newToolService(t)
+	cfg := writeConfig(t, ts.URL, nil)
+	dataDir := t.TempDir()
+	cmd, c := startBinary(t, cfg, dataDir)
+	sid := c.do("POST", "/sessions", `{"config":{"tools":["slow"]}}`, 201)["id"].(string)
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	waiter := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", c.base+"/sessions/"+sid+"/tool_calls", strings.NewReader(`{"tool":"slow","wait_seconds":30}`))
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			waiter <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		waiter <- answer{res.StatusCode, body, err}
+	}()
+	select {
+	case <-ts.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("slow call did not reach the tool")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var got answer
+	select {
+	case got = <-waiter:
+	case <-time.After(15 * time.Second):
+		t.Fatal("waiter got no answer within 15 s of SIGTERM")
+	}
+	if got.err != nil {
+		t.Fatalf("waiter: %v", got.err)
+	}
+	var call map[string]any
+	json.Unmarshal(got.body, &call)
+	if got.status != http.StatusOK || call["status"] != "cancelled" || call["error_code"] != "cancelled" {
+		t.Fatalf("waiter at SIGTERM: %d %s, want 200 and the call cancelled", got.status, got.body)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("brain after SIGTERM: %v, want exit 0", err)
+	}
+	_, c = startBinary(t, cfg, dataDir)
+	again := c.do("GET", "/tool_calls/"+call["id"].(string), "", 200)
+	if again["status"] != "cancelled" || again["error_code"] != "cancelled" {
+		t.Errorf("call after restart = %v, want cancelled as recorded at shutdown", again)
+	}
+}
+
 // TestSIGKILL runs the real brain binary, kills it with SIGKILL while calls
 // are in flight, restarts it on the same data dir, and checks that every
 // event recorded before the kill is still there with the same ID and content,
@@ -249,45 +380,10 @@ func (c client) do(method, path, body string, want int) map[string]any {
 // unknown outcome, each with its tool.result event.
 func TestSIGKILL(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "brain")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	ts := newToolService(t)
 	cfg := writeConfig(t, ts.URL, nil)
 	dataDir := t.TempDir()
-	start := func() (*exec.Cmd, client) {
-		cmd := exec.Command(bin, "-config", cfg)
-		for k, v := range baseEnv(dataDir) {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		cmd.Stderr = io.Discard
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		line := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				if a, ok := strings.CutPrefix(sc.Text(), "brain listening on "); ok {
-					line <- a
-				}
-			}
-		}()
-		select {
-		case a := <-line:
-			return cmd, client{t: t, base: "http://" + a}
-		case <-time.After(20 * time.Second):
-			t.Fatal("brain binary did not listen within 20 s")
-		}
-		return nil, client{}
-	}
+	start := func() (*exec.Cmd, client) { return startBinary(t, cfg, dataDir) }
 
 	cmd, c := start()
 	sess := c.do("POST", "/sessions", `{"config":{"tools":["echo","slow"]}}`, 201)

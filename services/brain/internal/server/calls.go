@@ -77,7 +77,10 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 	if err != nil {
 		return err
 	}
-	c := s.wait(r.Context(), rc, time.Duration(wait)*time.Second)
+	c, err := s.wait(r.Context(), rc, time.Duration(wait)*time.Second)
+	if err != nil {
+		return err
+	}
 	writeCall(w, c)
 	return nil
 }
@@ -111,6 +114,11 @@ func (s *Server) start(r *http.Request, sess *store.Session, t *config.Tool, arg
 	ctx, cancel := context.WithCancelCause(ctx)
 	rc := &running{call: c, cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		cancel(nil)
+		return nil, errShuttingDown()
+	}
 	if cs, ok := s.sessions[sess.ID]; ok && cs.Status != store.SessionActive {
 		st := cs.Status
 		s.mu.Unlock()
@@ -227,9 +235,19 @@ func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome) 
 	return &f, nil
 }
 
+// errShuttingDown is the refusal of a request brain cannot answer because
+// it is shutting down.
+func errShuttingDown() *apiError {
+	return unavailable("brain is shutting down; retry once it is back")
+}
+
 // wait waits up to d for rc to finish (or ctx to end) and returns the call as
-// it is then.
-func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) *store.Call {
+// it is then. At shutdown the calls in flight record their final state
+// before request contexts end (see Serve), so a waiter gets that state; only
+// when brain goes away before the record (a call outlasting the shutdown
+// grace) does the wait end with 503 instead of a call that only looks
+// still running.
+func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store.Call, error) {
 	if d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -241,10 +259,13 @@ func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) *store.
 	}
 	select {
 	case <-rc.done:
-		return rc.final
+		return rc.final, nil
 	default:
+		if ctx.Err() != nil && s.isDraining() {
+			return nil, unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", rc.call.ID)
+		}
 		c := rc.call
-		return &c
+		return &c, nil
 	}
 }
 
@@ -286,7 +307,9 @@ func (s *Server) getCall(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 	}
 	if !store.Terminal(c.Status) {
 		if rc, ok := s.lookupRunning(id); ok {
-			c = s.wait(r.Context(), rc, time.Duration(wait)*time.Second)
+			if c, err = s.wait(r.Context(), rc, time.Duration(wait)*time.Second); err != nil {
+				return err
+			}
 		} else if c, err = s.call(r.Context(), tenant, id); err != nil {
 			// It finished between the read and the lookup.
 			return err
@@ -329,6 +352,9 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 		case <-rc.done:
 			c = rc.final
 		case <-r.Context().Done():
+			if s.isDraining() {
+				return unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", id)
+			}
 			return r.Context().Err()
 		}
 	} else if c, err = s.call(r.Context(), tenant, id); err != nil {

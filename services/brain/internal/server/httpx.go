@@ -35,6 +35,7 @@ const (
 	codeTooLarge         = "request_too_large"
 	codeUnsupportedMedia = "unsupported_media_type"
 	codeInternal         = "internal_error"
+	codeUnavailable      = "unavailable"
 )
 
 // apiError is a refusal: an HTTP status, a code and a message that is safe to
@@ -63,6 +64,10 @@ func notFound(format string, args ...any) *apiError {
 
 func conflict(format string, args ...any) *apiError {
 	return errorf(http.StatusConflict, codeConflict, format, args...)
+}
+
+func unavailable(format string, args ...any) *apiError {
+	return errorf(http.StatusServiceUnavailable, codeUnavailable, format, args...)
 }
 
 type ctxKey int

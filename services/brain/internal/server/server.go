@@ -78,6 +78,7 @@ type Server struct {
 	mcp       *mcpcall.Caller // nil when Options.Invoker is set
 	log       *slog.Logger
 	heartbeat time.Duration
+	grace     time.Duration // shutdownGrace; tests shorten it
 	publicURL atomic.Pointer[string]
 	metrics   *metrics
 	tokens    inspections
@@ -93,6 +94,7 @@ type Server struct {
 	cancelReqs context.CancelFunc
 
 	mu        sync.Mutex
+	draining  bool                           // set by drain: new calls get 503
 	sessions  map[string]*store.Session      // cache by session ID, see session()
 	inflight  map[string]*running            // by call ID
 	bySession map[string]map[string]*running // session ID → call ID →
@@ -134,6 +136,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		invoker:   o.Invoker,
 		log:       log,
 		heartbeat: o.Heartbeat,
+		grace:     shutdownGrace,
 		metrics:   newMetrics(),
 		sessions:  map[string]*store.Session{},
 		inflight:  map[string]*running{},
@@ -244,10 +247,18 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	return nil
 }
 
-// Serve serves the API on ln until ctx is cancelled, then shuts down: open
-// event streams and waits end, requests in progress get up to 10 s. It does
-// not Close the server. When no PublicURL was configured it becomes
-// "http://" + ln's address.
+// shutdownGrace bounds each step of the shutdown: the calls in flight
+// recording their final state, then the requests in progress.
+const shutdownGrace = 10 * time.Second
+
+// Serve serves the API on ln until ctx is cancelled, then shuts down in this
+// order: new calls are refused (503), the calls in flight are cancelled and
+// each records its final state (cancelled) and tool.result (up to 10 s) —
+// so a client waiting on a call with wait_seconds gets that final state and
+// an open event stream delivers the results — then open event streams and
+// waits end and requests in progress get up to 10 s. It does not Close the
+// server, but the server takes no new calls afterwards. When no PublicURL
+// was configured it becomes "http://" + ln's address.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.publicURL.Load() == nil {
 		u := "http://" + ln.Addr().String()
@@ -267,8 +278,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	s.drain(s.grace)
 	s.cancelReqs()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), s.grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
@@ -279,14 +291,45 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close cancels the calls still in flight (each ends cancelled, with an
-// unknown outcome when its request was sent, and its tool.result event),
-// waits for them, and closes the store.
+// drain refuses new calls from now on (503), cancels the calls in flight
+// (each ends cancelled, with an unknown outcome when its request was sent,
+// and records its tool.result) and waits up to d for them to finish.
+// Setting draining under s.mu, where start registers calls, means no call
+// is added to s.calls once this waits on it.
+func (s *Server) drain(d time.Duration) {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	s.cancelCalls(errShutdown)
+	done := make(chan struct{})
+	go func() {
+		s.calls.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.log.Warn("calls still in flight after the shutdown grace period", "grace", d.String())
+	}
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+// Close refuses new calls, cancels the calls still in flight (each ends
+// cancelled, with an unknown outcome when its request was sent, and its
+// tool.result event) and waits for them, then ends open requests and closes
+// the store.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		s.cancelReqs()
-		s.cancelCalls(errShutdown)
+		s.drain(s.grace)
 		s.calls.Wait()
+		s.cancelReqs()
 		var mcpErr error
 		if s.mcp != nil {
 			mcpErr = s.mcp.Close()

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/invoke"
+	"github.com/google/go-cmp/cmp"
+)
+
+// serving is a brain whose shutdown the test drives: stop cancels Serve's
+// context and returns Serve's error; Close runs at cleanup.
+type serving struct {
+	*brain
+	stop func() error
+}
+
+func serveBrain(t *testing.T, edit func(*Server)) *serving {
+	t.Helper()
+	ts := newToolServer(t)
+	dir := t.TempDir()
+	srv, err := New(context.Background(), Options{Config: hostConfig(t, ts.URL), DataDir: dir, Heartbeat: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(srv)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	var once sync.Once
+	var serveErr error
+	stop := func() error {
+		once.Do(func() { cancel(); serveErr = <-served })
+		return serveErr
+	}
+	t.Cleanup(func() {
+		stop()
+		if err := srv.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return &serving{brain: &brain{t: t, url: "http://" + ln.Addr().String(), srv: srv, tools: ts, dir: dir}, stop: stop}
+}
+
+// TestShutdownWaiterGetsFinalState: at shutdown (what SIGTERM does through
+// Serve's context), a client waiting on its call with wait_seconds gets the
+// call's final state, cancelled, not 202 running; an open event stream
+// delivers the tool.result before it ends.
+func TestShutdownWaiterGetsFinalState(t *testing.T) {
+	t.Parallel()
+	b := serveBrain(t, nil)
+	s := b.session("t1", "slow")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, live := b.openSSE(ctx, "t1", s.ID)
+	type answer struct {
+		status int
+		call   CallJSON
+	}
+	waiter := make(chan answer, 1)
+	go func() {
+		r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "slow", "wait_seconds": 30})
+		var c CallJSON
+		json.Unmarshal(r.body, &c)
+		waiter <- answer{r.status, c}
+	}()
+	waitStarted(t, b.tools)
+	if err := b.stop(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	got := <-waiter
+	_, res := resultText(t, got.call.Result)
+	if got.status != http.StatusOK || got.call.Status != "cancelled" || deref(got.call.ErrorCode) != "cancelled" ||
+		!res.IsError || !res.UnknownOutcome || got.call.FinishedAt == nil {
+		t.Errorf("waiter at shutdown: %d %+v, want 200 and the call cancelled", got.status, got.call)
+	}
+	var names []string
+	for ev := range live {
+		if !ev.comment {
+			names = append(names, ev.name)
+		}
+	}
+	if diff := cmp.Diff([]string{"session.created", "tool.call", "tool.result"}, names); diff != "" {
+		t.Errorf("event stream at shutdown (-want +got):\n%s", diff)
+	}
+}
+
+// stuckInvoker never returns before release, whatever its context says: a
+// call that outlasts the shutdown grace.
+type stuckInvoker struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (si *stuckInvoker) Call(ctx context.Context, _ *config.Tool, _ tool.Request, _ func(json.RawMessage)) invoke.Outcome {
+	si.started <- struct{}{}
+	<-si.release
+	return invoke.Outcome{Result: *tool.Errorf("cancelled"), Status: "cancelled", ErrorCode: "cancelled"}
+}
+
+// TestShutdownRefusals: once shutdown began, a new call is 503; a waiter
+// whose call has not recorded its final state when brain stops answering
+// gets 503 saying brain is shutting down, not a call that looks running.
+func TestShutdownRefusals(t *testing.T) {
+	t.Parallel()
+	t.Run("new call while draining", func(t *testing.T) {
+		t.Parallel()
+		b := startBrain(t)
+		s := b.session("t1", "echo")
+		b.srv.drain(time.Second)
+		wantRefusal(t, b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "echo", "arguments": map[string]string{"text": "x"}}),
+			http.StatusServiceUnavailable, codeUnavailable, "shutting down")
+	})
+	t.Run("waiter outlasting the grace", func(t *testing.T) {
+		t.Parallel()
+		si := &stuckInvoker{started: make(chan struct{}, 1), release: make(chan struct{})}
+		b := serveBrain(t, func(s *Server) { s.invoker = si; s.grace = 200 * time.Millisecond })
+		t.Cleanup(func() { close(si.release) }) // runs before Close
+		s := b.session("t1", "slow")
+		waiter := make(chan resp, 1)
+		go func() {
+			waiter <- b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "slow", "wait_seconds": 30})
+		}()
+		<-si.started
+		go b.stop()
+		wantRefusal(t, <-waiter, http.StatusServiceUnavailable, codeUnavailable, "shutting down", "final state")
+	})
+}

@@ -374,6 +374,13 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if err != nil {
 		return err
 	}
+	// An empty filter value would read as "no filter" and list everything
+	// (or, for session_id, look up a session named ""): refuse it.
+	for _, name := range []string{"session_id", "tool", "status"} {
+		if q.Has(name) && q.Get(name) == "" {
+			return badRequest("%s: must not be empty (omit it to list calls of every %s)", name, strings.TrimSuffix(name, "_id"))
+		}
+	}
 	f := store.CallFilter{TenantID: tenant, SessionID: q.Get("session_id"), Tool: q.Get("tool"), Status: q.Get("status")}
 	if f.Status != "" && !slices.Contains(store.CallStatuses, f.Status) {
 		return badRequest("status: unknown status %q (want one of %s)", f.Status, strings.Join(store.CallStatuses, ", "))

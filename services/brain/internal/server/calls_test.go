@@ -44,6 +44,7 @@ func TestCreateCall(t *testing.T) {
 		{name: "arguments not an object", body: `{"tool":"echo","arguments":["a"]}`, status: 400, code: codeInvalidRequest, want: []string{"arguments", "object"}},
 		{name: "unknown field", body: `{"tool":"echo","args":{}}`, status: 400, code: codeInvalidRequest, want: []string{"args", "unknown field"}},
 		{name: "malformed JSON", body: `{"tool":`, status: 400, code: codeInvalidRequest, want: []string{"malformed JSON"}},
+		{name: "null body", body: `null`, status: 400, code: codeInvalidRequest, want: []string{"body: must be a JSON object, got null"}},
 		{name: "body over the size limit", body: `{"tool":"echo","arguments":{"text":"` + strings.Repeat("a", MaxBodyBytes) + `"}}`, status: 413, code: codeTooLarge, want: []string{"1048576"}},
 	}
 	for _, tt := range tests {
@@ -229,6 +230,7 @@ func TestInterruptAndClose(t *testing.T) {
 		{"call in interrupted session", "POST", "/tool_calls", map[string]any{"tool": "echo", "arguments": map[string]string{"text": "x"}}, 409, []string{"interrupted"}, ""},
 		{"interrupt again", "POST", "/interrupt", nil, 409, []string{"interrupted"}, ""},
 		{"interrupt with unknown field", "POST", "/interrupt", `{"now":true}`, 400, []string{"now"}, ""},
+		{"interrupt with a null body", "POST", "/interrupt", `null`, 400, []string{"body: must be a JSON object, got null"}, ""},
 		{"close", "POST", "/close", `{}`, 200, nil, "closed"},
 		{"close again", "POST", "/close", nil, 409, []string{"closed"}, ""},
 		{"delete closed", "DELETE", "", nil, 409, []string{"closed"}, ""},
@@ -308,6 +310,11 @@ func TestListCalls(t *testing.T) {
 		{"?status=done", 400, 0, []string{"status", `"done"`, "queued", "timed_out"}},
 		{"?state=running", 400, 0, []string{"state", "unknown query parameter"}},
 		{"?session_id=ses_nope", 404, 0, []string{"ses_nope"}},
+		{"?session_id=", 400, 0, []string{"session_id", "must not be empty"}},
+		{"?session_id=&tool=echo", 400, 0, []string{"session_id", "must not be empty"}},
+		{"?tool=", 400, 0, []string{"tool", "must not be empty"}},
+		{"?status=", 400, 0, []string{"status", "must not be empty"}},
+		{"?limit=", 400, 0, []string{"limit", "integer"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -150,38 +151,77 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decodeBody decodes a JSON request body strictly into v: Content-Type must be
-// application/json (415 otherwise), at most MaxBodyBytes (413), no unknown
-// fields, no trailing data, types as declared (400 naming the field).
+// application/json (415 otherwise), at most MaxBodyBytes (413), a JSON object
+// (not null, an array or a scalar), no unknown fields, no trailing data,
+// types as declared (400 naming the field).
 func decodeBody(r *http.Request, v any) error {
 	if err := checkJSONContentType(r); err != nil {
 		return err
 	}
-	if r.ContentLength > MaxBodyBytes {
-		return tooLarge()
+	data, err := readBody(r)
+	if err != nil {
+		return err
 	}
-	return decodeErr(strictjson.Decode(r.Body, MaxBodyBytes, v))
+	return decodeObject(data, v)
 }
 
 // decodeOptionalBody is decodeBody for endpoints whose body may be absent: an
 // empty body leaves v as it is.
 func decodeOptionalBody(r *http.Request, v any) error {
-	if r.ContentLength > MaxBodyBytes {
-		return tooLarge()
-	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	data, err := readBody(r)
 	if err != nil {
-		return badRequest("body: read: %v", err)
+		return err
 	}
-	if len(data) > MaxBodyBytes {
-		return tooLarge()
-	}
-	if len(strings.TrimSpace(string(data))) == 0 {
+	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
 	if err := checkJSONContentType(r); err != nil {
 		return err
 	}
+	return decodeObject(data, v)
+}
+
+// readBody reads r's body, at most MaxBodyBytes (413 past it).
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > MaxBodyBytes {
+		return nil, tooLarge()
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, badRequest("body: read: %v", err)
+	}
+	if len(data) > MaxBodyBytes {
+		return nil, tooLarge()
+	}
+	return data, nil
+}
+
+// decodeObject decodes data strictly into v. Every request body brain takes
+// is a JSON object; encoding/json would read null as "nothing to set" and
+// accept it, so anything but an object is refused here first. An empty body
+// is left to strictjson, which names it.
+func decodeObject(data []byte, v any) error {
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] != '{' {
+		return badRequest("body: must be a JSON object, got %s", jsonKind(t[0]))
+	}
 	return decodeErr(strictjson.Unmarshal(data, v))
+}
+
+// jsonKind names the kind of JSON value that starts with b.
+func jsonKind(b byte) string {
+	switch {
+	case b == 'n':
+		return "null"
+	case b == '[':
+		return "an array"
+	case b == '"':
+		return "a string"
+	case b == 't' || b == 'f':
+		return "a boolean"
+	case b == '-' || b >= '0' && b <= '9':
+		return "a number"
+	}
+	return "malformed JSON"
 }
 
 func tooLarge() *apiError {

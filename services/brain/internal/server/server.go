@@ -224,6 +224,9 @@ func (s *Server) routes() http.Handler {
 		s.writeError(w, req, fmt.Errorf("panic: %v", v))
 	}
 	r.GET("/healthz", s.handle(s.healthz))
+	// HEAD answers as GET with no body (net/http drops it), for load
+	// balancers and probes that check with HEAD.
+	r.HEAD("/healthz", s.handle(s.healthz))
 	r.Handler(http.MethodGet, "/metrics", s.metrics.handler())
 	r.GET("/catalog", s.handle(s.catalog))
 	r.POST("/sessions", s.handle(s.createSession))

@@ -46,6 +46,20 @@ func TestHealthzAndRouting(t *testing.T) {
 			}
 		})
 	}
+	t.Run("HEAD healthz", func(t *testing.T) {
+		for _, tc := range []struct {
+			path   string
+			status int
+		}{
+			{"/healthz", 200},
+			{"/healthz?x=1", 400},
+		} {
+			r := b.do("HEAD", tc.path, "", nil)
+			if r.status != tc.status || len(r.body) != 0 || r.header.Get("X-Request-Id") == "" {
+				t.Errorf("HEAD %s: %d %q, want %d, no body, an X-Request-Id", tc.path, r.status, r.body, tc.status)
+			}
+		}
+	})
 	t.Run("request id kept when well-formed", func(t *testing.T) {
 		r := b.do("GET", "/healthz", "", nil, "X-Request-Id", "abc-123")
 		if got := r.header.Get("X-Request-Id"); got != "abc-123" {
@@ -138,6 +152,12 @@ func TestCreateSession(t *testing.T) {
 		{"malformed JSON", "t1", `{"config":`, nil, 400, codeInvalidRequest, []string{"malformed JSON"}},
 		{"trailing data", "t1", `{} {}`, nil, 400, codeInvalidRequest, []string{"after the JSON value"}},
 		{"empty body", "t1", ``, nil, 400, codeInvalidRequest, []string{"empty"}},
+		{"null body", "t1", `null`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got null"}},
+		{"null body with spaces", "t1", " \n null ", nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got null"}},
+		{"array body", "t1", `[]`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got an array"}},
+		{"string body", "t1", `"config"`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got a string"}},
+		{"number body", "t1", `1`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got a number"}},
+		{"boolean body", "t1", `true`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got a boolean"}},
 		{"body over the size limit", "t1", big, nil, 413, codeTooLarge, []string{"1048576"}},
 		{"text content type", "t1", `{}`, []string{"Content-Type", "text/plain"}, 415, codeUnsupportedMedia, []string{"content-type", "text/plain"}},
 		{"no content type", "t1", `{}`, []string{"Content-Type", ""}, 415, codeUnsupportedMedia, []string{"content-type"}},

@@ -38,20 +38,23 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Par
 	if asJSON {
 		allowed = append(allowed, "limit")
 	}
+	if !asJSON && r.URL.Query().Has("limit") {
+		return badRequest("limit: only the JSON page takes it (send Accept: application/json); an event stream sends every event after ?after= or Last-Event-ID")
+	}
 	q, err := query(r, allowed...)
 	if err != nil {
 		return err
 	}
-	after, err := intParam(q, "after", 0, 1<<62, 0)
-	if err != nil {
-		return err
+	var after int64
+	if q.Has("after") {
+		if after, err = eventID("after", q.Get("after")); err != nil {
+			return err
+		}
 	}
 	if v := r.Header.Get("Last-Event-ID"); v != "" && !asJSON {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return badRequest("last-event-id: want an event id (a non-negative integer), got %q", v)
+		if after, err = eventID("last-event-id", v); err != nil {
+			return err
 		}
-		after = n
 	}
 	if _, err := s.session(r.Context(), tenant, id); err != nil {
 		return err
@@ -77,6 +80,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Par
 		return nil
 	}
 	return s.stream(w, r, tenant, id, after, g)
+}
+
+// eventID parses v, the value of the parameter or header name, as an event
+// ID to resume after: a non-negative integer (0 = from the start).
+func eventID(name, v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, badRequest("%s: want an event id (a non-negative integer; 0 = from the start), got %q", name, v)
+	}
+	return n, nil
 }
 
 // wantsJSON reports whether the client asked for the JSON page: Accept names

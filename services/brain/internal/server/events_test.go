@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,8 +145,12 @@ func TestEventPage(t *testing.T) {
 		{"?limit=1000", 200, nil, false, nil},
 		{"?limit=1001", 400, nil, false, []string{"limit", "1..1000"}},
 		{"?limit=0", 400, nil, false, []string{"limit"}},
-		{"?after=-1", 400, nil, false, []string{"after"}},
-		{"?after=x", 400, nil, false, []string{"after", "integer"}},
+		{"?after=0&limit=1", 200, []string{all[0].ID}, true, nil},
+		{"?after=9223372036854775807", 200, nil, false, nil},
+		{"?after=-1", 400, nil, false, []string{`after: want an event id (a non-negative integer; 0 = from the start), got "-1"`}},
+		{"?after=x", 400, nil, false, []string{`after: want an event id (a non-negative integer; 0 = from the start), got "x"`}},
+		{"?after=9223372036854775808", 400, nil, false, []string{`after: want an event id`}},
+		{"?after=", 400, nil, false, []string{`after: want an event id`, `got ""`}},
 		{"?since=1", 400, nil, false, []string{"since", "unknown query parameter"}},
 	}
 	for _, tt := range tests {
@@ -175,8 +180,26 @@ func TestEventPage(t *testing.T) {
 			}
 		})
 	}
-	// limit only applies to the JSON page.
-	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events?limit=5", "t1", nil), 400, codeInvalidRequest, "limit")
+	// Refusals of the event stream (no Accept: application/json) say what
+	// to do instead; none prints an internal bound.
+	for _, tc := range []struct {
+		query string
+		hdr   []string
+		want  string
+	}{
+		{"?limit=5", nil, "limit: only the JSON page takes it (send Accept: application/json)"},
+		{"?after=1&limit=5", nil, "limit: only the JSON page takes it"},
+		{"?limit=5", []string{"Accept", "text/event-stream"}, "limit: only the JSON page takes it"},
+		{"?after=-1", nil, `after: want an event id (a non-negative integer; 0 = from the start), got "-1"`},
+		{"", []string{"Last-Event-ID", "-3"}, `last-event-id: want an event id (a non-negative integer; 0 = from the start), got "-3"`},
+		{"?since=1", nil, "since: unknown query parameter (want one of after)"},
+	} {
+		r := b.do("GET", "/sessions/"+s.ID+"/events"+tc.query, "t1", nil, tc.hdr...)
+		wantRefusal(t, r, 400, codeInvalidRequest, tc.want)
+		if strings.Contains(string(r.body), "4611686018427387904") {
+			t.Errorf("%s: refusal prints an internal bound: %s", tc.query, r.body)
+		}
+	}
 	wantRefusal(t, b.do("GET", "/sessions/ses_nope/events", "t1", nil, "Accept", "application/json"), 404, codeNotFound, "ses_nope")
 	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events", "", nil), 401, codeUnauthorized, "authorization")
 }

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # deps.sh installs what the sandbox service's local backend and its tests need:
-# bubblewrap (bwrap) from Debian. Idempotent: installs only what is missing.
+# bubblewrap (bwrap) from Debian; util-linux's prlimit (the sandbox limits) and
+# fallocate, and perl, which the seccomp tests run inside a sandbox (both are
+# Essential in Debian, so normally present). Idempotent: installs only what is
+# missing.
 set -euo pipefail
 
-if ! command -v bwrap >/dev/null 2>&1; then
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+{ command -v prlimit >/dev/null 2>&1 && command -v fallocate >/dev/null 2>&1; } || missing+=(util-linux)
+command -v perl >/dev/null 2>&1 || missing+=(perl-base)
+if ((${#missing[@]})); then
 	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 bwrap --version

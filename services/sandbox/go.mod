@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/brain-tools/suite/pkg v0.0.0
 	github.com/modal-labs/modal-client/go v0.11.1
+	golang.org/x/net v0.59.0
 )
 
 require (
@@ -32,7 +33,6 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/exp v0.0.0-20250606033433-dcc06ee1d476 // indirect
-	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

@@ -44,8 +44,13 @@ func BenchmarkExecTrue(b *testing.B) {
 
 	direct := func() time.Duration {
 		t0 := time.Now()
-		cmd := lb.DirectCommand(ws.Dir, ws.UID, backend.ExecRequest{Command: "true"})
-		if err := cmd.Run(); err != nil {
+		cmd, done, err := lb.DirectCommand(ws.Dir, ws.UID, backend.ExecRequest{Command: "true"})
+		if err != nil {
+			b.Fatalf("direct bwrap: %v", err)
+		}
+		err = cmd.Run()
+		done()
+		if err != nil {
 			b.Fatalf("direct bwrap: %v", err)
 		}
 		return time.Since(t0)

@@ -17,6 +17,8 @@
 // alternatives were worse: a shell `ulimit` line depends on the shell's
 // dialect (dash's -p is processes, bash's is the pipe size), prlimit on a
 // running pid races the child's first fork, and Go has no per-child rlimit.
+// RLIMIT_FSIZE caps each file a sandbox writes; a seccomp filter refuses
+// the two ways to allocate disk around that cap (seccomp.go).
 //
 // RLIMIT_NPROC counts processes per real uid and does not apply to root,
 // so when the service runs as root each session's commands run under their
@@ -225,6 +227,9 @@ func newBackend(cfg Config) (*Backend, error) {
 	if l.OpenFiles <= 0 {
 		l.OpenFiles = d.OpenFiles
 	}
+	if hostSeccompErr != nil {
+		return nil, fmt.Errorf("local sandbox: %w", hostSeccompErr)
+	}
 	b := &Backend{cfg: cfg, log: cfg.Logger, asRoot: os.Geteuid() == 0}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -284,13 +289,40 @@ type command struct {
 	// statusR reads what bwrap writes to its --json-status-fd (fd 4 of
 	// the child, statusW here): see the package doc.
 	statusR, statusW *os.File
+	// seccompR holds the seccomp filter bwrap reads from fd 5; nil when
+	// this host has none (see seccomp.go).
+	seccompR *os.File
 }
 
-// Fds of the prlimit+bwrap child: bwrap's options and its JSON status.
+// Fds of the prlimit+bwrap child: bwrap's options, its JSON status and
+// the seccomp filter.
 const (
-	argsFD   = "3"
-	statusFD = "4"
+	argsFD    = "3"
+	statusFD  = "4"
+	seccompFD = "5"
 )
+
+// seccompPipe returns the read end of a pipe holding the seccomp filter,
+// or nil when this host has none. The filter is a few hundred bytes, well
+// within a pipe's buffer, so it is written here at once.
+func seccompPipe() (*os.File, error) {
+	if hostSeccomp == nil {
+		return nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.Write(hostSeccomp)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
 
 // notStarted wraps why a sandbox could not be set up (see
 // backend.ErrNotStarted).
@@ -374,15 +406,28 @@ func (b *Backend) sysProcAttr(uid int) *syscall.SysProcAttr {
 
 // DirectCommand returns the prlimit+bwrap command Exec would start for req
 // in a workspace at dir owned by uid, with bwrap's options on the command
-// line and no pipes: the baseline of the benchmark that compares the
-// service with spawning bwrap directly.
-func (b *Backend) DirectCommand(dir string, uid int, req backend.ExecRequest) *exec.Cmd {
+// line and only the seccomp filter's pipe (fd 3): the baseline of the
+// benchmark that compares the service with spawning bwrap directly. Call
+// done once the command has started or failed to.
+func (b *Backend) DirectCommand(dir string, uid int, req backend.ExecRequest) (cmd *exec.Cmd, done func(), err error) {
 	argv := append(b.prlimitArgs(), b.cfg.Bwrap)
 	argv = append(argv, b.options(dir, req)...)
+	seccompR, err := seccompPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	done = func() {}
+	if seccompR != nil {
+		argv = append(argv, "--add-seccomp-fd", "3")
+		done = func() { seccompR.Close() }
+	}
 	argv = append(argv, "--", b.cfg.Shell, "-c", req.Command)
-	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: []string{}, Dir: "/"}
+	cmd = &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: []string{}, Dir: "/"}
+	if seccompR != nil {
+		cmd.ExtraFiles = []*os.File{seccompR}
+	}
 	cmd.SysProcAttr = b.sysProcAttr(uid)
-	return cmd
+	return cmd, done, nil
 }
 
 // prepare builds the prlimit+bwrap command for req in a workspace at dir
@@ -391,7 +436,11 @@ func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*comman
 	// Everything but the command line goes through fd 3, so the
 	// environment (which may hold secrets) never shows in the host's
 	// process list and no option can be mistaken for part of the command.
-	argv := append(b.prlimitArgs(), b.cfg.Bwrap, "--args", argsFD, "--json-status-fd", statusFD, "--", b.cfg.Shell, "-c", req.Command)
+	argv := append(b.prlimitArgs(), b.cfg.Bwrap, "--args", argsFD, "--json-status-fd", statusFD)
+	if hostSeccomp != nil {
+		argv = append(argv, "--add-seccomp-fd", seccompFD)
+	}
+	argv = append(argv, "--", b.cfg.Shell, "-c", req.Command)
 	var data bytes.Buffer
 	for _, o := range b.options(dir, req) {
 		if strings.IndexByte(o, 0) >= 0 {
@@ -411,10 +460,21 @@ func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*comman
 		argsW.Close()
 		return nil, notStarted(err)
 	}
+	seccompR, err := seccompPipe()
+	if err != nil {
+		argsR.Close()
+		argsW.Close()
+		statusR.Close()
+		statusW.Close()
+		return nil, notStarted(err)
+	}
 	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: []string{}, Dir: "/"}
 	cmd.ExtraFiles = []*os.File{argsR, statusW} // fds 3 and 4
+	if seccompR != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, seccompR) // fd 5
+	}
 	cmd.SysProcAttr = b.sysProcAttr(uid)
-	c := &command{cmd: cmd, argsR: argsR, argsData: data.Bytes(), statusR: statusR, statusW: statusW}
+	c := &command{cmd: cmd, argsR: argsR, argsData: data.Bytes(), statusR: statusR, statusW: statusW, seccompR: seccompR}
 	go func() {
 		// bwrap reads its options right away; if it dies first the write
 		// fails with EPIPE, and bwrap never reports a started command.
@@ -464,6 +524,9 @@ func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte,
 		}
 	}
 	open = append(open, c.argsR, c.statusR, c.statusW)
+	if c.seccompR != nil {
+		open = append(open, c.seccompR)
+	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		closeAll()
@@ -496,6 +559,9 @@ func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte,
 	// The child has its own copies of these now.
 	c.argsR.Close()
 	c.statusW.Close()
+	if c.seccompR != nil {
+		c.seccompR.Close()
+	}
 	stdoutW.Close()
 	stderrW.Close()
 	if stdinW != nil {

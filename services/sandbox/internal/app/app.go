@@ -62,7 +62,7 @@ type Config struct {
 	LimitFSize  int64         `env:"SANDBOX_LIMIT_FSIZE_BYTES"`
 	LimitNoFile int           `env:"SANDBOX_LIMIT_NOFILE" envDefault:"1024"`
 	SandboxUID  int           `env:"SANDBOX_INNER_UID" envDefault:"1000"`
-	QuotaEvery  time.Duration `env:"SANDBOX_QUOTA_INTERVAL" envDefault:"500ms"`
+	QuotaEvery  time.Duration `env:"SANDBOX_QUOTA_INTERVAL" envDefault:"50ms"`
 
 	E2B     e2b.Config
 	Daytona daytona.Config
@@ -82,6 +82,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Quota <= 0 {
 		errs = append(errs, fmt.Errorf("SANDBOX_QUOTA_BYTES must be positive, got %d", c.Quota))
+	}
+	if c.QuotaEvery < 10*time.Millisecond || c.QuotaEvery > 10*time.Second {
+		errs = append(errs, fmt.Errorf("SANDBOX_QUOTA_INTERVAL must be from 10ms to 10s, got %s", c.QuotaEvery))
 	}
 	if c.Idle < time.Minute {
 		errs = append(errs, fmt.Errorf("SANDBOX_IDLE must be at least 1m, got %s", c.Idle))

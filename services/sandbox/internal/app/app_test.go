@@ -621,7 +621,7 @@ func TestConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Addr != "127.0.0.1:8082" || cfg.Backend != "local" || cfg.LimitFSize != cfg.Quota || cfg.Idle != 30*time.Minute {
+	if cfg.Addr != "127.0.0.1:8082" || cfg.Backend != "local" || cfg.LimitFSize != cfg.Quota || cfg.Idle != 30*time.Minute || cfg.QuotaEvery != 50*time.Millisecond {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	for k, v := range map[string]string{
@@ -630,10 +630,18 @@ func TestConfig(t *testing.T) {
 		"SANDBOX_IDLE":              "10s",
 		"SANDBOX_OUTPUT_HEAD_BYTES": "40000",
 		"SANDBOX_DEFAULT_TIMEOUT":   "2h",
+		"SANDBOX_QUOTA_INTERVAL":    "9ms",
 	} {
 		env := map[string]string{"BRAIN_TOOLS_KEY": "k", k: v}
 		if _, err := ParseConfig(env); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v", k, v, err)
+		}
+	}
+	// SANDBOX_QUOTA_INTERVAL at its edges.
+	for v, ok := range map[string]bool{"10ms": true, "10s": true, "9ms": false, "10001ms": false, "0s": false} {
+		_, err := ParseConfig(map[string]string{"BRAIN_TOOLS_KEY": "k", "SANDBOX_QUOTA_INTERVAL": v})
+		if (err == nil) != ok {
+			t.Errorf("SANDBOX_QUOTA_INTERVAL=%s: %v, want accepted %v", v, err, ok)
 		}
 	}
 }

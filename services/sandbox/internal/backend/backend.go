@@ -72,8 +72,50 @@ type ExecResult struct {
 	// or for Reason.
 	Killed bool
 	// Reason says why the backend killed the command when it was not ctx
-	// ("disk quota of 100 MiB exceeded"). Empty otherwise.
+	// ("disk quota exceeded: …"). Empty otherwise.
 	Reason string
+	// Disk is the workspace's disk use around the command, from a backend
+	// that enforces a disk quota on the workspace (local); nil from the
+	// others, whose providers' disks are their own limit.
+	Disk *DiskUse
+}
+
+// DiskUse is a workspace's disk use against its quota, in bytes of
+// allocated blocks as workspace.Usage measures them.
+type DiskUse struct {
+	// Quota is the workspace's quota.
+	Quota int64
+	// Before is what the workspace used when the command started, After
+	// what it used once the command and every process it started had
+	// ended; -1 when that measurement failed (Err says why).
+	Before, After int64
+	// NoWrite is true when the workspace was already over its quota (or
+	// could not be measured) when the command started, so the command ran
+	// without the right to write to files (it could still delete them).
+	NoWrite bool
+	// Err is the last measurement that failed, nil when none did.
+	Err error
+}
+
+// Over reports whether the workspace was over its quota, or could not be
+// measured, when the command ended.
+func (d *DiskUse) Over() bool { return d != nil && (d.After < 0 || d.After > d.Quota) }
+
+// Bytes renders a byte count for people: "30000000 bytes (28.6 MiB)", or
+// "512 bytes" below 1 KiB.
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	v, suffix := float64(n)/unit, "KiB"
+	for _, s := range []string{"MiB", "GiB", "TiB"} {
+		if v < unit {
+			break
+		}
+		v, suffix = v/unit, s
+	}
+	return fmt.Sprintf("%d bytes (%.1f %s)", n, v, suffix)
 }
 
 // FileInfo describes one entry of a workspace listing.

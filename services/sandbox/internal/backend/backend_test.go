@@ -58,3 +58,38 @@ func TestKillTaggedScriptMatchesWholeRecords(t *testing.T) {
 		}
 	}
 }
+
+func TestBytesAndOver(t *testing.T) {
+	for n, want := range map[int64]string{
+		0:           "0 bytes",
+		1023:        "1023 bytes",
+		1024:        "1024 bytes (1.0 KiB)",
+		10485760:    "10485760 bytes (10.0 MiB)",
+		30109696:    "30109696 bytes (28.7 MiB)",
+		1 << 30:     "1073741824 bytes (1.0 GiB)",
+		5 << 40:     "5497558138880 bytes (5.0 TiB)",
+		5000 << 40:  "5497558138880000 bytes (5000.0 TiB)",
+		-1:          "-1 bytes",
+		1<<20 - 1:   "1048575 bytes (1024.0 KiB)",
+		1<<20 + 512: "1049088 bytes (1.0 MiB)",
+	} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+	var none *DiskUse
+	for _, tt := range []struct {
+		d    *DiskUse
+		over bool
+	}{
+		{none, false},
+		{&DiskUse{Quota: 100, After: 100}, false},
+		{&DiskUse{Quota: 100, After: 101}, true},
+		{&DiskUse{Quota: 100, After: -1}, true},
+		{&DiskUse{Quota: 100, Before: 200, After: 50, NoWrite: true}, false},
+	} {
+		if got := tt.d.Over(); got != tt.over {
+			t.Errorf("%+v.Over() = %v, want %v", tt.d, got, tt.over)
+		}
+	}
+}

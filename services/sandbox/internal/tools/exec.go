@@ -203,6 +203,10 @@ type execResult struct {
 	StdoutBytes        int64  `json:"stdout_bytes"`
 	StderrBytes        int64  `json:"stderr_bytes"`
 	Note               string `json:"note,omitempty"`
+	// WorkspaceBytes and QuotaBytes are the workspace's disk use after the
+	// command and its quota, from a backend that enforces one (local).
+	WorkspaceBytes *int64 `json:"workspace_bytes,omitempty"`
+	QuotaBytes     *int64 `json:"quota_bytes,omitempty"`
 }
 
 // execute runs req in ws until it ends, its timeout passes or ctx ends.
@@ -261,6 +265,7 @@ func (s *Service) execute(ctx context.Context, ws *workspace.Workspace, req back
 		StdoutDroppedBytes: out.Dropped, StderrDroppedBytes: errText.Dropped,
 		StdoutBytes: out.Total, StderrBytes: errText.Total,
 	}
+	var notes []string
 	if res.Killed {
 		switch {
 		case res.Reason != "":
@@ -275,14 +280,51 @@ func (s *Service) execute(ctx context.Context, ws *workspace.Workspace, req back
 	} else {
 		er.Note = exitNote(res.ExitCode)
 	}
+	if er.Note != "" {
+		notes = append(notes, er.Note)
+	}
+	if d := res.Disk; d != nil {
+		if d.After >= 0 {
+			er.WorkspaceBytes = &d.After
+		}
+		er.QuotaBytes = &d.Quota
+		if n := diskNote(d); n != "" {
+			notes = append(notes, n)
+		}
+	}
+	er.Note = strings.Join(notes, "; ")
 	result, jerr := tool.StructuredResult(er, renderExec(er))
 	if jerr != nil {
 		return tool.Errorf("sandbox: %v", jerr)
 	}
 	// A command that ran to its end is a successful call whatever its exit
-	// code; one the service had to kill did not do what was asked.
-	result.IsError = res.Killed
+	// code; one the service had to kill did not do what was asked, and
+	// one that left its workspace over the disk quota broke a limit the
+	// caller has to act on: the session's commands cannot write to files
+	// until it deletes some.
+	result.IsError = res.Killed || res.Disk.Over()
 	return result
+}
+
+// diskNote explains the disk quota's part in a command's end: the
+// workspace over its quota (with the usage, the quota and what to do), or
+// back under it after a command that ran without the right to write.
+func diskNote(d *backend.DiskUse) string {
+	switch {
+	case d.After < 0:
+		return fmt.Sprintf("the workspace's disk use could not be measured (%v), so it counts as over its quota of %s: commands cannot write to files and sandbox_write_file is refused until it can be; make every directory readable (chmod -R u+rwX /workspace)", d.Err, backend.Bytes(d.Quota))
+	case d.After > d.Quota:
+		var b strings.Builder
+		fmt.Fprintf(&b, "disk quota exceeded: the workspace uses %s, over its quota of %s", backend.Bytes(d.After), backend.Bytes(d.Quota))
+		if d.NoWrite {
+			b.WriteString("; it was already over its quota when this command started, so the command ran without the right to write to files (writes fail with \"File too large\")")
+		}
+		fmt.Fprintf(&b, ". Delete at least %s of files (rm, or truncate logs) to get under the quota: until then every command runs without the right to write to files and sandbox_write_file is refused", backend.Bytes(d.After-d.Quota))
+		return b.String()
+	case d.NoWrite:
+		return fmt.Sprintf("the workspace was over its disk quota when this command started, so the command ran without the right to write to files; it now uses %s of its quota of %s, so commands can write again", backend.Bytes(d.After), backend.Bytes(d.Quota))
+	}
+	return ""
 }
 
 // exitNote explains exit codes that mean a sandbox limit hit.
@@ -364,6 +406,8 @@ var execOutputSchema = mustJSON(map[string]any{
 		"stdout_bytes":         map[string]any{"type": "integer"},
 		"stderr_bytes":         map[string]any{"type": "integer"},
 		"note":                 map[string]any{"type": "string"},
+		"workspace_bytes":      map[string]any{"type": "integer", "description": "The workspace's disk use when the command ended (local sandbox)."},
+		"quota_bytes":          map[string]any{"type": "integer", "description": "The workspace's disk quota (local sandbox). A command that leaves the workspace over it is an error."},
 	},
 	"required": []string{"exit_code", "stdout", "stderr", "timed_out", "cancelled", "duration_ms", "stdout_dropped_bytes", "stderr_dropped_bytes"},
 })

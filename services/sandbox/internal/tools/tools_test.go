@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,45 @@ func TestExitNotes(t *testing.T) {
 	for code, want := range map[int]string{137: "SIGKILL", 152: "CPU time", 153: "file size", 127: "not found", 0: "", 1: ""} {
 		if got := exitNote(code); !strings.Contains(got, want) || (want == "" && got != "") {
 			t.Errorf("exitNote(%d) = %q, want %q", code, got, want)
+		}
+	}
+}
+
+func TestDiskNote(t *testing.T) {
+	tests := []struct {
+		name string
+		d    backend.DiskUse
+		want []string // parts of the note; nil: no note
+	}{
+		{"under the quota", backend.DiskUse{Quota: 1 << 20, Before: 4096, After: 8192}, nil},
+		{"at the quota", backend.DiskUse{Quota: 1 << 20, Before: 4096, After: 1 << 20}, nil},
+		{"crossed it", backend.DiskUse{Quota: 10485760, Before: 4096, After: 30109696}, []string{
+			"disk quota exceeded: the workspace uses 30109696 bytes (28.7 MiB), over its quota of 10485760 bytes (10.0 MiB)",
+			"Delete at least 19623936 bytes (18.7 MiB) of files",
+			"every command runs without the right to write to files and sandbox_write_file is refused",
+		}},
+		{"still over after a no-write run", backend.DiskUse{Quota: 100 << 10, Before: 300 << 10, After: 200 << 10, NoWrite: true}, []string{
+			"the workspace uses 204800 bytes (200.0 KiB), over its quota of 102400 bytes (100.0 KiB)",
+			"already over its quota when this command started",
+			"Delete at least 102400 bytes (100.0 KiB)",
+		}},
+		{"back under after a no-write run", backend.DiskUse{Quota: 100 << 10, Before: 300 << 10, After: 8192, NoWrite: true}, []string{
+			"was over its disk quota when this command started",
+			"now uses 8192 bytes (8.0 KiB) of its quota of 102400 bytes (100.0 KiB), so commands can write again",
+		}},
+		{"not measurable", backend.DiskUse{Quota: 100, Before: 4096, After: -1, Err: errors.New("permission denied")}, []string{
+			"could not be measured (permission denied)", "counts as over its quota of 100 bytes",
+		}},
+	}
+	for _, tt := range tests {
+		got := diskNote(&tt.d)
+		if tt.want == nil && got != "" {
+			t.Errorf("%s: note %q, want none", tt.name, got)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: note %q does not say %q", tt.name, got, w)
+			}
 		}
 	}
 }

@@ -21,7 +21,9 @@ import (
 
 // WriteFile writes data at rel, creating parent directories, all owned by
 // the workspace's uid so the sandbox can change them later. It refuses to
-// push the workspace over its quota.
+// push the workspace over its quota, and so refuses any write that leaves
+// an over-full workspace over it (replacing a large file with a small one
+// that brings it under is allowed).
 func (b *Backend) WriteFile(_ context.Context, ws *workspace.Workspace, rel string, data []byte) error {
 	if rel == "" {
 		return fmt.Errorf("write %s: %w", backend.WorkspaceMount, backend.ErrIsDir)
@@ -31,22 +33,33 @@ func (b *Backend) WriteFile(_ context.Context, ws *workspace.Workspace, rel stri
 		return fmt.Errorf("open workspace: %w", err)
 	}
 	defer root.Close()
-	var old int64
+	var old int64 // the blocks the file being replaced holds
 	if fi, err := root.Stat(rel); err == nil {
 		if fi.IsDir() {
 			return fmt.Errorf("write %s: %w", rel, backend.ErrIsDir)
 		}
-		old = fi.Size()
+		old = allocated(fi)
 	}
 	if b.cfg.Quota > 0 {
 		used, err := workspace.Usage(ws.Dir)
 		if err != nil {
-			return err
+			return fmt.Errorf("write %s: %w: %w", rel, backend.ErrQuota, err)
 		}
-		if used-old+int64(len(data)) > b.cfg.Quota {
-			return fmt.Errorf("write %s: %w: the workspace uses %d of %d bytes and the file has %d", rel, backend.ErrQuota, used, b.cfg.Quota, len(data))
+		// Usage counts allocated blocks, so the new file counts as the
+		// blocks its bytes fill.
+		need := (int64(len(data)) + fsBlock - 1) / fsBlock * fsBlock
+		if used-old+need > b.cfg.Quota {
+			if used > b.cfg.Quota {
+				return fmt.Errorf("write %s: %w: the workspace already uses %s, over its quota of %s; delete at least %s of files (rm in sandbox_exec) first", rel, backend.ErrQuota, backend.Bytes(used), backend.Bytes(b.cfg.Quota), backend.Bytes(used-b.cfg.Quota))
+			}
+			return fmt.Errorf("write %s: %w: the workspace uses %s of its quota of %s, and this file would add %s", rel, backend.ErrQuota, backend.Bytes(used), backend.Bytes(b.cfg.Quota), backend.Bytes(need-old))
 		}
 	}
+	// The workspace changes from here on, so its last measurement no
+	// longer holds (forgotten again at the end, in case a command's
+	// measurement raced with the write).
+	b.wrote(ws)
+	defer b.wrote(ws)
 	if err := b.mkdirs(root, ws, path.Dir(rel)); err != nil {
 		return fmt.Errorf("write %s: %w", rel, err)
 	}
@@ -71,6 +84,18 @@ func (b *Backend) WriteFile(_ context.Context, ws *workspace.Workspace, rel stri
 		return fmt.Errorf("write %s: %w", rel, err)
 	}
 	return nil
+}
+
+// fsBlock is the allocation unit WriteFile assumes for the quota: ext4's
+// and XFS's usual block size.
+const fsBlock = 4096
+
+// allocated returns the bytes of disk blocks fi's file holds.
+func allocated(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
 }
 
 // mkdirs creates dir and its parents inside root, giving each new one to

@@ -17,8 +17,11 @@
 // alternatives were worse: a shell `ulimit` line depends on the shell's
 // dialect (dash's -p is processes, bash's is the pipe size), prlimit on a
 // running pid races the child's first fork, and Go has no per-child rlimit.
-// RLIMIT_FSIZE caps each file a sandbox writes; a seccomp filter refuses
-// the two ways to allocate disk around that cap (seccomp.go).
+//
+// The workspace's disk quota is enforced by measuring it before, during and
+// after each command (quota.go), with RLIMIT_FSIZE capping each file and a
+// seccomp filter refusing the two ways to allocate disk around that cap
+// (seccomp.go).
 //
 // RLIMIT_NPROC counts processes per real uid and does not apply to root,
 // so when the service runs as root each session's commands run under their
@@ -64,6 +67,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -117,11 +121,18 @@ type Config struct {
 	// SandboxUID is the uid and gid the command has inside the sandbox.
 	// Default 1000.
 	SandboxUID int
-	// Quota is the disk quota of a workspace in bytes; a command that
-	// pushes its workspace over it is killed. 0 means no check.
+	// Quota is the disk quota of a workspace in bytes. 0 means no check.
+	// See "The disk quota" in README.md: the workspace is measured before
+	// each command, while it runs and after it ends; a command that pushes
+	// it over is killed, one that starts in a workspace already over it
+	// runs without the right to write to files, and Limits.FileSize is at
+	// most Quota.
 	Quota int64
 	// QuotaInterval is how often a running command's workspace is
-	// measured. Default 500 ms.
+	// measured, at least; a measurement that takes longer than a quarter of
+	// it stretches the next wait to four times its own time, so measuring
+	// a large workspace takes at most a fifth of a core per running
+	// command. Default DefaultQuotaInterval.
 	QuotaInterval time.Duration
 	// KillGrace is how long to wait for output pipes to close after the
 	// sandbox has ended before closing them ourselves. Default 2 s.
@@ -140,6 +151,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultQuotaInterval is Config.QuotaInterval's default.
+const DefaultQuotaInterval = 50 * time.Millisecond
+
 // DefaultReadOnly are the host paths a sandbox sees read-only by default:
 // the system's programs, libraries and configuration.
 var DefaultReadOnly = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
@@ -156,6 +170,10 @@ type Backend struct {
 	probeMu sync.Mutex
 	probeAt time.Time
 	probeOK error
+
+	usageMu sync.Mutex
+	usage   map[string]*usageState // by workspace ID; see quota.go
+	walks   atomic.Int64           // workspace measurements taken
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -205,7 +223,7 @@ func newBackend(cfg Config) (*Backend, error) {
 		cfg.SandboxUID = 1000
 	}
 	if cfg.QuotaInterval <= 0 {
-		cfg.QuotaInterval = 500 * time.Millisecond
+		cfg.QuotaInterval = DefaultQuotaInterval
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = 2 * time.Second
@@ -224,13 +242,17 @@ func newBackend(cfg Config) (*Backend, error) {
 	if l.FileSize <= 0 {
 		l.FileSize = d.FileSize
 	}
+	if cfg.Quota > 0 && l.FileSize > cfg.Quota {
+		// No file can be larger than the workspace may be.
+		l.FileSize = cfg.Quota
+	}
 	if l.OpenFiles <= 0 {
 		l.OpenFiles = d.OpenFiles
 	}
 	if hostSeccompErr != nil {
 		return nil, fmt.Errorf("local sandbox: %w", hostSeccompErr)
 	}
-	b := &Backend{cfg: cfg, log: cfg.Logger, asRoot: os.Geteuid() == 0}
+	b := &Backend{cfg: cfg, log: cfg.Logger, asRoot: os.Geteuid() == 0, usage: map[string]*usageState{}}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -292,6 +314,8 @@ type command struct {
 	// seccompR holds the seccomp filter bwrap reads from fd 5; nil when
 	// this host has none (see seccomp.go).
 	seccompR *os.File
+	// disk is the quota check of the run; nil for none (the probe).
+	disk *backend.DiskUse
 }
 
 // Fds of the prlimit+bwrap child: bwrap's options, its JSON status and
@@ -348,15 +372,16 @@ func (e *setupError) Error() string {
 
 func (e *setupError) Unwrap() error { return backend.ErrNotStarted }
 
-// prlimitArgs returns prlimit's arguments up to and including its "--".
-func (b *Backend) prlimitArgs() []string {
+// prlimitArgs returns prlimit's arguments up to and including its "--",
+// with RLIMIT_FSIZE fsize.
+func (b *Backend) prlimitArgs(fsize int64) []string {
 	l := b.cfg.Limits
 	return []string{
 		b.cfg.Prlimit,
 		"--cpu=" + strconv.Itoa(l.CPUSeconds),
 		"--as=" + strconv.FormatInt(l.AddressSpace, 10),
 		"--nproc=" + strconv.Itoa(l.Processes),
-		"--fsize=" + strconv.FormatInt(l.FileSize, 10),
+		"--fsize=" + strconv.FormatInt(fsize, 10),
 		"--nofile=" + strconv.Itoa(l.OpenFiles),
 		"--core=0",
 		"--",
@@ -410,7 +435,7 @@ func (b *Backend) sysProcAttr(uid int) *syscall.SysProcAttr {
 // benchmark that compares the service with spawning bwrap directly. Call
 // done once the command has started or failed to.
 func (b *Backend) DirectCommand(dir string, uid int, req backend.ExecRequest) (cmd *exec.Cmd, done func(), err error) {
-	argv := append(b.prlimitArgs(), b.cfg.Bwrap)
+	argv := append(b.prlimitArgs(b.cfg.Limits.FileSize), b.cfg.Bwrap)
 	argv = append(argv, b.options(dir, req)...)
 	seccompR, err := seccompPipe()
 	if err != nil {
@@ -431,12 +456,18 @@ func (b *Backend) DirectCommand(dir string, uid int, req backend.ExecRequest) (c
 }
 
 // prepare builds the prlimit+bwrap command for req in a workspace at dir
-// owned by uid (-1: run as the service's uid).
-func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest) (*command, error) {
+// owned by uid (-1: run as the service's uid). With noWrite set, the
+// command may not write to files (RLIMIT_FSIZE 0): its workspace is over
+// its quota.
+func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest, noWrite bool) (*command, error) {
+	fsize := b.cfg.Limits.FileSize
+	if noWrite {
+		fsize = 0
+	}
 	// Everything but the command line goes through fd 3, so the
 	// environment (which may hold secrets) never shows in the host's
 	// process list and no option can be mistaken for part of the command.
-	argv := append(b.prlimitArgs(), b.cfg.Bwrap, "--args", argsFD, "--json-status-fd", statusFD)
+	argv := append(b.prlimitArgs(fsize), b.cfg.Bwrap, "--args", argsFD, "--json-status-fd", statusFD)
 	if hostSeccomp != nil {
 		argv = append(argv, "--add-seccomp-fd", seccompFD)
 	}
@@ -491,11 +522,48 @@ func (b *Backend) Exec(ctx context.Context, ws *workspace.Workspace, req backend
 			return backend.ExecResult{}, err
 		}
 	}
-	c, err := b.prepare(ws.Dir, ws.UID, req)
-	if err != nil {
-		return backend.ExecResult{}, err
+	if b.cfg.Quota <= 0 {
+		c, err := b.prepare(ws.Dir, ws.UID, req, false)
+		if err != nil {
+			return backend.ExecResult{}, err
+		}
+		return b.run(ctx, c, ws.Dir, req.Stdin, out)
 	}
-	return b.run(ctx, c, ws.Dir, req.Stdin, out)
+
+	// A workspace already over its quota gets no more data: its command
+	// runs with RLIMIT_FSIZE 0, so it can read, list and delete but its
+	// first write to a file fails (EFBIG, SIGXFSZ). Refusing it outright
+	// would leave the session no way to delete files and get back under
+	// the quota.
+	used, err := b.beginCommand(ws)
+	disk := &backend.DiskUse{Quota: b.cfg.Quota, Before: used, NoWrite: used > b.cfg.Quota}
+	if err != nil {
+		// Not measurable is not under the quota.
+		b.log.Warn("measure workspace before a command", "dir", ws.Dir, "err", err)
+		disk.Before, disk.NoWrite, disk.Err = -1, true, err
+	}
+	res, err := func() (backend.ExecResult, error) {
+		c, err := b.prepare(ws.Dir, ws.UID, req, disk.NoWrite)
+		if err != nil {
+			return backend.ExecResult{}, err
+		}
+		c.disk = disk
+		return b.run(ctx, c, ws.Dir, req.Stdin, out)
+	}()
+	// Once more now that every process of the sandbox is gone: what was
+	// written since the last measurement counts too, and a command
+	// shorter than QuotaInterval was never measured at all.
+	after, merr := b.endCommand(ws)
+	if err != nil {
+		return res, err
+	}
+	disk.After = after
+	if merr != nil {
+		b.log.Warn("measure workspace after a command", "dir", ws.Dir, "err", merr)
+		disk.After, disk.Err = -1, merr
+	}
+	res.Disk = disk
+	return res, nil
 }
 
 func (b *Backend) checkDir(ws *workspace.Workspace, rel string) error {
@@ -640,13 +708,12 @@ func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte,
 		_ = cmd.Wait()
 		close(waitDone)
 	}()
-	var quotaTick <-chan time.Time
-	var startUsage int64
-	if b.cfg.Quota > 0 {
-		startUsage, _ = workspace.Usage(dir)
-		t := time.NewTicker(b.cfg.QuotaInterval)
-		defer t.Stop()
-		quotaTick = t.C
+	var measure <-chan time.Time
+	var measureTimer *time.Timer
+	if c.disk != nil {
+		measureTimer = time.NewTimer(b.cfg.QuotaInterval)
+		defer measureTimer.Stop()
+		measure = measureTimer.C
 	}
 wait:
 	for {
@@ -657,14 +724,19 @@ wait:
 			kill("")
 			<-waitDone
 			break wait
-		case <-quotaTick:
-			// Usage above the quota is tolerated only while it shrinks,
-			// so a command that cleans up an over-full workspace may run.
-			if u, err := workspace.Usage(dir); err == nil && u > b.cfg.Quota && u > startUsage {
-				kill(fmt.Sprintf("disk quota of %d bytes exceeded (workspace uses %d)", b.cfg.Quota, u))
+		case <-measure:
+			t0 := time.Now()
+			u, err := b.measure(dir)
+			took := time.Since(t0)
+			// Usage above the quota is tolerated only while it does not
+			// grow, so a command that cleans up an over-full workspace
+			// may run.
+			if err == nil && u > c.disk.Quota && u > c.disk.Before {
+				kill(fmt.Sprintf("the workspace grew to %s, past its disk quota of %s", backend.Bytes(u), backend.Bytes(c.disk.Quota)))
 				<-waitDone
 				break wait
 			}
+			measureTimer.Reset(max(b.cfg.QuotaInterval, 4*took))
 		}
 	}
 
@@ -701,8 +773,14 @@ wait:
 	return backend.ExecResult{ExitCode: 128 + int(ws.Signal())}, nil
 }
 
-// Release does nothing: the workspace manager deletes the files.
-func (b *Backend) Release(context.Context, *workspace.Workspace) error { return nil }
+// Release forgets what the backend knows of ws's disk use; the workspace
+// manager deletes the files.
+func (b *Backend) Release(_ context.Context, ws *workspace.Workspace) error {
+	b.usageMu.Lock()
+	delete(b.usage, ws.ID)
+	b.usageMu.Unlock()
+	return nil
+}
 
 // Check reports the start-up probe's verdict, probing again when the last
 // probe is over a minute old or a command's sandbox has failed to start
@@ -766,7 +844,7 @@ func (b *Backend) probe(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	c, err := b.prepare(dir, uid, backend.ExecRequest{Command: "test -w " + backend.WorkspaceMount + " && test -w /tmp && ! test -w /usr"})
+	c, err := b.prepare(dir, uid, backend.ExecRequest{Command: "test -w " + backend.WorkspaceMount + " && test -w /tmp && ! test -w /usr"}, false)
 	if err != nil {
 		return fmt.Errorf("local sandbox probe: %w", err)
 	}

@@ -275,33 +275,6 @@ func TestResourceLimits(t *testing.T) {
 	}
 }
 
-func TestDiskQuota(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, Config{Quota: 4 << 20, QuotaInterval: 50 * time.Millisecond})
-	ws := f.workspace(t)
-	ctx := context.Background()
-	// A command that fills the workspace is killed, with the reason.
-	res, _, _ := backendtest.Exec(t, f.b, ws, backend.ExecRequest{Command: "head -c 8000000 /dev/zero > big; sleep 10", Timeout: 20 * time.Second})
-	if !res.Killed || !strings.Contains(res.Reason, "disk quota") {
-		t.Fatalf("result %+v, want killed for the disk quota", res)
-	}
-	// Writing a file refuses to pass the quota while the workspace is full.
-	if err := f.b.WriteFile(ctx, ws, "more", make([]byte, 10)); !errors.Is(err, backend.ErrQuota) {
-		t.Errorf("WriteFile over quota: %v, want ErrQuota", err)
-	}
-	// Cleaning up is allowed, and afterwards writes fit again.
-	res, _, _ = backendtest.Exec(t, f.b, ws, backend.ExecRequest{Command: "rm big; sleep 0.3"})
-	if res.ExitCode != 0 || res.Killed {
-		t.Fatalf("cleanup: %+v", res)
-	}
-	if err := f.b.WriteFile(ctx, ws, "more", make([]byte, 3<<20)); err != nil {
-		t.Errorf("WriteFile under quota: %v", err)
-	}
-	if err := f.b.WriteFile(ctx, ws, "more2", make([]byte, 2<<20)); !errors.Is(err, backend.ErrQuota) {
-		t.Errorf("WriteFile past quota: %v, want ErrQuota", err)
-	}
-}
-
 func TestConcurrentCommandsOfOneSession(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, Config{})

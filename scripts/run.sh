@@ -130,6 +130,13 @@ if [ "${1:-}" = config ]; then
   exit 0
 fi
 
+# The committed host config should be what the services publish now.
+"$BIN/genconfig" http://127.0.0.1:8081 http://127.0.0.1:8082 http://127.0.0.1:8083 \
+  http://127.0.0.1:8084 http://127.0.0.1:8085 >"$WORK/published.json"
+if ! cmp -s "$WORK/published.json" examples/brain.json; then
+  echo "  warning: examples/brain.json differs from the bindings the services publish: run make config" >&2
+fi
+
 BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" \
   start brain http://127.0.0.1:8080/healthz "$BIN/brain" -config examples/brain.json
 

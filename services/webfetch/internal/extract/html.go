@@ -236,7 +236,7 @@ type scanned struct {
 	title    string
 	body     *html.Node
 	// bodyLen counts the non-space characters of the body's text (scripts
-	// and styles left out), with hide set only.
+	// and styles left out), with hide set only, up to 2*nearlyEmpty.
 	bodyLen int
 }
 
@@ -249,7 +249,10 @@ func scan(doc *html.Node, hide bool) scanned {
 	visit = func(n *html.Node, inBody, skip bool) {
 		switch n.Type {
 		case html.TextNode:
-			if hide && inBody && !skip {
+			// Only "is the article under half the body" is ever asked, and
+			// only of an article under nearlyEmpty: past 2*nearlyEmpty the
+			// exact count no longer matters.
+			if hide && inBody && !skip && sc.bodyLen < 2*nearlyEmpty {
 				sc.bodyLen += nonSpace(n.Data)
 			}
 			return
@@ -299,13 +302,15 @@ func scan(doc *html.Node, hide bool) scanned {
 
 // restoreHeadings gives readability's article its heading ids back and
 // returns the non-space characters of its text (scripts and styles left
-// out).
+// out), counted up to nearlyEmpty.
 func restoreHeadings(n *html.Node) int {
 	count := 0
 	walk(n, func(c *html.Node) bool {
 		switch c.Type {
 		case html.TextNode:
-			count += nonSpace(c.Data)
+			if count < nearlyEmpty { // the caller only compares with nearlyEmpty
+				count += nonSpace(c.Data)
+			}
 		case html.ElementNode:
 			switch c.DataAtom {
 			case atom.Script, atom.Style, atom.Noscript, atom.Template, atom.Head:

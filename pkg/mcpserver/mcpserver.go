@@ -73,6 +73,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/julienschmidt/httprouter"
@@ -89,6 +90,22 @@ const Path = "/mcp"
 // contract's unknown_outcome (true when the tool may have acted although
 // its completion is unknown). brain's MCP client reads it back.
 const MetaUnknownOutcome = "com.github.brain-tools/unknown_outcome"
+
+// The _meta keys of a tools/call request through which a host that holds
+// the service's bearer token (brain) states the call's identity, as the
+// tool contract's request body does over HTTP: tenant_id, session_id and
+// call_id. Without them the tenant is Options.Tenant, the session the MCP
+// session (or a fresh one per stateless request) and the call a random ID;
+// with them, state a tool keeps per session (a sandbox workspace, a job)
+// follows the host's session instead of the transport's.
+const (
+	MetaTenantID  = "com.github.brain-tools/tenant_id"
+	MetaSessionID = "com.github.brain-tools/session_id"
+	MetaCallID    = "com.github.brain-tools/call_id"
+)
+
+// maxMetaID caps an identity given in _meta, in bytes.
+const maxMetaID = 256
 
 // DefaultSessionIdle is Options.SessionIdle when unset.
 const DefaultSessionIdle = 30 * time.Minute
@@ -288,6 +305,11 @@ func (a *adapter) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		r.SessionID = "mcp-" + sid
 	} else {
 		r.SessionID = "mcp-req-" + rand.Text()
+	}
+	for key, dst := range map[string]*string{MetaTenantID: &r.TenantID, MetaSessionID: &r.SessionID, MetaCallID: &r.CallID} {
+		if v, ok := req.Params.Meta[key].(string); ok && v != "" && len(v) <= maxMetaID && utf8.ValidString(v) {
+			*dst = v
+		}
 	}
 	if len(bytes.TrimSpace(r.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(r.Arguments), []byte("null")) {
 		r.Arguments = json.RawMessage(`{}`)

@@ -337,6 +337,45 @@ func TestIdentity(t *testing.T) {
 	})
 }
 
+// TestIdentityFromMeta: a host holding the token states the call's tenant,
+// session and call in _meta, and the tool sees exactly those, on both
+// revisions; invalid values fall back to the defaults.
+func TestIdentityFromMeta(t *testing.T) {
+	for _, rev := range revisions {
+		t.Run(rev, func(t *testing.T) {
+			f := newFixture()
+			ts, _ := startService(t, f, Options{})
+			cs := connect(t, ts.URL+Path, rev, nil)
+			tests := []struct {
+				name                  string
+				meta                  mcp.Meta
+				tenant, session, call string // "" = the default applies
+			}{
+				{"all given", mcp.Meta{MetaTenantID: "t9", MetaSessionID: "ses_brain", MetaCallID: "call_brain"}, "t9", "ses_brain", "call_brain"},
+				{"session only", mcp.Meta{MetaSessionID: "ses_other"}, "", "ses_other", ""},
+				{"not strings", mcp.Meta{MetaSessionID: 5, MetaTenantID: true}, "", "", ""},
+				{"too long", mcp.Meta{MetaSessionID: strings.Repeat("s", maxMetaID+1)}, "", "", ""},
+				{"empty", mcp.Meta{MetaSessionID: ""}, "", "", ""},
+			}
+			for _, tt := range tests {
+				p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]string{"text": "x"}, Meta: tt.meta}
+				if _, err := cs.CallTool(context.Background(), p); err != nil {
+					t.Fatal(err)
+				}
+				got := f.last()
+				check := func(field, got, want, defPrefix string) {
+					if want != "" && got != want || want == "" && !strings.HasPrefix(got, defPrefix) {
+						t.Errorf("%s: %s = %q, want %q (or the default %s…)", tt.name, field, got, want, defPrefix)
+					}
+				}
+				check("tenant_id", got.TenantID, tt.tenant, "acme")
+				check("session_id", got.SessionID, tt.session, "mcp-")
+				check("call_id", got.CallID, tt.call, "mcp-call-")
+			}
+		})
+	}
+}
+
 func TestProgress(t *testing.T) {
 	for _, rev := range revisions {
 		t.Run(rev, func(t *testing.T) {

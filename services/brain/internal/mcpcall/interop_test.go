@@ -22,11 +22,16 @@ import (
 // on both revisions.
 func TestOwnServiceOverMCP(t *testing.T) {
 	obj := json.RawMessage(`{"type":"object"}`)
+	seen := make(chan tool.Request, 10)
 	tools := []service.Tool{
 		{Binding: tool.Binding{Name: "echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
 			Handler: service.Typed(func(_ context.Context, c *service.Call, a struct {
 				Text string `json:"text"`
 			}) *tool.Result {
+				select {
+				case seen <- c.Request:
+				default:
+				}
 				_ = c.Progress(map[string]string{"status": "echoing"})
 				return tool.TextResult("%s", a.Text)
 			})},
@@ -60,6 +65,12 @@ func TestOwnServiceOverMCP(t *testing.T) {
 			})
 			if o.Status != invoke.StatusSucceeded || o.Result.Content[0].Text != "over mcp" {
 				t.Fatalf("echo: %+v", o)
+			}
+			// The tool sees brain's identity, not the pooled MCP session's:
+			// per-session state (a sandbox workspace) follows brain's session.
+			want := request(`{}`)
+			if got := <-seen; got.TenantID != want.TenantID || got.SessionID != want.SessionID || got.CallID != want.CallID {
+				t.Errorf("tool saw tenant %q session %q call %q, want brain's %q %q %q", got.TenantID, got.SessionID, got.CallID, want.TenantID, want.SessionID, want.CallID)
 			}
 			if got := agreed(t, c, ts.URL); got != rev {
 				t.Errorf("revision %s, want %s", got, rev)

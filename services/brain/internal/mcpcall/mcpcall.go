@@ -56,6 +56,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -221,7 +222,15 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 			return c.connectFailure(ctx, callCtx, t, err)
 		}
 		tr := &trace{limit: t.MaxOutputBytes() + FramingSlack}
-		params := &mcp.CallToolParams{Name: t.MCPTool, Arguments: json.RawMessage(req.Arguments)}
+		params := &mcp.CallToolParams{Name: t.MCPTool, Arguments: json.RawMessage(req.Arguments),
+			// The call's identity, as the HTTP body carries it: a tool that
+			// keeps state per session (a sandbox workspace) follows brain's
+			// session, not the pooled MCP session shared by all of them.
+			Meta: mcp.Meta{
+				mcpserver.MetaTenantID:  req.TenantID,
+				mcpserver.MetaSessionID: req.SessionID,
+				mcpserver.MetaCallID:    req.CallID,
+			}}
 		params.SetProgressToken(token)
 		res, err := conn.session.CallTool(withTrace(callCtx, tr), params)
 		if err == nil {

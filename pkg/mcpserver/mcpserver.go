@@ -230,6 +230,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // s.Config.Tenants ("local" when none), MaxRequestBytes from
 // s.Config.MaxRequestBytes.
 func Attach(s *service.Server, o Options) error {
+	if s.Built() {
+		return errors.New("attach /mcp: the service's handler is already built, so /mcp would never be served: attach before Handler or Run")
+	}
 	if o.Name == "" {
 		o.Name = s.Name
 	}

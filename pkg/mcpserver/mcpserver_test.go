@@ -633,3 +633,25 @@ func TestRequestBodyLimit(t *testing.T) {
 		t.Errorf("oversized body: %s, want 413 or 400", resp.Status)
 	}
 }
+
+// TestAttachOrder: Registry (a service registering its own metrics) may come
+// before Attach and /mcp is still served; Attach after the handler is built
+// is refused instead of silently serving nothing.
+func TestAttachOrder(t *testing.T) {
+	f := newFixture()
+	cfg := service.Config{Token: testToken, MaxRequestBytes: 1 << 20, Tenants: []string{"acme"}}
+	srv := &service.Server{Name: "test", Config: cfg, Tools: f.tools()}
+	_ = srv.Registry()
+	if err := Attach(srv, Options{}); err != nil {
+		t.Fatalf("Attach after Registry: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	cs := connect(t, ts.URL+Path, "2026-07-28", nil)
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatalf("tools/list after Registry then Attach: %v", err)
+	}
+	if err := Attach(srv, Options{}); err == nil || !strings.Contains(err.Error(), "already built") {
+		t.Fatalf("Attach after Handler: %v", err)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -59,7 +60,9 @@ type Server struct {
 	// Routes adds the service's own routes (an operator page, /mcp).
 	Routes func(r *httprouter.Router)
 
-	once     sync.Once
+	once     sync.Once // builds handler
+	built    atomic.Bool
+	regOnce  sync.Once // builds registry, calls and duration
 	handler  http.Handler
 	registry *prometheus.Registry
 	calls    *prometheus.CounterVec
@@ -73,14 +76,18 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Registry returns the Prometheus registry /metrics serves, so a service
-// can register its own collectors.
+// can register its own collectors. It does not build the handler: Routes may
+// still be changed afterwards (pkg/mcpserver.Attach does).
 func (s *Server) Registry() *prometheus.Registry {
-	s.once.Do(s.build)
+	s.regOnce.Do(s.initMetrics)
 	return s.registry
 }
 
-func (s *Server) build() {
-	s.Logger = orDiscard(s.Logger)
+// Built reports whether Handler has been built; Tools and Routes changed
+// after that are never served.
+func (s *Server) Built() bool { return s.built.Load() }
+
+func (s *Server) initMetrics() {
 	s.registry = prometheus.NewRegistry()
 	s.registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	s.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -93,6 +100,12 @@ func (s *Server) build() {
 		Buckets:     prometheus.ExponentialBuckets(0.001, 4, 10),
 	}, []string{"tool"})
 	s.registry.MustRegister(s.calls, s.duration)
+}
+
+func (s *Server) build() {
+	s.built.Store(true)
+	s.Logger = orDiscard(s.Logger)
+	s.regOnce.Do(s.initMetrics)
 
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true

@@ -68,6 +68,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"runtime/debug"
 	"strings"
@@ -143,8 +144,9 @@ type Options struct {
 // Handler serves MCP at one endpoint (GET, POST and DELETE). It is safe
 // for concurrent use.
 type Handler struct {
-	stateful  http.Handler
-	stateless http.Handler
+	stateful     http.Handler
+	stateless    http.Handler
+	allowAnyHost bool
 }
 
 // New builds the MCP endpoint for tools. It fails, naming the tool, when a
@@ -207,8 +209,9 @@ func New(tools []service.Tool, o Options) (*Handler, error) {
 	stateless.PropagateRequestCancellation = true
 	get := func(*http.Request) *mcp.Server { return srv }
 	return &Handler{
-		stateful:  mcp.NewStreamableHTTPHandler(get, &stateful),
-		stateless: mcp.NewStreamableHTTPHandler(get, &stateless),
+		stateful:     mcp.NewStreamableHTTPHandler(get, &stateful),
+		stateless:    mcp.NewStreamableHTTPHandler(get, &stateless),
+		allowAnyHost: o.AllowAnyHost,
 	}, nil
 }
 
@@ -216,11 +219,25 @@ func New(tools []service.Tool, o Options) (*Handler, error) {
 // 2026-07-28 or later goes to the stateless server, everything else (the
 // initialize handshake, session requests) to the session-keeping one.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The Streamable HTTP transport asks servers to validate Origin against
+	// DNS rebinding: a browser page from another origin gets 403. Clients
+	// that are not browsers send no Origin.
+	if o := r.Header.Get("Origin"); o != "" && !h.allowAnyHost && !sameOrigin(o, r) {
+		service.WriteError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("Origin %q is not this server's origin", o))
+		return
+	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessSince {
 		h.stateless.ServeHTTP(w, r)
 		return
 	}
 	h.stateful.ServeHTTP(w, r)
+}
+
+// sameOrigin reports whether the Origin header names the host the request
+// was sent to.
+func sameOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
 // Attach builds the MCP endpoint from s.Tools and mounts it at /mcp (GET,

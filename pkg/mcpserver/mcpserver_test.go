@@ -655,3 +655,42 @@ func TestAttachOrder(t *testing.T) {
 		t.Fatalf("Attach after Handler: %v", err)
 	}
 }
+
+// TestOriginChecked: a request with an Origin other than the server's own
+// (a browser page elsewhere: DNS rebinding) is refused with 403 naming it;
+// the server's own origin and no Origin at all pass.
+func TestOriginChecked(t *testing.T) {
+	f := newFixture()
+	ts, _ := startService(t, f, Options{})
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	tests := []struct {
+		origin string
+		status int
+	}{
+		{"", http.StatusOK},
+		{ts.URL, http.StatusOK},
+		{"http://evil.example", http.StatusForbidden},
+		{"null", http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+Path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tt.origin != "" {
+			req.Header.Set("Origin", tt.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status {
+			t.Errorf("Origin %q: status %d, want %d: %s", tt.origin, resp.StatusCode, tt.status, data)
+		}
+		if tt.status == http.StatusForbidden && !strings.Contains(string(data), "is not this server's origin") {
+			t.Errorf("Origin %q: body %s", tt.origin, data)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -51,6 +52,10 @@ type Binding struct {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,63}$`)
 
+// mcpToolRE is the MCP specification's tool-name rule (2025-11-25, "Tool
+// names"): 1 to 128 characters from A-Z, a-z, 0-9, _, -, . and /.
+var mcpToolRE = regexp.MustCompile(`^[A-Za-z0-9_./-]{1,128}$`)
+
 // ValidName reports whether name follows the contract's rule for tool names.
 func ValidName(name string) bool { return nameRE.MatchString(name) }
 
@@ -82,6 +87,8 @@ func (b *Binding) Validate() error {
 		return bad("max_output_bytes", "must be from 1 to %d (2 MiB), got %d", MaxOutputBytesLimit, b.MaxOutputBytes)
 	case b.Required && b.MCPTool == "":
 		return bad("required", "only applies to a binding with mcp_tool")
+	case b.MCPTool != "" && !mcpToolRE.MatchString(b.MCPTool):
+		return bad("mcp_tool", "%q is not an MCP tool name: 1 to 128 letters, digits, '_', '-', '.' or '/'", b.MCPTool)
 	}
 	for i, t := range b.Tenants {
 		if t == "" {
@@ -109,6 +116,8 @@ func ValidateURL(raw string) error {
 		return fmt.Errorf("scheme must be http or https, got %q", u.Scheme)
 	case u.Hostname() == "":
 		return fmt.Errorf("has no host")
+	case strings.HasSuffix(u.Host, ":"):
+		return fmt.Errorf("has an empty port after %q", u.Host)
 	case u.Port() != "" && !validPort(u.Port()):
 		return fmt.Errorf("port %q is not a number from 1 to 65535", u.Port())
 	case u.User != nil:

@@ -163,6 +163,11 @@ func TestBindingValidate(t *testing.T) {
 		{name: "port only", mutate: func(b *Binding) { b.URL = "https://:443/x" }, wantErr: "url: has no host"},
 		{name: "port too big", mutate: func(b *Binding) { b.URL = "http://127.0.0.1:99999/x" }, wantErr: `url: port "99999"`},
 		{name: "port zero", mutate: func(b *Binding) { b.URL = "http://127.0.0.1:0/x" }, wantErr: `url: port "0"`},
+		{name: "empty port", mutate: func(b *Binding) { b.URL = "http://127.0.0.1:/x" }, wantErr: "url: has an empty port"},
+		{name: "mcp_tool with a space", mutate: func(b *Binding) { b.MCPTool = "get docs" }, wantErr: "mcp_tool:"},
+		{name: "mcp_tool with a newline", mutate: func(b *Binding) { b.MCPTool = "a\nb" }, wantErr: "mcp_tool:"},
+		{name: "mcp_tool of 129", mutate: func(b *Binding) { b.MCPTool = strings.Repeat("a", 129) }, wantErr: "mcp_tool:"},
+		{name: "mcp_tool of 128 with dots and slashes", mutate: func(b *Binding) { b.MCPTool = "ns/tool.v2-" + strings.Repeat("a", 117) }},
 		{name: "port max", mutate: func(b *Binding) { b.URL = "http://127.0.0.1:65535/x" }},
 		{name: "ipv6 host", mutate: func(b *Binding) { b.URL = "http://[::1]:8081/x" }},
 	}

@@ -163,11 +163,20 @@ var (
 func (c *Caller) Call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(data json.RawMessage)) Outcome {
 	start := time.Now()
 	o := c.call(ctx, t, req, onProgress)
+	LogOutcome(ctx, c.logger, "tool call", t, req, o, start)
+	return o
+}
+
+// LogOutcome writes the one log record of a finished call: its identity
+// (never the arguments or an inspection token), status, error and
+// duration; at warn level when the outcome is unknown. extra adds fields
+// (the MCP caller adds the server and remote tool).
+func LogOutcome(ctx context.Context, logger *slog.Logger, msg string, t *config.Tool, req tool.Request, o Outcome, start time.Time, extra ...slog.Attr) {
 	level := slog.LevelInfo
 	if o.Result.UnknownOutcome {
 		level = slog.LevelWarn
 	}
-	c.logger.LogAttrs(ctx, level, "tool call",
+	attrs := append([]slog.Attr{
 		slog.String("tool", t.Name),
 		slog.String("tenant_id", req.TenantID),
 		slog.String("session_id", req.SessionID),
@@ -178,8 +187,8 @@ func (c *Caller) Call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		slog.Bool("sent", o.Sent),
 		slog.Bool("unknown_outcome", o.Result.UnknownOutcome),
 		slog.Int64("duration_ms", time.Since(start).Milliseconds()),
-	)
-	return o
+	}, extra...)
+	logger.LogAttrs(ctx, level, msg, attrs...)
 }
 
 func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(json.RawMessage)) Outcome {

@@ -153,29 +153,14 @@ func (c *Caller) Close() error { return c.pool.closeAll() }
 // of the call as JSON {"progress":N,"total":N?,"message":"..."?}, in
 // order, never after Call returns.
 //
-// MCP carries no tenant, session or call ID: req's identity is used for
-// the tenant check and logs only. inspect_session is not sent over MCP.
+// req's tenant, session and call go in the request's _meta
+// (pkg/mcpserver.MetaTenantID and the rest), which our own services use and
+// other servers may ignore. inspect_session is not sent over MCP.
 func (c *Caller) Call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(data json.RawMessage)) invoke.Outcome {
 	start := time.Now()
 	o := c.call(ctx, t, req, onProgress)
-	level := slog.LevelInfo
-	if o.Result.UnknownOutcome {
-		level = slog.LevelWarn
-	}
-	c.logger.LogAttrs(ctx, level, "mcp tool call",
-		slog.String("tool", t.Name),
-		slog.String("mcp_tool", t.MCPTool),
-		slog.String("server", t.URL),
-		slog.String("tenant_id", req.TenantID),
-		slog.String("session_id", req.SessionID),
-		slog.String("call_id", req.CallID),
-		slog.String("status", o.Status),
-		slog.String("error_code", o.ErrorCode),
-		slog.String("error", o.ErrorMessage),
-		slog.Bool("sent", o.Sent),
-		slog.Bool("unknown_outcome", o.Result.UnknownOutcome),
-		slog.Int64("duration_ms", time.Since(start).Milliseconds()),
-	)
+	invoke.LogOutcome(ctx, c.logger, "mcp tool call", t, req, o, start,
+		slog.String("mcp_tool", t.MCPTool), slog.String("server", t.URL))
 	return o
 }
 

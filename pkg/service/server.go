@@ -13,12 +13,13 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"mime"
 	"net"
 	"net/http"
@@ -119,10 +120,14 @@ func (s *Server) build() {
 		s.Logger.Error("panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 		WriteError(w, http.StatusInternalServerError, "internal_error", "internal error")
 	}
-	byName := make(map[string]*Tool, len(s.Tools))
+	byName := make(map[string]*toolEntry, len(s.Tools))
 	for i := range s.Tools {
 		t := &s.Tools[i]
-		byName[t.Binding.Name] = t
+		name := t.Binding.Name
+		// Metric children are looked up once here, not on every call.
+		byName[name] = &toolEntry{Tool: t,
+			ok: s.calls.WithLabelValues(name, "ok"), failed: s.calls.WithLabelValues(name, "error"),
+			invalid: s.calls.WithLabelValues(name, "invalid_request"), duration: s.duration.WithLabelValues(name)}
 	}
 	r.POST("/tools/:name", func(w http.ResponseWriter, req *http.Request, p httprouter.Params) {
 		// The token is checked first, so tool names cannot be probed without it.
@@ -147,16 +152,26 @@ func (s *Server) build() {
 	s.handler = withRequestID(r)
 }
 
-// withRequestID gives every response an X-Request-Id header (req_ + 128
-// random bits), which error bodies repeat as request_id so an operator can
-// match a client's report with the service's log.
+// withRequestID gives every response an X-Request-Id header (req_ + 64
+// random bits in hex), which error bodies repeat as request_id so an
+// operator can match a client's report with the service's log. It is a
+// correlation ID, not a secret: math/rand/v2 spares a system call per
+// request.
 func withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		w.Header().Set("X-Request-Id", "req_"+strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])))
+		var b [4 + 16]byte
+		copy(b[:], "req_")
+		hex.Encode(b[4:], binary.BigEndian.AppendUint64(nil, rand.Uint64()))
+		w.Header()["X-Request-Id"] = []string{string(b[:])}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// toolEntry is a tool with its metric children.
+type toolEntry struct {
+	*Tool
+	ok, failed, invalid prometheus.Counter
+	duration            prometheus.Observer
 }
 
 // Authed wraps h with the service's bearer check (none with NoAuth), for
@@ -226,17 +241,17 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 // serveCall answers one tool call. The response starts as JSON; the first
 // progress, or StreamAfter without a result, switches it to SSE when the
 // host accepts text/event-stream.
-func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *Tool) {
+func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry) {
 	start := time.Now()
 	name := t.Binding.Name
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		s.calls.WithLabelValues(name, "invalid_request").Inc()
+		t.invalid.Inc()
 		WriteError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type must be application/json, got %q", ct))
 		return
 	}
 	var req tool.Request
 	if err := strictjson.Decode(r.Body, s.Config.MaxRequestBytes, &req); err != nil {
-		s.calls.WithLabelValues(name, "invalid_request").Inc()
+		t.invalid.Inc()
 		var tl *strictjson.TooLargeError
 		if errors.As(err, &tl) {
 			WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", "request "+err.Error())
@@ -246,7 +261,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *Tool) {
 		return
 	}
 	if err := req.Validate(); err != nil {
-		s.calls.WithLabelValues(name, "invalid_request").Inc()
+		t.invalid.Inc()
 		WriteError(w, http.StatusBadRequest, "invalid_request", "request body: "+err.Error())
 		return
 	}
@@ -261,19 +276,19 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *Tool) {
 		// (a timer, not a goroutine per waiting call).
 		auto = time.AfterFunc(s.Config.StreamAfter, resp.startStream)
 	}
-	result := s.run(r.Context(), t, call, logger)
+	result := s.run(r.Context(), t.Tool, call, logger)
 	if auto != nil {
 		auto.Stop()
 	}
 	resp.finish(result)
 
-	outcome := "ok"
 	if result.IsError {
-		outcome = "error"
+		t.failed.Inc()
+	} else {
+		t.ok.Inc()
 	}
-	s.calls.WithLabelValues(name, outcome).Inc()
 	elapsed := time.Since(start)
-	s.duration.WithLabelValues(name).Observe(elapsed.Seconds())
+	t.duration.Observe(elapsed.Seconds())
 	logger.Info("tool call", "is_error", result.IsError, "streamed", resp.streamed(), "duration_ms", elapsed.Milliseconds())
 }
 
@@ -395,23 +410,42 @@ func (r *response) finish(result *tool.Result) {
 }
 
 func isJSON(contentType string) bool {
+	if contentType == "application/json" { // the usual case, without parsing
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/json"
 }
 
 // acceptsSSE reports whether an Accept header lists text/event-stream (or
-// */*) with a non-zero quality.
+// text/* or */*) with a non-zero quality (RFC 9110 section 12.5.1). It runs
+// on every call, so it scans the header without allocating.
 func acceptsSSE(accept string) bool {
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
+	for accept != "" {
+		var part string
+		part, accept, _ = strings.Cut(accept, ",")
+		mt, params, _ := strings.Cut(part, ";")
+		mt = strings.TrimSpace(mt)
+		if !strings.EqualFold(mt, "text/event-stream") && !strings.EqualFold(mt, "text/*") && mt != "*/*" {
 			continue
 		}
-		if q, ok := params["q"]; ok && strings.TrimLeft(q, "0.") == "" {
+		if zeroQuality(params) {
 			continue
 		}
-		if mt == "text/event-stream" || mt == "text/*" || mt == "*/*" {
-			return true
+		return true
+	}
+	return false
+}
+
+// zeroQuality reports whether media-type parameters hold q=0 (0, 0.0,
+// 0.000).
+func zeroQuality(params string) bool {
+	for params != "" {
+		var p string
+		p, params, _ = strings.Cut(params, ";")
+		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+			return strings.Trim(strings.TrimSpace(v), "0.") == "" && strings.HasPrefix(strings.TrimSpace(v), "0")
 		}
 	}
 	return false

@@ -429,3 +429,30 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 }
+
+func TestAcceptsSSE(t *testing.T) {
+	tests := []struct {
+		accept string
+		want   bool
+	}{
+		{"application/json, text/event-stream", true},
+		{"text/event-stream", true},
+		{"TEXT/Event-Stream", true},
+		{"application/json", false},
+		{"", false},
+		{"*/*", true},
+		{"text/*;q=0.5", true},
+		{"text/event-stream;q=0", false},
+		{"text/event-stream; q=0.000", false},
+		{"text/event-stream;q=0.001", true},
+		{"text/event-stream;charset=utf-8;q=1", true},
+		{"application/json;q=0.9, text/event-stream;q=0", false},
+		{"text/event-streamx", false},
+		{" , ,text/event-stream", true},
+	}
+	for _, tt := range tests {
+		if got := acceptsSSE(tt.accept); got != tt.want {
+			t.Errorf("acceptsSSE(%q) = %v, want %v", tt.accept, got, tt.want)
+		}
+	}
+}

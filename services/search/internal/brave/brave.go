@@ -45,6 +45,7 @@ type Config struct {
 
 // Client searches with Brave. It is safe for concurrent use.
 type Client struct {
+	timeout  time.Duration // the whole request, for error messages
 	key      string
 	endpoint string
 	http     *http.Client
@@ -65,9 +66,10 @@ func New(cfg Config, httpClient *http.Client) (*Client, error) {
 		return nil, fmt.Errorf("BRAVE_TIMEOUT must be positive and BRAVE_MAX_WAIT not negative")
 	}
 	if httpClient == nil {
-		httpClient = &http.Client{Timeout: cfg.Timeout}
+		httpClient = search.NewHTTPClient(cfg.Timeout)
 	}
 	return &Client{
+		timeout:  cfg.Timeout,
 		key:      cfg.APIKey,
 		endpoint: strings.TrimRight(cfg.BaseURL, "/") + "/web/search",
 		http:     httpClient,
@@ -147,7 +149,7 @@ func (c *Client) do(ctx context.Context, params url.Values) (*search.Response, e
 	req.Header.Set("X-Subscription-Token", c.key)
 	res, err := c.http.Do(req)
 	if err != nil {
-		return nil, &search.Error{Provider: "brave", Kind: search.KindUnavailable, Detail: "request failed", Err: err}
+		return nil, search.RequestError("brave", err, c.timeout, "BRAVE_TIMEOUT")
 	}
 	defer res.Body.Close()
 	limits := parseRateHeaders(res.Header)
@@ -155,6 +157,9 @@ func (c *Client) do(ctx context.Context, params url.Values) (*search.Response, e
 	body, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
 	if err != nil {
 		return nil, &search.Error{Provider: "brave", Kind: search.KindUnavailable, Status: res.StatusCode, Detail: "reading the response failed", Err: err}
+	}
+	if res.StatusCode >= 300 && res.StatusCode < 400 {
+		return nil, search.RedirectError("brave", res, "BRAVE_BASE_URL")
 	}
 	if res.StatusCode != http.StatusOK {
 		e := classify(res.StatusCode, body, limits)

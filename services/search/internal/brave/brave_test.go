@@ -333,3 +333,53 @@ func TestNew(t *testing.T) {
 		t.Fatal("bad base URL accepted")
 	}
 }
+
+// TestRedirectNotFollowed: a redirect from the API is not followed, so the
+// X-Subscription-Token (which Go would carry to another host) never leaves,
+// and the error says what happened and what to check.
+func TestRedirectNotFollowed(t *testing.T) {
+	var leaked []string
+	var mu sync.Mutex
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("X-Subscription-Token"))
+		mu.Unlock()
+	}))
+	defer target.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, strings.Replace(target.URL, "127.0.0.1", "localhost", 1)+"/log", http.StatusFound)
+	}))
+	defer api.Close()
+	c, err := New(Config{APIKey: "secret-key", BaseURL: api.URL, RatePerSecond: 10, Timeout: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Search(context.Background(), search.Query{Query: "x", Count: 1})
+	var e *search.Error
+	if !errors.As(err, &e) || e.Status != http.StatusFound || !strings.Contains(e.Detail, "redirects are not followed") || !strings.Contains(e.Detail, "BRAVE_BASE_URL") {
+		t.Fatalf("error %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(leaked) != 0 {
+		t.Fatalf("the redirect target got %d requests (tokens %q)", len(leaked), leaked)
+	}
+}
+
+// TestTimeoutNamed: a provider that does not answer in time gives an error
+// that says so and names the setting.
+func TestTimeoutNamed(t *testing.T) {
+	release := make(chan struct{})
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer api.Close()
+	defer close(release)
+	c, err := New(Config{APIKey: "k", BaseURL: api.URL, RatePerSecond: 10, Timeout: 200 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Search(context.Background(), search.Query{Query: "x", Count: 1})
+	var e *search.Error
+	if !errors.As(err, &e) || e.Kind != search.KindUnavailable || !strings.Contains(e.Detail, "no complete answer within 200ms (BRAVE_TIMEOUT)") {
+		t.Fatalf("error %v", err)
+	}
+}

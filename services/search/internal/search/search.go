@@ -9,7 +9,10 @@ package search
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -142,4 +145,33 @@ func roundUp(d time.Duration) time.Duration {
 		s = 1
 	}
 	return s * time.Second
+}
+
+// NewHTTPClient returns the client a provider uses: whole-request timeout,
+// and redirects never followed. Go strips only Authorization and Cookie
+// when a redirect leaves the host, so a key in another header (Brave's
+// X-Subscription-Token) would travel to wherever a redirect points.
+func NewHTTPClient(timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// RedirectError is the error for a provider that answered with a redirect,
+// which is not followed; baseEnv names the setting to check.
+func RedirectError(provider string, res *http.Response, baseEnv string) *Error {
+	return &Error{Provider: provider, Kind: KindUpstream, Status: res.StatusCode,
+		Detail: fmt.Sprintf("answered %d redirecting to %q; redirects are not followed, so the API key stays with the configured host: check %s", res.StatusCode, res.Header.Get("Location"), baseEnv)}
+}
+
+// RequestError is the error for a request that got no answer: "no answer
+// within the timeout" when the client's time ran out.
+func RequestError(provider string, err error, timeout time.Duration, timeoutEnv string) *Error {
+	detail := "request failed"
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		detail = fmt.Sprintf("no complete answer within %s (%s)", timeout, timeoutEnv)
+	}
+	return &Error{Provider: provider, Kind: KindUnavailable, Detail: detail, Err: err}
 }

@@ -48,6 +48,7 @@ type Config struct {
 
 // Client searches with Tavily. It is safe for concurrent use.
 type Client struct {
+	timeout  time.Duration // the whole request, for error messages
 	key      string
 	endpoint string
 	depth    string
@@ -72,9 +73,10 @@ func New(cfg Config, httpClient *http.Client) (*Client, error) {
 		return nil, fmt.Errorf("TAVILY_TIMEOUT must be positive and TAVILY_MAX_WAIT not negative")
 	}
 	if httpClient == nil {
-		httpClient = &http.Client{Timeout: cfg.Timeout}
+		httpClient = search.NewHTTPClient(cfg.Timeout)
 	}
 	return &Client{
+		timeout:  cfg.Timeout,
 		key:      cfg.APIKey,
 		endpoint: strings.TrimRight(cfg.BaseURL, "/") + "/search",
 		depth:    cfg.SearchDepth,
@@ -214,12 +216,15 @@ func (c *Client) do(ctx context.Context, payload []byte) (*search.Response, erro
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	res, err := c.http.Do(req)
 	if err != nil {
-		return nil, &search.Error{Provider: "tavily", Kind: search.KindUnavailable, Detail: "request failed", Err: err}
+		return nil, search.RequestError("tavily", err, c.timeout, "TAVILY_TIMEOUT")
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
 	if err != nil {
 		return nil, &search.Error{Provider: "tavily", Kind: search.KindUnavailable, Status: res.StatusCode, Detail: "reading the response failed", Err: err}
+	}
+	if res.StatusCode >= 300 && res.StatusCode < 400 {
+		return nil, search.RedirectError("tavily", res, "TAVILY_BASE_URL")
 	}
 	if res.StatusCode != http.StatusOK {
 		e := classify(res.StatusCode, body, res.Header)

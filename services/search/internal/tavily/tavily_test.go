@@ -334,3 +334,27 @@ func TestNew(t *testing.T) {
 		t.Fatal("bad depth accepted")
 	}
 }
+
+// TestRedirectNotFollowed: a redirect from the API is an error naming the
+// setting to check, and its target gets nothing.
+func TestRedirectNotFollowed(t *testing.T) {
+	hits := make(chan struct{}, 10)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits <- struct{}{} }))
+	defer target.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/log", http.StatusTemporaryRedirect)
+	}))
+	defer api.Close()
+	c, err := New(Config{APIKey: "secret-key", BaseURL: api.URL, SearchDepth: "basic", RatePerSecond: 10, Timeout: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Search(context.Background(), search.Query{Query: "x", Count: 1})
+	var e *search.Error
+	if !errors.As(err, &e) || e.Status != http.StatusTemporaryRedirect || !strings.Contains(e.Detail, "TAVILY_BASE_URL") {
+		t.Fatalf("error %v", err)
+	}
+	if len(hits) != 0 {
+		t.Fatalf("the redirect target got %d requests", len(hits))
+	}
+}

@@ -370,13 +370,13 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if err != nil {
 		return err
 	}
-	q, err := query(r, "session_id", "tool", "status", "limit")
+	q, err := query(r, "session_id", "tool", "status", "limit", "after")
 	if err != nil {
 		return err
 	}
 	// An empty filter value would read as "no filter" and list everything
 	// (or, for session_id, look up a session named ""): refuse it.
-	for _, name := range []string{"session_id", "tool", "status"} {
+	for _, name := range []string{"session_id", "tool", "status", "after"} {
 		if q.Has(name) && q.Get(name) == "" {
 			return badRequest("%s: must not be empty (omit it to list calls of every %s)", name, strings.TrimSuffix(name, "_id"))
 		}
@@ -394,15 +394,32 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if err != nil {
 		return err
 	}
-	f.Limit = int(limit)
+	if after := q.Get("after"); after != "" {
+		if _, err := s.store.Call(r.Context(), tenant, after); errors.Is(err, store.ErrNotFound) {
+			return badRequest("after: no tool call %q (pass the next_after of the previous page)", after)
+		} else if err != nil {
+			return fmt.Errorf("list tool calls: %w", err)
+		}
+		f.After = after
+	}
+	// One more than asked tells whether another page follows.
+	f.Limit = int(limit) + 1
 	calls, err := s.store.Calls(r.Context(), f)
 	if err != nil {
 		return fmt.Errorf("list tool calls: %w", err)
+	}
+	more := len(calls) > int(limit)
+	if more {
+		calls = calls[:limit]
 	}
 	out := make([]CallJSON, 0, len(calls))
 	for _, c := range calls {
 		out = append(out, callJSON(c))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tool_calls": out})
+	body := map[string]any{"tool_calls": out, "has_more": more}
+	if more {
+		body["next_after"] = out[len(out)-1].ID
+	}
+	writeJSON(w, http.StatusOK, body)
 	return nil
 }

@@ -315,6 +315,8 @@ func TestListCalls(t *testing.T) {
 		{"?tool=", 400, 0, []string{"tool", "must not be empty"}},
 		{"?status=", 400, 0, []string{"status", "must not be empty"}},
 		{"?limit=", 400, 0, []string{"limit", "integer"}},
+		{"?after=", 400, 0, []string{"after", "must not be empty"}},
+		{"?after=call_nope", 400, 0, []string{"after", "call_nope"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -336,6 +338,53 @@ func TestListCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestListCallsPaging: pages of limit calls chained by next_after list
+// every call exactly once, in order, with has_more false on the last; a
+// cursor from another tenant is refused like an unknown one.
+func TestListCallsPaging(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "echo")
+	var want []string
+	for i := range 7 {
+		_, c := b.call("t1", s.ID, "echo", map[string]string{"text": fmt.Sprint(i)}, 5)
+		want = append(want, c.ID)
+	}
+	var got []string
+	after := ""
+	for page := 0; ; page++ {
+		path := "/tool_calls?limit=3&session_id=" + s.ID
+		if after != "" {
+			path += "&after=" + after
+		}
+		r := b.do("GET", path, "t1", nil)
+		var list struct {
+			ToolCalls []CallJSON `json:"tool_calls"`
+			HasMore   bool       `json:"has_more"`
+			NextAfter string     `json:"next_after"`
+		}
+		r.json(t, &list)
+		for _, c := range list.ToolCalls {
+			got = append(got, c.ID)
+		}
+		if !list.HasMore {
+			if list.NextAfter != "" || page != 2 {
+				t.Fatalf("last page %d: next_after %q", page, list.NextAfter)
+			}
+			break
+		}
+		if len(list.ToolCalls) != 3 || list.NextAfter != list.ToolCalls[2].ID {
+			t.Fatalf("page %d: %d calls, next_after %q", page, len(list.ToolCalls), list.NextAfter)
+		}
+		after = list.NextAfter
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("paged\n%v\nwant\n%v", got, want)
+	}
+	r := b.do("GET", "/tool_calls?after="+want[0], "t2", nil)
+	wantRefusal(t, r, 400, codeInvalidRequest, "after", want[0])
 }
 
 func TestTraceparent(t *testing.T) {

@@ -111,7 +111,10 @@ type CallFilter struct {
 	SessionID string
 	Tool      string
 	Status    string
-	Limit     int
+	// After, when set, lists only calls created after the call with this
+	// ID (which the caller has checked belongs to TenantID): paging.
+	After string
+	Limit int
 }
 
 // MaxListLimit is the most rows one list read returns.

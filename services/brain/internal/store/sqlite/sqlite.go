@@ -574,9 +574,13 @@ func (db *DB) Calls(ctx context.Context, f store.CallFilter) ([]*store.Call, err
 			args = append(args, w.v)
 		}
 	}
+	if f.After != "" {
+		q += ` AND seq > (SELECT seq FROM tool_calls WHERE id = ? AND tenant_id = ?)`
+		args = append(args, f.After, f.TenantID)
+	}
 	limit := f.Limit
-	if limit <= 0 || limit > store.MaxListLimit {
-		limit = store.MaxListLimit
+	if limit <= 0 || limit > store.MaxListLimit+1 {
+		limit = store.MaxListLimit + 1
 	}
 	q += ` ORDER BY seq LIMIT ?`
 	args = append(args, limit)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -113,7 +114,9 @@ func render(obj objects.Object, data []byte, offset int64, budget int) (*tool.Re
 	switch {
 	case len(data) == 0:
 		res.Encoding = "text"
-	case image && offset == 0 && !more && base64.StdEncoding.EncodedLen(len(data)) <= budget:
+	// An image block only when the bytes are that image: a model shown
+	// "image/png" over bytes that are not PNG gets base64 instead.
+	case image && offset == 0 && !more && base64.StdEncoding.EncodedLen(len(data)) <= budget && http.DetectContentType(data) == mt:
 		res.Encoding = "image"
 		payload = tool.Image(data, mt)
 		encoded = len(payload.Data)

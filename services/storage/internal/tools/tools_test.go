@@ -84,6 +84,7 @@ func TestRoundTrip(t *testing.T) {
 		{name: "empty", key: "empty", data: []byte{}, contentType: "application/octet-stream", wantType: "application/octet-stream", wantEncoding: "text"},
 		{name: "binary", key: "blob.bin", data: randomBytes(100 << 10), wantType: "application/octet-stream", wantEncoding: "base64"},
 		{name: "png sniffed", key: "pic", data: pngData, wantType: "image/png", wantEncoding: "image"},
+		{name: "declared png that is not one", key: "fake.png", data: []byte("héllo, not a picture"), contentType: "image/png", wantType: "image/png", wantEncoding: "base64"},
 		{name: "json explicit", key: "data.json", text: ptr(`{"a":1}`), contentType: "application/json", wantType: "application/json", wantEncoding: "text"},
 	}
 	for _, tt := range tests {

@@ -62,6 +62,11 @@ func validateMetadata(m map[string]string) error {
 				return &strictjson.FieldError{Field: "metadata." + k, Problem: fmt.Sprintf("value has %U; values are printable ASCII", r)}
 			}
 		}
+		// HTTP trims header values, so S3 would store a different value
+		// than the one given (and storage_head would show it).
+		if strings.TrimSpace(v) != v {
+			return &strictjson.FieldError{Field: "metadata." + k, Problem: "value starts or ends with a space, which S3 would not keep"}
+		}
 		total += len(k) + len(v)
 	}
 	if total > MaxMetadataBytes {

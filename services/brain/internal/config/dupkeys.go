@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"regexp"
 	"strings"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
 )
 
 // maxDepth is how deeply duplicateKeys follows nested arrays and objects;
@@ -109,48 +110,9 @@ func fieldPath(path []any) string {
 	return sb.String()
 }
 
-// exactFields refuses a key of the JSON object raw that matches a field of
-// the struct v only when case is ignored ("Name" for "name"):
-// encoding/json would take it for that field, so "name" and "Name" in one
-// object would be a duplicate that silently keeps the last. Field names
-// are case-sensitive in the host config.
+// exactFields refuses a key of raw that names a field of v only when case
+// is ignored ("Name" for "name"): field names are case-sensitive in the
+// host config (see strictjson.ExactFields).
 func exactFields(raw json.RawMessage, v any) error {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
-		return nil // not an object: the strict decode says so
-	}
-	names := jsonNames(reflect.TypeOf(v))
-	for key := range obj {
-		for _, name := range names {
-			if key != name && strings.EqualFold(key, name) {
-				return fmt.Errorf("%s: unknown field (field names are case-sensitive: did you mean %q?)", key, name)
-			}
-		}
-	}
-	return nil
-}
-
-// jsonNames lists the JSON names of struct type t's fields (embedded
-// structs' fields included).
-func jsonNames(t reflect.Type) []string {
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	var out []string
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch {
-		case name == "-":
-		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
-			// encoding/json promotes the fields of an embedded struct,
-			// exported or not.
-			out = append(out, jsonNames(f.Type)...)
-		case !f.IsExported():
-		case name == "":
-			out = append(out, f.Name)
-		default:
-			out = append(out, name)
-		}
-	}
-	return out
+	return strictjson.ExactFields(raw, v)
 }

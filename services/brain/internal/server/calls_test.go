@@ -43,6 +43,7 @@ func TestCreateCall(t *testing.T) {
 		{name: "fractional wait_seconds", body: `{"tool":"echo","wait_seconds":1.5}`, status: 400, code: codeInvalidRequest, want: []string{"wait_seconds", "integer"}},
 		{name: "arguments not an object", body: `{"tool":"echo","arguments":["a"]}`, status: 400, code: codeInvalidRequest, want: []string{"arguments", "object"}},
 		{name: "unknown field", body: `{"tool":"echo","args":{}}`, status: 400, code: codeInvalidRequest, want: []string{"args", "unknown field"}},
+		{name: "field in the wrong case", body: `{"Tool":"echo","arguments":{"text":"a"}}`, status: 400, code: codeInvalidRequest, want: []string{"Tool", "unknown field", `did you mean "tool"`}},
 		{name: "malformed JSON", body: `{"tool":`, status: 400, code: codeInvalidRequest, want: []string{"malformed JSON"}},
 		{name: "null body", body: `null`, status: 400, code: codeInvalidRequest, want: []string{"body: must be a JSON object, got null"}},
 		{name: "body over the size limit", body: `{"tool":"echo","arguments":{"text":"` + strings.Repeat("a", MaxBodyBytes) + `"}}`, status: 413, code: codeTooLarge, want: []string{"1048576"}},

@@ -147,6 +147,7 @@ func TestCreateSession(t *testing.T) {
 		{"empty tool name", "t1", `{"config":{"tools":[""]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[0]"}},
 		{"unknown field", "t1", `{"harnes":"pi"}`, nil, 400, codeInvalidRequest, []string{"harnes", "unknown field"}},
 		{"unknown nested field", "t1", `{"config":{"toolz":[]}}`, nil, 400, codeInvalidRequest, []string{"toolz", "unknown field"}},
+		{"nested field in the wrong case", "t1", `{"config":{"Tools":["echo"]}}`, nil, 400, codeInvalidRequest, []string{"config.Tools", "case-sensitive"}},
 		{"wrong type", "t1", `{"config":{"tools":"echo"}}`, nil, 400, codeInvalidRequest, []string{"tools", "array"}},
 		{"wrong type of harness", "t1", `{"harness":7}`, nil, 400, codeInvalidRequest, []string{"harness", "string"}},
 		{"malformed JSON", "t1", `{"config":`, nil, 400, codeInvalidRequest, []string{"malformed JSON"}},

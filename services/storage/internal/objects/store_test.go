@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,25 +20,8 @@ import (
 
 var gw *s3test.Server
 
-// TestMain starts one versitygw for the whole package: starting one per
-// test would cost a second each.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "objects-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	gw, err = s3test.Start(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "objects tests need versitygw:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	gw.Close()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// TestMain starts one versitygw for the whole package.
+func TestMain(m *testing.M) { s3test.Main(m, "objects", &gw) }
 
 func gwConfig() Config {
 	return Config{

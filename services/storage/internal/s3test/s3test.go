@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -163,4 +164,26 @@ func (s *Server) Close() error {
 		<-s.done
 	}
 	return nil
+}
+
+// Main is a test package's TestMain around one shared versitygw (starting
+// one per test would cost a second each): it starts it in a temporary
+// directory, sets *gw, runs m, stops it, removes the directory and exits
+// with m's code. A missing versitygw exits 1 naming what needs it.
+func Main(m *testing.M, pkg string, gw **Server) {
+	dir, err := os.MkdirTemp("", pkg+"-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*gw, err = Start(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s tests need versitygw: %v\n", pkg, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	(*gw).Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

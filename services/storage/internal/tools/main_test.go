@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,23 +23,7 @@ import (
 var gw *s3test.Server
 
 // TestMain starts one versitygw for the package's tests and benchmarks.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "storage-tools-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	gw, err = s3test.Start(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "storage tool tests need versitygw:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	gw.Close()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { s3test.Main(m, "storage-tools", &gw) }
 
 const token = "test-token"
 

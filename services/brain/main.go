@@ -22,9 +22,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
 	"github.com/brain-tools/suite/services/brain/internal/server"
@@ -42,7 +42,7 @@ type envConfig struct {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], environ(), os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], service.Environ(), os.Stdout, os.Stderr)
 	stop()
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(2)
@@ -51,15 +51,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "brain:", err)
 		os.Exit(1)
 	}
-}
-
-func environ() map[string]string {
-	m := map[string]string{}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return m
 }
 
 // run is brain's whole life: flags, env config, host config, store, serve

@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -245,7 +246,23 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		if conn.broken() {
 			c.pool.drop(conn)
 		}
-		return c.callFailure(ctx, callCtx, t, tr, err)
+		o := c.callFailure(ctx, callCtx, t, tr, err)
+		if o.ErrorCode == invoke.CodeConnectionFailed {
+			// The server dropped a connection. Kept-alive ones to it are
+			// likely closed too, and a POST written on one of those fails
+			// the next call although the server never read it (a POST is
+			// never resent). Start the next call on a new connection.
+			c.closeIdleConnections()
+		}
+		return o
+	}
+}
+
+// closeIdleConnections closes the kept-alive connections of the caller's
+// HTTP transport, when it has any.
+func (c *Caller) closeIdleConnections() {
+	if t, ok := c.opts.Transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
 	}
 }
 
@@ -280,9 +297,12 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 		return failed(invoke.CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
 	}
 	// A JSON-RPC error is the most precise answer, also when it came with
-	// a non-2xx status (2026-07-28 maps errors to HTTP statuses).
+	// a non-2xx status (2026-07-28 maps errors to HTTP statuses). The SDK
+	// also wraps its own HTTP failures in a JSON-RPC error ("rejected by
+	// transport", -32005): those carry the *url.Error of net/http and are
+	// no answer from the server.
 	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
+	if errors.As(err, &werr) && !errors.As(err, new(*url.Error)) {
 		msg := fmt.Sprintf("tool %s: MCP server %s answered error %d: %s", t.Name, t.URL, werr.Code, clip(werr.Message, 512))
 		switch werr.Code {
 		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:

@@ -166,6 +166,14 @@ func newMCPServer(t *testing.T, o serverOpts) *mcpServer {
 			case s.traceparms <- r.Header.Get("traceparent"):
 			default:
 			}
+			if bytes.Contains(body, []byte(`"name":"hangup"`)) {
+				// The server read the call and hangs up without a word.
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					conn.Close()
+				}
+				return
+			}
 			if s.lost404.Load() && r.Header.Get("Mcp-Session-Id") != "" {
 				http.Error(w, "session not found", http.StatusNotFound)
 				return
@@ -493,6 +501,28 @@ func TestDroppedStream(t *testing.T) {
 			}
 			if o := c.Call(context.Background(), bind(t, "echo", s.ts.URL, "echo", nil), request(`{"text":"again"}`), nil); o.Status != invoke.StatusSucceeded {
 				t.Errorf("call after a dropped stream: %s %s", o.Status, o.ErrorMessage)
+			}
+		})
+	}
+}
+
+// TestHangUp: a server that reads a call and closes the connection gave
+// no answer. The go-sdk wraps that net/http failure in a JSON-RPC error
+// ("rejected by transport"); brain must not report it as the server's.
+func TestHangUp(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			s := newMCPServer(t, serverOpts{stateless: k.stateless})
+			c := newCaller(t)
+			o := c.Call(context.Background(), bind(t, "hangup", s.ts.URL, "hangup", nil), request(`{}`), nil)
+			if o.Status != invoke.StatusFailed || o.ErrorCode != invoke.CodeConnectionFailed || !o.Result.UnknownOutcome || !o.Sent {
+				t.Errorf("outcome = %s/%s unknown=%v sent=%v (%s), want failed/%s with unknown outcome", o.Status, o.ErrorCode, o.Result.UnknownOutcome, o.Sent, o.ErrorMessage, invoke.CodeConnectionFailed)
+			}
+			if strings.Contains(o.ErrorMessage, "answered") {
+				t.Errorf("message %q says the server answered", o.ErrorMessage)
+			}
+			if o := c.Call(context.Background(), bind(t, "echo", s.ts.URL, "echo", nil), request(`{"text":"again"}`), nil); o.Status != invoke.StatusSucceeded {
+				t.Errorf("call after a hang-up: %s %s", o.Status, o.ErrorMessage)
 			}
 		})
 	}

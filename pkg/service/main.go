@@ -16,9 +16,18 @@ type RunFunc func(ctx context.Context, environ map[string]string, logger *slog.L
 // Main runs run with a context cancelled by SIGINT or SIGTERM, the process
 // environment and a JSON logger at LOG_LEVEL, then exits once: 0 on nil, 1
 // after logging the error.
+//
+// With the single argument -healthcheck (HealthCheckFlag) it runs nothing
+// but HealthCheck against ADDR (the container images set it) and exits 0
+// when the running service answers 200 on /healthz, 1 otherwise.
 func Main(run RunFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	environ := Environ()
+	if len(os.Args) == 2 && os.Args[1] == HealthCheckFlag {
+		code := runHealthCheck(ctx, environ["ADDR"], os.Stdout)
+		stop()
+		os.Exit(code)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(environ["LOG_LEVEL"])); err != nil {
 		level = slog.LevelInfo

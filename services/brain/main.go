@@ -3,6 +3,7 @@
 // events over HTTP, and calls tool services as the tool contract says.
 //
 //	brain -config brain.json [-check]
+//	brain -healthcheck       GET /healthz of the brain running at BRAIN_ADDR; exit 0 if 200 (container health check)
 //	brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
 //
 // Environment: BRAIN_ADDR (listen address, default 127.0.0.1:8080),
@@ -33,11 +34,21 @@ import (
 
 // envConfig is brain's process configuration.
 type envConfig struct {
-	Addr       string `env:"BRAIN_ADDR" envDefault:"127.0.0.1:8080"`
-	DataDir    string `env:"BRAIN_DATA_DIR" envDefault:"./data"`
-	PublicURL  string `env:"BRAIN_PUBLIC_URL"`
+	// Addr is the listen address, host:port.
+	Addr string `env:"BRAIN_ADDR" envDefault:"127.0.0.1:8080"`
+	// DataDir is the directory of the SQLite database brain.db and its
+	// lock file; one brain process per directory (a second one refuses
+	// to start).
+	DataDir string `env:"BRAIN_DATA_DIR" envDefault:"./data"`
+	// PublicURL is the brain_url sent to tools with inspect_session;
+	// empty means http://<listen address>.
+	PublicURL string `env:"BRAIN_PUBLIC_URL"`
+	// SQLiteSync is SQLite's synchronous setting: NORMAL keeps every
+	// committed write across a crash of the process, FULL also across
+	// power loss (one fsync per commit).
 	SQLiteSync string `env:"BRAIN_SQLITE_SYNC" envDefault:"NORMAL"`
-	LogLevel   string `env:"LOG_LEVEL" envDefault:"info"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
 }
 
 func main() {
@@ -64,11 +75,23 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "host config file (JSON): tool bindings and API keys")
 	check := fs.Bool("check", false, "validate the host config and exit")
+	healthcheck := fs.Bool("healthcheck", false, "check the brain running at BRAIN_ADDR (GET /healthz) and exit 0 if it answers 200")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *healthcheck {
+		var ec envConfig
+		if err := env.ParseWithOptions(&ec, env.Options{Environment: environ}); err != nil {
+			return fmt.Errorf("env config: %w", err)
+		}
+		if err := service.HealthCheck(ctx, ec.Addr, service.HealthCheckTimeout); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "healthy")
+		return nil
 	}
 	if *configPath == "" {
 		return errors.New("-config: required (brain -config brain.json)")

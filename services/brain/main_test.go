@@ -193,6 +193,12 @@ func TestRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("brain did not listen within 10 s")
 	}
+	// The container health check asks the running brain.
+	addr := strings.TrimPrefix(base, "http://")
+	var hc bytes.Buffer
+	if err := run(ctx, []string{"-healthcheck"}, map[string]string{"BRAIN_ADDR": addr}, &hc, io.Discard); err != nil || hc.String() != "healthy\n" {
+		t.Errorf("brain -healthcheck = %v, %q; want nil, healthy", err, hc.String())
+	}
 	c := client{t: t, base: base}
 	sess := c.do("POST", "/sessions", `{"config":{"tools":["echo"]}}`, 201)
 	call := c.do("POST", "/sessions/"+sess["id"].(string)+"/tool_calls", `{"tool":"echo","arguments":{"a":1},"wait_seconds":5}`, 200)
@@ -207,6 +213,9 @@ func TestRun(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("run did not return within 15 s of cancel")
+	}
+	if err := run(context.Background(), []string{"-healthcheck"}, map[string]string{"BRAIN_ADDR": addr}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("brain -healthcheck after shutdown = %v, want connection refused", err)
 	}
 }
 

@@ -45,24 +45,51 @@ type Config struct {
 	UIDBase int `env:"SANDBOX_UID_BASE" envDefault:"200000"`
 
 	// Output and call limits.
-	DefaultTimeout    time.Duration `env:"SANDBOX_DEFAULT_TIMEOUT" envDefault:"60s"`
+
+	// DefaultTimeout is the sandbox_exec timeout when the call gives none,
+	// 1s to 1h.
+	DefaultTimeout time.Duration `env:"SANDBOX_DEFAULT_TIMEOUT" envDefault:"60s"`
+	// DefaultJobTimeout is the sandbox_start timeout when the call gives
+	// none, 1s to 1h.
 	DefaultJobTimeout time.Duration `env:"SANDBOX_DEFAULT_JOB_TIMEOUT" envDefault:"600s"`
-	HeadBytes         int           `env:"SANDBOX_OUTPUT_HEAD_BYTES" envDefault:"16384"`
-	TailBytes         int           `env:"SANDBOX_OUTPUT_TAIL_BYTES" envDefault:"16384"`
-	MaxJobsPerSession int           `env:"SANDBOX_MAX_JOBS_PER_SESSION" envDefault:"8"`
+	// HeadBytes is how much of the start of each output stream is kept;
+	// head and tail together are capped so an answer fits 1 MiB.
+	HeadBytes int `env:"SANDBOX_OUTPUT_HEAD_BYTES" envDefault:"16384"`
+	// TailBytes is how much of the end of each output stream is kept.
+	TailBytes int `env:"SANDBOX_OUTPUT_TAIL_BYTES" envDefault:"16384"`
+	// MaxJobsPerSession caps the running jobs of one session.
+	MaxJobsPerSession int `env:"SANDBOX_MAX_JOBS_PER_SESSION" envDefault:"8"`
 
 	// Local backend.
-	Bwrap       string        `env:"SANDBOX_BWRAP"`
-	Shell       string        `env:"SANDBOX_SHELL"`
-	ReadOnly    []string      `env:"SANDBOX_RO_PATHS" envSeparator:","`
-	TmpBytes    int64         `env:"SANDBOX_TMP_BYTES" envDefault:"67108864"`
-	LimitCPU    int           `env:"SANDBOX_LIMIT_CPU_SECONDS" envDefault:"3600"`
-	LimitAS     int64         `env:"SANDBOX_LIMIT_AS_BYTES" envDefault:"4294967296"`
-	LimitProcs  int           `env:"SANDBOX_LIMIT_PROCS" envDefault:"256"`
-	LimitFSize  int64         `env:"SANDBOX_LIMIT_FSIZE_BYTES"`
-	LimitNoFile int           `env:"SANDBOX_LIMIT_NOFILE" envDefault:"1024"`
-	SandboxUID  int           `env:"SANDBOX_INNER_UID" envDefault:"1000"`
-	QuotaEvery  time.Duration `env:"SANDBOX_QUOTA_INTERVAL" envDefault:"50ms"`
+
+	// Bwrap is the bubblewrap binary (local backend); empty finds bwrap
+	// on PATH.
+	Bwrap string `env:"SANDBOX_BWRAP"`
+	// Shell is the shell inside the sandbox (local backend); empty means
+	// /bin/bash.
+	Shell string `env:"SANDBOX_SHELL"`
+	// ReadOnly are the host paths the sandbox sees read-only (local
+	// backend); empty means /usr,/bin,/sbin,/lib,/lib32,/lib64,/libx32,/etc.
+	ReadOnly []string `env:"SANDBOX_RO_PATHS" envSeparator:","`
+	// TmpBytes is the size of the sandbox's /tmp, held in memory (local
+	// backend).
+	TmpBytes int64 `env:"SANDBOX_TMP_BYTES" envDefault:"67108864"`
+	// LimitCPU is RLIMIT_CPU per process, in seconds (local backend).
+	LimitCPU int `env:"SANDBOX_LIMIT_CPU_SECONDS" envDefault:"3600"`
+	// LimitAS is RLIMIT_AS per process, in bytes (local backend).
+	LimitAS int64 `env:"SANDBOX_LIMIT_AS_BYTES" envDefault:"4294967296"`
+	// LimitProcs is RLIMIT_NPROC for the session's uid (local backend).
+	LimitProcs int `env:"SANDBOX_LIMIT_PROCS" envDefault:"256"`
+	// LimitFSize is RLIMIT_FSIZE, the largest file in bytes, at most the
+	// quota (local backend); 0 means the quota.
+	LimitFSize int64 `env:"SANDBOX_LIMIT_FSIZE_BYTES"`
+	// LimitNoFile is RLIMIT_NOFILE (local backend).
+	LimitNoFile int `env:"SANDBOX_LIMIT_NOFILE" envDefault:"1024"`
+	// SandboxUID is the uid and gid inside the sandbox (local backend).
+	SandboxUID int `env:"SANDBOX_INNER_UID" envDefault:"1000"`
+	// QuotaEvery is how often a running command's workspace is measured
+	// against the quota, 10ms to 10s (local backend).
+	QuotaEvery time.Duration `env:"SANDBOX_QUOTA_INTERVAL" envDefault:"50ms"`
 
 	E2B     e2b.Config
 	Daytona daytona.Config

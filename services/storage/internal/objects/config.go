@@ -50,9 +50,13 @@ type Config struct {
 	// (env STORAGE_ACCESS_KEY_ID, STORAGE_SECRET_ACCESS_KEY,
 	// STORAGE_SESSION_TOKEN). Required except for s3, which falls back to
 	// the default AWS credential chain.
-	AccessKeyID     string `env:"STORAGE_ACCESS_KEY_ID"`
+	AccessKeyID string `env:"STORAGE_ACCESS_KEY_ID"`
+	// SecretAccessKey is the secret of AccessKeyID (env
+	// STORAGE_SECRET_ACCESS_KEY).
 	SecretAccessKey string `env:"STORAGE_SECRET_ACCESS_KEY"`
-	SessionToken    string `env:"STORAGE_SESSION_TOKEN"`
+	// SessionToken is the session token of temporary credentials (env
+	// STORAGE_SESSION_TOKEN); empty for long-lived keys.
+	SessionToken string `env:"STORAGE_SESSION_TOKEN"`
 	// PathStyle is auto, true or false (env STORAGE_PATH_STYLE). auto means
 	// path-style for every endpoint that is not AWS, which local servers
 	// need, and virtual-hosted style for AWS.

@@ -73,7 +73,10 @@ type File struct {
 
 // Config configures the Modal backend (env vars in README.md).
 type Config struct {
-	TokenID     string `env:"MODAL_TOKEN_ID"`
+	// TokenID is the Modal token ID (both or neither with TokenSecret);
+	// empty uses the Modal profile.
+	TokenID string `env:"MODAL_TOKEN_ID"`
+	// TokenSecret is the Modal token secret (both or neither with TokenID).
 	TokenSecret string `env:"MODAL_TOKEN_SECRET"`
 	// Environment is the Modal environment; empty is the profile's.
 	Environment string `env:"MODAL_ENVIRONMENT"`

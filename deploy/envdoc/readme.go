@@ -1,0 +1,121 @@
+package envdoc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Table renders settings as a Markdown table with the columns variable,
+// default and meaning. An empty default is shown as "(none)"; a required
+// setting says so in its meaning; | in a cell is escaped.
+func Table(settings []Setting) string {
+	var b strings.Builder
+	b.WriteString("| variable | default | meaning |\n| --- | --- | --- |\n")
+	for _, s := range settings {
+		def := "(none)"
+		if s.Default != "" {
+			def = code(s.Default)
+		}
+		meaning := s.Meaning
+		var notes []string
+		if s.Required {
+			notes = append(notes, "required")
+		}
+		if s.NotEmpty {
+			notes = append(notes, "must not be empty")
+		}
+		if s.Separator != "" {
+			sep := "list separated by " + code(s.Separator)
+			if s.KeyValSeparator != "" {
+				sep += ", key and value by " + code(s.KeyValSeparator)
+			}
+			notes = append(notes, sep)
+		}
+		if s.File {
+			notes = append(notes, "names a file holding the value")
+		}
+		if len(notes) > 0 {
+			meaning += " (" + strings.Join(notes, "; ") + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", code(s.Name), def, cell(meaning))
+	}
+	return b.String()
+}
+
+// code wraps s in backticks, longer fences when s holds one.
+func code(s string) string {
+	fence := "`"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") || strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") {
+		return fence + " " + cell(s) + " " + fence
+	}
+	return fence + cell(s) + fence
+}
+
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// Markers returns the lines that open and close the generated table of a
+// service in deploy/README.md.
+func Markers(service string) (begin, end string) {
+	return "<!-- env:" + service + " begin -->", "<!-- env:" + service + " end -->"
+}
+
+// Render returns readme with the text between each service's markers
+// replaced by the table of its settings read from repoRoot, and
+// Check(repoRoot) passed. Every service of Services must have its markers,
+// once each, begin before end; text outside the markers is kept as is.
+func Render(repoRoot string, readme []byte) ([]byte, error) {
+	if err := Check(repoRoot); err != nil {
+		return nil, err
+	}
+	tables := map[string]string{}
+	for _, name := range Names() {
+		s, err := Service(repoRoot, name)
+		if err != nil {
+			return nil, err
+		}
+		tables[name] = Table(s)
+	}
+	return Splice(readme, tables)
+}
+
+// Splice replaces the text between the markers of each service in tables
+// with its table. A missing, repeated or misordered marker is an error
+// naming it.
+func Splice(readme []byte, tables map[string]string) ([]byte, error) {
+	out := readme
+	var errs []error
+	for _, name := range Names() {
+		table, ok := tables[name]
+		if !ok {
+			continue
+		}
+		begin, end := Markers(name)
+		bi, ei := bytes.Index(out, []byte(begin)), bytes.Index(out, []byte(end))
+		switch {
+		case bi < 0 || ei < 0:
+			errs = append(errs, fmt.Errorf("envdoc: README has no %q ... %q markers", begin, end))
+			continue
+		case bytes.Count(out, []byte(begin)) > 1 || bytes.Count(out, []byte(end)) > 1:
+			errs = append(errs, fmt.Errorf("envdoc: README has the markers of %s more than once", name))
+			continue
+		case ei < bi:
+			errs = append(errs, fmt.Errorf("envdoc: README has %q before %q", end, begin))
+			continue
+		}
+		var b bytes.Buffer
+		b.Write(out[:bi+len(begin)])
+		b.WriteString("\n")
+		b.WriteString(table)
+		b.Write(out[ei:])
+		out = b.Bytes()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

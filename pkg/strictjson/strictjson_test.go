@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -82,5 +83,53 @@ func TestUnmarshalDecodesValues(t *testing.T) {
 	}
 	if d.Name != "x" || d.Count != 3 || len(d.Tags) != 1 || d.In.N != 4 || !d.Flag {
 		t.Fatalf("decoded %+v", d)
+	}
+}
+
+type exactInner struct {
+	AllowedTools []string `json:"allowed_tools"`
+}
+
+type exactDoc struct {
+	Tool      string                `json:"tool"`
+	Config    *exactInner           `json:"config"`
+	Items     []exactInner          `json:"items"`
+	ByName    map[string]exactInner `json:"by_name"`
+	Arguments json.RawMessage       `json:"arguments"`
+	Untagged  int
+}
+
+// TestStrictNames: names match exactly; a name that differs only in case is
+// an unknown field with a hint, wherever it is nested; duplicates and
+// invalid UTF-8 are refused.
+func TestStrictNames(t *testing.T) {
+	tests := []struct {
+		body, wantField, wantIn string
+	}{
+		{`{"tool":"echo","config":{"allowed_tools":["a"]},"Untagged":1}`, "", ""},
+		{`{"Tool":"echo"}`, "Tool", `did you mean "tool"`},
+		{`{"tool":"echo","TOOL":"x"}`, "TOOL", `did you mean "tool"`},
+		{`{"config":{"Allowed_Tools":[]}}`, "config.Allowed_Tools", `did you mean "allowed_tools"`},
+		{`{"items":[{},{"ALLOWED_TOOLS":[]}]}`, "items[1].ALLOWED_TOOLS", `did you mean "allowed_tools"`},
+		{`{"by_name":{"x":{"Allowed_tools":[]}}}`, "by_name.x.Allowed_tools", `did you mean "allowed_tools"`},
+		{`{"arguments":{"Tool":1,"anything":2}}`, "", ""}, // raw: not looked into
+		{`{"untagged":1}`, "untagged", `did you mean "Untagged"`},
+		{`{"nothing_like_it":1}`, "nothing_like_it", "unknown field"},
+		{`{"tool":"a","tool":"b"}`, "tool", "duplicate field"},
+		{`{"config":{"allowed_tools":[],"allowed_tools":[]}}`, "config.allowed_tools", "duplicate field"},
+		{"{\"tool\":\"a\xffb\"}", "tool", "not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		err := Unmarshal([]byte(tt.body), &exactDoc{})
+		if tt.wantField == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.body, err)
+			}
+			continue
+		}
+		fe, ok := err.(*FieldError)
+		if !ok || fe.Field != tt.wantField || !strings.Contains(fe.Problem, tt.wantIn) {
+			t.Errorf("%s: err %v, want a FieldError for %s containing %q", tt.body, err, tt.wantField, tt.wantIn)
+		}
 	}
 }

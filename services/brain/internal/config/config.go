@@ -114,10 +114,8 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 		return nil, errors.New("config: must be a JSON object with tools and api_keys")
 	}
 	var f file
-	if err := strictjson.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if err := exactFields(data, f); err != nil {
+	// Duplicate names are found below, all of them, each named by binding.
+	if err := strictjson.UnmarshalKeepingDuplicates(data, &f); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	c := &Config{byName: map[string]*Tool{}}
@@ -219,10 +217,7 @@ func parseAPIKey(raw json.RawMessage, getenv func(string) string) (APIKey, error
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return k, errors.New(`must be an object {"env": ..., "tenant": ...}`)
 	}
-	if err := strictjson.Unmarshal(raw, &k); err != nil {
-		return k, err
-	}
-	if err := exactFields(raw, k); err != nil {
+	if err := strictjson.UnmarshalKeepingDuplicates(raw, &k); err != nil {
 		return k, err
 	}
 	switch {
@@ -345,10 +340,7 @@ func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
 		return nil, fmt.Errorf("must be a binding object: %w", err)
 	}
 	var b tool.Binding
-	if err := strictjson.Unmarshal(raw, &b); err != nil {
-		return nil, err
-	}
-	if err := exactFields(raw, b); err != nil {
+	if err := strictjson.UnmarshalKeepingDuplicates(raw, &b); err != nil {
 		return nil, err
 	}
 	// Binding.Validate reads 0 and "" as "not set"; a field written out

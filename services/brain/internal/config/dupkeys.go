@@ -8,8 +8,6 @@ import (
 	"io"
 	"regexp"
 	"strings"
-
-	"github.com/brain-tools/suite/pkg/strictjson"
 )
 
 // maxDepth is how deeply duplicateKeys follows nested arrays and objects;
@@ -108,11 +106,4 @@ func fieldPath(path []any) string {
 		}
 	}
 	return sb.String()
-}
-
-// exactFields refuses a key of raw that names a field of v only when case
-// is ignored ("Name" for "name"): field names are case-sensitive in the
-// host config (see strictjson.ExactFields).
-func exactFields(raw json.RawMessage, v any) error {
-	return strictjson.ExactFields(raw, v)
 }

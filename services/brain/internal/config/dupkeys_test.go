@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"strings"
 	"testing"
 
@@ -64,6 +65,8 @@ func TestFieldPath(t *testing.T) {
 	}
 }
 
+// TestExactFields: the config's field names are case-sensitive, and a
+// near miss says which name was meant.
 func TestExactFields(t *testing.T) {
 	type inner struct {
 		Deep string `json:"deep_field"`
@@ -80,17 +83,18 @@ func TestExactFields(t *testing.T) {
 		want string // "" = accepted
 	}{
 		{`{"name":"x","opt":1,"deep_field":"d","Plain":"p"}`, ""},
-		{`{"unknown":1}`, ""}, // the strict decode refuses unknown fields
-		{`[1]`, ""},
+		{`{"unknown":1}`, "unknown: unknown field"},
+		{`[1]`, "wrong type"},
 		{`{"Name":"x"}`, `Name: unknown field (field names are case-sensitive: did you mean "name"?)`},
 		{`{"OPT":1}`, `did you mean "opt"`},
 		{`{"Deep_Field":"d"}`, `did you mean "deep_field"`},
 		{`{"plain":"p"}`, `did you mean "Plain"`},
 	}
 	for _, tt := range tests {
-		err := exactFields([]byte(tt.raw), sample{})
+		var s sample
+		err := strictjson.Unmarshal([]byte(tt.raw), &s)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
-			t.Errorf("exactFields(%s) = %v, want %q", tt.raw, err, tt.want)
+			t.Errorf("Unmarshal(%s) = %v, want %q", tt.raw, err, tt.want)
 		}
 	}
 }

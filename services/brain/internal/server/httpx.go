@@ -204,12 +204,9 @@ func decodeObject(data []byte, v any) error {
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] != '{' {
 		return badRequest("body: must be a JSON object, got %s", jsonKind(t[0]))
 	}
-	if err := strictjson.Unmarshal(data, v); err != nil {
-		return decodeErr(err)
-	}
-	// encoding/json matched "Tool" to "tool"; the refusal discipline calls
-	// it the unknown field it is.
-	return decodeErr(strictjson.ExactFields(data, v))
+	// strictjson matches names case-sensitively: "Tool" is the unknown
+	// field it is, with a hint naming "tool".
+	return decodeErr(strictjson.Unmarshal(data, v))
 }
 
 // jsonKind names the kind of JSON value that starts with b.

@@ -311,4 +311,3 @@ func (c *capReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-

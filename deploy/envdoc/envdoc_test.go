@@ -281,11 +281,11 @@ func TestCondense(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	got := Table([]Setting{
-		{Name: "A", Default: "x|y", Meaning: "pipes | here"},
+		{Name: "A", Default: "x|y<z>", Meaning: "pipes | here, <tag>"},
 		{Name: "B", Meaning: "list", Separator: ",", Required: true},
 	})
 	want := "| variable | default | meaning |\n| --- | --- | --- |\n" +
-		"| `A` | `x\\|y` | pipes \\| here |\n" +
+		"| `A` | `x\\|y<z>` | pipes \\| here, &lt;tag> |\n" +
 		"| `B` | (none) | list (required; list separated by `,`) |\n"
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Table (-want +got):\n%s", diff)

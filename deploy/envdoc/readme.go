@@ -9,7 +9,8 @@ import (
 
 // Table renders settings as a Markdown table with the columns variable,
 // default and meaning. An empty default is shown as "(none)"; a required
-// setting says so in its meaning; | in a cell is escaped.
+// setting says so in its meaning; | in a cell is escaped, and < outside
+// code.
 func Table(settings []Setting) string {
 	var b strings.Builder
 	b.WriteString("| variable | default | meaning |\n| --- | --- | --- |\n")
@@ -51,12 +52,16 @@ func code(s string) string {
 		fence += "`"
 	}
 	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") || strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") {
-		return fence + " " + cell(s) + " " + fence
+		return fence + " " + pipes(s) + " " + fence
 	}
-	return fence + cell(s) + fence
+	return fence + pipes(s) + fence
 }
 
-func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+// cell escapes text for a table cell: | would end the cell and <...>
+// would be read as HTML.
+func cell(s string) string { return strings.ReplaceAll(pipes(s), "<", "&lt;") }
+
+func pipes(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // Markers returns the lines that open and close the generated table of a
 // service in deploy/README.md.

@@ -14,8 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/brain-tools/suite/pkg/strictjson"
 )
@@ -87,6 +91,33 @@ func (r Request) String() string {
 	return fmt.Sprintf("tenant=%s session=%s call=%s", r.TenantID, r.SessionID, r.CallID)
 }
 
+// AppendJSON appends the request's JSON encoding to b, as json.Marshal
+// would write it but without HTML escaping, and with Arguments copied as
+// they are after a check that they are one valid JSON value (RFC 8259,
+// valid UTF-8, no duplicate names); a large argument is copied, not
+// re-encoded. It fails when Arguments are not valid JSON.
+func (r *Request) AppendJSON(b []byte) ([]byte, error) {
+	if !jsontext.Value(r.Arguments).IsValid() {
+		return nil, &strictjson.FieldError{Field: "arguments", Problem: "not a valid JSON value"}
+	}
+	str := func(name, v string) {
+		b = append(b, name...)
+		b, _ = appendString(b, v)
+	}
+	str(`{"tenant_id":`, r.TenantID)
+	str(`,"session_id":`, r.SessionID)
+	str(`,"call_id":`, r.CallID)
+	b = append(b, `,"arguments":`...)
+	b = append(b, bytes.TrimSpace(r.Arguments)...)
+	if r.InspectionToken != "" {
+		str(`,"inspection_token":`, r.InspectionToken)
+	}
+	if r.BrainURL != "" {
+		str(`,"brain_url":`, r.BrainURL)
+	}
+	return append(b, '}'), nil
+}
+
 func isObject(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) > 0 && raw[0] == '{'
@@ -110,10 +141,123 @@ func Image(data []byte, mimeType string) Content {
 	return Content{Type: TypeImage, Data: base64.StdEncoding.EncodeToString(data), MIMEType: mimeType}
 }
 
-type imageBlock struct {
-	Type     string `json:"type"`
-	Data     string `json:"data"`
-	MIMEType string `json:"mime_type"`
+// block is a content block as sent: every field any type may carry, and
+// the names of the others (Other), so that the type is judged before the
+// fields foreign to it.
+type block struct {
+	Type, Text, Data, MIMEType *string
+	Other                      []string
+}
+
+// UnmarshalJSONFrom reads one block in a single pass over the decoder's
+// tokens (go-json-experiment/json calls it). The decoder refuses duplicate
+// names and invalid UTF-8 itself.
+func (b *block) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	if tok.Kind() != '{' {
+		return &strictjson.FieldError{Problem: fmt.Sprintf("wrong type: got %s, want object", kindName(tok.Kind()))}
+	}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		// A token is valid until the next read: keep the name as a string.
+		n := tok.String()
+		var dst **string
+		switch n {
+		case "type":
+			dst = &b.Type
+		case "text":
+			dst = &b.Text
+		case "data":
+			dst = &b.Data
+		case "mime_type":
+			dst = &b.MIMEType
+		default:
+			b.Other = append(b.Other, n)
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+			continue
+		}
+		val, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		if val.Kind() != '"' {
+			return &strictjson.FieldError{Field: n, Problem: fmt.Sprintf("wrong type: got %s, want string", kindName(val.Kind()))}
+		}
+		v := val.String()
+		*dst = &v
+	}
+	_, err = dec.ReadToken()
+	return err
+}
+
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	}
+	return k.String()
+}
+
+// content checks the block's fields against its type and returns it.
+func (b *block) content() (Content, error) {
+	if b.Type == nil {
+		return Content{}, &strictjson.FieldError{Field: "type", Problem: "required"}
+	}
+	var present []string
+	switch *b.Type {
+	case TypeText:
+		if b.Data != nil {
+			present = append(present, "data")
+		}
+		if b.MIMEType != nil {
+			present = append(present, "mime_type")
+		}
+	case TypeImage:
+		if b.Text != nil {
+			present = append(present, "text")
+		}
+	default:
+		return Content{}, &strictjson.FieldError{Field: "type", Problem: fmt.Sprintf("unknown content type %q (want text or image)", *b.Type)}
+	}
+	present = append(present, b.Other...)
+	if len(present) > 0 {
+		slices.Sort(present)
+		return Content{}, &strictjson.FieldError{Field: present[0], Problem: "unknown field"}
+	}
+	c := Content{Type: *b.Type}
+	switch c.Type {
+	case TypeText:
+		if b.Text == nil {
+			return Content{}, &strictjson.FieldError{Field: "text", Problem: "required in a text block"}
+		}
+		c.Text = *b.Text
+	case TypeImage:
+		if b.Data != nil {
+			c.Data = *b.Data
+		}
+		if b.MIMEType != nil {
+			c.MIMEType = *b.MIMEType
+		}
+	}
+	return c, c.Validate()
 }
 
 // MarshalJSON writes only the fields of the block's type, without HTML
@@ -125,38 +269,16 @@ func (c Content) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON accepts a text or image block and nothing else: unknown
 // types and fields foreign to the type are errors.
 func (c *Content) UnmarshalJSON(data []byte) error {
-	var head struct {
-		Type *string `json:"type"`
+	var b block
+	if err := strictjson.Unmarshal(data, &b); err != nil {
+		return err
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return &strictjson.FieldError{Field: "type", Problem: "content block must be an object with a string type"}
+	v, err := b.content()
+	if err != nil {
+		return err
 	}
-	if head.Type == nil {
-		return &strictjson.FieldError{Field: "type", Problem: "required"}
-	}
-	switch *head.Type {
-	case TypeText:
-		var b struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
-		}
-		if err := strictjson.Unmarshal(data, &b); err != nil {
-			return err
-		}
-		if b.Text == nil {
-			return &strictjson.FieldError{Field: "text", Problem: "required in a text block"}
-		}
-		*c = Content{Type: TypeText, Text: *b.Text}
-	case TypeImage:
-		var b imageBlock
-		if err := strictjson.Unmarshal(data, &b); err != nil {
-			return err
-		}
-		*c = Content{Type: TypeImage, Data: b.Data, MIMEType: b.MIMEType}
-	default:
-		return &strictjson.FieldError{Field: "type", Problem: fmt.Sprintf("unknown content type %q (want text or image)", *head.Type)}
-	}
-	return c.Validate()
+	*c = v
+	return nil
 }
 
 // Validate checks the block by its type: an image needs base64 data and an
@@ -222,10 +344,10 @@ func (r *Result) Validate() error {
 // content are errors. Errors name the field ("content[1].type: ...").
 func DecodeResult(data []byte) (*Result, error) {
 	var raw struct {
-		Content           []json.RawMessage `json:"content"`
-		IsError           bool              `json:"is_error"`
-		StructuredContent json.RawMessage   `json:"structured_content"`
-		UnknownOutcome    bool              `json:"unknown_outcome"`
+		Content           []block         `json:"content"`
+		IsError           bool            `json:"is_error"`
+		StructuredContent json.RawMessage `json:"structured_content"`
+		UnknownOutcome    bool            `json:"unknown_outcome"`
 	}
 	if err := strictjson.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("result: %w", err)
@@ -234,12 +356,15 @@ func DecodeResult(data []byte) (*Result, error) {
 	if !r.HasStructured() {
 		r.StructuredContent = nil
 	}
-	for i, block := range raw.Content {
-		var c Content
-		if err := json.Unmarshal(block, &c); err != nil {
+	if len(raw.Content) > 0 {
+		r.Content = make([]Content, len(raw.Content))
+	}
+	for i := range raw.Content {
+		c, err := raw.Content[i].content()
+		if err != nil {
 			return nil, fmt.Errorf("result: %w", prefix(fmt.Sprintf("content[%d]", i), err))
 		}
-		r.Content = append(r.Content, c)
+		r.Content[i] = c
 	}
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("result: %w", err)
@@ -362,14 +487,85 @@ func (c Content) appendJSON(b []byte) ([]byte, error) {
 }
 
 // appendString appends s as a JSON string, escaping what JSON requires and
-// nothing for HTML's sake.
+// nothing for HTML's sake. The bytes are those of encoding/json with
+// SetEscapeHTML(false): invalid UTF-8 becomes U+FFFD, and U+2028 and
+// U+2029 are escaped (they end lines in JavaScript). Runs of plain ASCII
+// (base64, most text) are found eight bytes at a time and copied whole.
 func appendString(b []byte, s string) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(len(s) + 2)
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		return nil, err
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		i += plainPrefix(s[i:])
+		if i >= len(s) {
+			break
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
 	}
-	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
+	b = append(b, s[start:]...)
+	return append(b, '"'), nil
+}
+
+const hex = "0123456789abcdef"
+
+// plainPrefix returns the length of s's leading run of bytes that JSON
+// copies as they are: printable ASCII other than '"' and '\\'. It looks
+// at eight bytes per step (SWAR: a byte lane's high bit is set when the
+// lane is below 0x20, equals '"' or '\\', or is not ASCII).
+func plainPrefix(s string) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		ctl := (v - ones*0x20) &^ v
+		q := v ^ ones*'"'
+		q = (q - ones) &^ q
+		bs := v ^ ones*'\\'
+		bs = (bs - ones) &^ bs
+		if (ctl|q|bs|v)&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			break
+		}
+	}
+	return i
 }

@@ -3,10 +3,13 @@ package tool
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
 )
 
 func TestDecodeResult(t *testing.T) {
@@ -275,4 +278,95 @@ func BenchmarkResultEncoding(b *testing.B) {
 			}
 		}
 	})
+}
+
+// stdString is encoding/json's encoding of s without HTML escaping: the
+// bytes appendString must produce.
+func stdString(t testing.TB, s string) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	long := strings.Repeat("QUJDREVGR0hJSktMTU5PUFFS+/=", 100)
+	for _, s := range []string{
+		"", "a", "plain ascii text", long, long + "\"" + long, "\x00\x01\x1f\x7f",
+		"tab\tnew\nline\rcr\bback\fform", `quote " backslash \ slash /`, "<html>&amp;</html>",
+		"héllo wörld ✓ 日本語 🎉", "\u2028\u2029 separators", "bad \xff utf8 \xc3", "\xed\xa0\x80 surrogate",
+		"12345678\"12345678", "1234567\x80", strings.Repeat("é", 9) + "\x00",
+	} {
+		got, err := appendString(nil, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := stdString(t, s); string(got) != want {
+			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "abc", "\"\\\n", "héllo \xff", "\u2028", strings.Repeat("x", 17) + "\x01"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, _ := appendString(nil, s)
+		if want := stdString(t, s); string(got) != want {
+			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+func TestDecodeResultBlockErrors(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"content":["text"]}`, "content[0]: wrong type: got string, want object"},
+		{`{"content":[{"text":"a"}]}`, "content[0].type: required"},
+		{`{"content":[{"type":"text"}]}`, "content[0].text: required in a text block"},
+		{`{"content":[{"type":"text","text":"a","mime_type":"image/png"}]}`, "content[0].mime_type: unknown field"},
+		{`{"content":[{"type":"text","text":"a","zzz":1,"extra":2}]}`, "content[0].extra: unknown field"},
+		{`{"content":[{"type":"image","data":"AA==","mime_type":"image/png","text":"a"}]}`, "content[0].text: unknown field"},
+		{`{"content":[{"type":"image","data":"AA=","mime_type":"image/png"}]}`, "content[0].data: not valid base64"},
+		{`{"content":[{"type":"video","foo":1}]}`, `content[0].type: unknown content type "video"`},
+		{`{"content":[{"type":"text","text":"a","text":"b"}]}`, "content[0].text: duplicate field"},
+	} {
+		_, err := DecodeResult([]byte(tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+func TestRequestAppendJSON(t *testing.T) {
+	for _, r := range []Request{
+		{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(`{"text":"<b>héllo</b>\n"}`)},
+		{TenantID: "t\"q", SessionID: "s", CallID: "c", Arguments: json.RawMessage(" {\"a\": [1, 2]}\n"), InspectionToken: "tok", BrainURL: "http://127.0.0.1:8080"},
+		{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(`{}`)},
+	} {
+		got, err := r.AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Request
+		if err := strictjson.Unmarshal(got, &back); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		want, _ := json.Marshal(r)
+		var a, b any
+		_ = json.Unmarshal(got, &a)
+		_ = json.Unmarshal(want, &b)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("AppendJSON = %s, json.Marshal = %s", got, want)
+		}
+	}
+	for _, args := range []string{``, `{"a":`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{} {}`} {
+		r := Request{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(args)}
+		if _, err := r.AppendJSON(nil); err == nil || !strings.Contains(err.Error(), "arguments") {
+			t.Errorf("arguments %q: err %v, want one naming arguments", args, err)
+		}
+	}
 }

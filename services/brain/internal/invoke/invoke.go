@@ -213,7 +213,7 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 	if err := ctx.Err(); err != nil {
 		return cancelled(t, false, err)
 	}
-	body, err := json.Marshal(req)
+	body, err := req.AppendJSON(nil)
 	if err != nil {
 		return refused(CodeInvalidArguments, fmt.Sprintf("tool %s: encode request: %v", t.Name, err))
 	}

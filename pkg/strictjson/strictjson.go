@@ -11,12 +11,15 @@
 package strictjson
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"go/token"
 	"io"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -60,7 +63,35 @@ func Decode(r io.Reader, limit int64, v any) error {
 	if limit > 0 {
 		r = &capReader{r: r, left: limit + 1, limit: limit}
 	}
-	return translate(json.UnmarshalRead(r, v, options), v)
+	buf := buffers.Get().(*bytes.Buffer)
+	defer putBuffer(buf)
+	if _, err := buf.ReadFrom(r); err != nil {
+		var tl *TooLargeError
+		if errors.As(err, &tl) {
+			return tl
+		}
+		return &FieldError{Problem: "read body: " + err.Error()}
+	}
+	// The decoder copies every string and raw value it keeps, so the
+	// buffer is free for the next body once Unmarshal returns.
+	return translate(json.Unmarshal(buf.Bytes(), v, options), v)
+}
+
+// buffers hold request bodies while they are decoded; a body read whole
+// then decoded costs less than decoding from the reader, which grows and
+// copies its own buffer in small steps.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooled is the largest buffer kept for reuse (1 MiB): a rare huge body
+// does not pin its memory.
+const maxPooled = 1 << 20
+
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() > maxPooled {
+		return
+	}
+	b.Reset()
+	buffers.Put(b)
 }
 
 // Unmarshal is Decode over a byte slice without a size cap.
@@ -280,7 +311,7 @@ func typeName(t reflect.Type) string {
 	case reflect.Map:
 		return "object"
 	case reflect.Struct:
-		if t.Name() != "" {
+		if t.Name() != "" && token.IsExported(t.Name()) {
 			// Named types: structs decode from objects; the caller's doc says more.
 			return "object (" + t.Name() + ")"
 		}

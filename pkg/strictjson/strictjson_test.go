@@ -133,3 +133,25 @@ func TestStrictNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeKeepsNothingOfItsBuffer: Decode reuses its read buffer, so
+// whatever it decoded must not point into it.
+func TestDecodeKeepsNothingOfItsBuffer(t *testing.T) {
+	type doc struct {
+		Name string          `json:"name"`
+		Raw  json.RawMessage `json:"raw"`
+	}
+	var first doc
+	if err := Decode(strings.NewReader(`{"name":"first","raw":{"a":"aaaaaaaa"}}`), 0, &first); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		var d doc
+		if err := Decode(strings.NewReader(`{"name":"xxxxx","raw":{"b":"bbbbbbbb"}}`), 0, &d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if first.Name != "first" || string(first.Raw) != `{"a":"aaaaaaaa"}` {
+		t.Errorf("first decode changed to %+v", first)
+	}
+}

@@ -11,6 +11,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/brain-tools/suite/pkg v0.0.0-00010101000000-000000000000
 	github.com/google/go-cmp v0.7.0
+	github.com/segmentio/asm v1.2.1
 )
 
 require (
@@ -40,7 +41,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
-	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/tmaxmax/go-sse v0.12.0 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect

@@ -2,10 +2,10 @@ package tools
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/json"
 	"net/http/httptest"
 	"testing"
+
+	b64 "github.com/segmentio/asm/base64"
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -27,22 +27,23 @@ func BenchmarkEncodingOverhead(b *testing.B) {
 	var reqBody []byte
 	var req tool.Request
 	var pa putArgs
-	b64 := base64.StdEncoding.EncodeToString(data)
-	add("1 client marshal request", func() {
-		reqBody, _ = json.Marshal(map[string]any{"tenant_id": "t", "session_id": "s", "call_id": "c", "arguments": map[string]any{"key": "k", "data_base64": base64.StdEncoding.EncodeToString(data)}})
+	b64s := b64.StdEncoding.EncodeToString(data)
+	add("1 client encode request", func() {
+		args := []byte(`{"key":"k","data_base64":"` + b64.StdEncoding.EncodeToString(data) + `"}`)
+		reqBody, _ = (&tool.Request{TenantID: "t", SessionID: "s", CallID: "c", Arguments: args}).AppendJSON(nil)
 	})
 	add("2 server decode request", func() { strictjson.Decode(bytes.NewReader(reqBody), 4<<20, &req) })
 	add("3 typed decode arguments", func() { strictjson.Unmarshal(req.Arguments, &pa) })
-	add("4 base64 decode", func() { base64.StdEncoding.DecodeString(b64) })
-	res := &tool.Result{Content: []tool.Content{tool.Text("header"), tool.Text(b64)}}
-	add("5 base64 encode", func() { base64.StdEncoding.EncodeToString(data) })
+	add("4 base64 decode", func() { b64.StdEncoding.DecodeString(b64s) })
+	res := &tool.Result{Content: []tool.Content{tool.Text("header"), tool.Text(b64s)}}
+	add("5 base64 encode", func() { b64.StdEncoding.EncodeToString(data) })
 	var out []byte
 	add("6 WriteJSON result", func() {
 		w := httptest.NewRecorder()
 		service.WriteJSON(w, 200, res)
 		out = w.Body.Bytes()
 	})
-	add("7 client decode result", func() { var r fastResult; json.Unmarshal(out, &r) })
+	add("7 client decode result", func() { tool.DecodeResult(out) })
 	for _, st := range steps {
 		b.Run(st.name, func(b *testing.B) {
 			for b.Loop() {

@@ -3,8 +3,6 @@ package tools
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +12,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	b64 "github.com/segmentio/asm/base64"
+
+	"github.com/brain-tools/suite/pkg/tool"
 
 	"github.com/brain-tools/suite/services/storage/internal/objects"
 	"github.com/brain-tools/suite/services/storage/internal/s3test"
@@ -21,34 +22,32 @@ import (
 
 const benchObjectBytes = 256 << 10
 
-// fastResult is what a client needs of a result; decoding it is one
-// encoding/json pass (the tests decode strictly with tool.DecodeResult,
-// which checks every rule and costs several passes).
-type fastResult struct {
-	IsError bool `json:"is_error"`
-	Content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"content"`
-}
-
-func (h *harness) fastCall(tenant, session, name string, args any) fastResult {
-	raw, err := json.Marshal(map[string]any{"tenant_id": tenant, "session_id": session, "call_id": "bench", "arguments": args})
+// fastCall makes one call the way brain does: the request encoded with
+// tool.Request.AppendJSON (arguments copied, not re-encoded) and the
+// result decoded with tool.DecodeResult, which checks every rule of the
+// contract.
+func (h *harness) fastCall(tenant, session, name string, args []byte) *tool.Result {
+	req := tool.Request{TenantID: tenant, SessionID: session, CallID: "bench", Arguments: args}
+	raw, err := req.AppendJSON(nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, h.url+"/tools/"+name, bytes.NewReader(raw))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	hr, _ := http.NewRequest(http.MethodPost, h.url+"/tools/"+name, bytes.NewReader(raw))
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json, text/event-stream")
+	hr.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var r fastResult
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusOK {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
 		h.t.Fatalf("%s: %s: %v", name, resp.Status, err)
+	}
+	r, err := tool.DecodeResult(body)
+	if err != nil {
+		h.t.Fatalf("%s: %v", name, err)
 	}
 	return r
 }
@@ -127,11 +126,13 @@ func newDirect(b *testing.B, data []byte) func() {
 // service over loopback HTTP, decoding the bytes back as a client must.
 func newServicePair(b *testing.B, data []byte) func() {
 	h := newHarness(b, toolsConfig())
-	putArgs := map[string]any{"key": "bench.bin", "content_type": "application/octet-stream"}
-	getArgs := map[string]any{"key": "bench.bin"}
+	getArgs := []byte(`{"key":"bench.bin"}`)
+	var putArgs []byte
 	return func() {
 		// Encoding the arguments is the caller's work: it counts.
-		putArgs["data_base64"] = base64.StdEncoding.EncodeToString(data)
+		putArgs = append(putArgs[:0], `{"key":"bench.bin","content_type":"application/octet-stream","data_base64":"`...)
+		putArgs = append(putArgs, b64.StdEncoding.EncodeToString(data)...)
+		putArgs = append(putArgs, `"}`...)
 		if r := h.fastCall("bench", "s", "storage_put", putArgs); r.IsError {
 			b.Fatalf("put: %+v", r)
 		}
@@ -139,7 +140,7 @@ func newServicePair(b *testing.B, data []byte) func() {
 		if r.IsError || len(r.Content) != 2 {
 			b.Fatalf("get: %+v", r)
 		}
-		got, err := base64.StdEncoding.DecodeString(r.Content[1].Text)
+		got, err := b64.StdEncoding.DecodeString(r.Content[1].Text)
 		if err != nil || len(got) != benchObjectBytes {
 			b.Fatalf("read %d bytes: %v", len(got), err)
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	b64 "github.com/segmentio/asm/base64"
+
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -130,7 +132,7 @@ func render(obj objects.Object, data []byte, offset int64, budget int) (*tool.Re
 		if max := budget / 4 * 3; len(data) > max {
 			data = data[:max]
 		}
-		payload = tool.Text(base64.StdEncoding.EncodeToString(data))
+		payload = tool.Text(b64.StdEncoding.EncodeToString(data))
 		encoded = len(payload.Text)
 	}
 	res.Length = int64(len(data))

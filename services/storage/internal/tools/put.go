@@ -9,6 +9,8 @@ import (
 	"path"
 	"strings"
 
+	b64 "github.com/segmentio/asm/base64"
+
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -95,7 +97,7 @@ func (t *Tools) put(ctx context.Context, call *service.Call, a putArgs) *tool.Re
 			return t.tooLarge("data_base64", int64(enc))
 		}
 		var err error
-		body, err = base64.StdEncoding.DecodeString(*a.DataBase64)
+		body, err = b64.StdEncoding.DecodeString(*a.DataBase64)
 		if err != nil {
 			return fieldErr("data_base64", "not standard base64: %v", err)
 		}

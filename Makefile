@@ -25,6 +25,24 @@ build: ## build every service and example into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES)) ./examples/session ./examples/fileserver ./examples/genconfig
 
+# The images (deploy/docker/<service>.Dockerfile) copy these binaries, built
+# static for linux/IMAGE_ARCH (default: this machine's architecture).
+IMAGES     := $(BIN)/images
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+
+.PHONY: images
+images: ## static binaries for the images in bin/images, then the images if a Docker engine runs
+	@mkdir -p $(IMAGES)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGES)/ $(addprefix ./services/,$(SERVICES))
+	@if docker info >/dev/null 2>&1; then \
+		for s in $(SERVICES); do \
+			docker build --platform linux/$(IMAGE_ARCH) -f deploy/docker/$$s.Dockerfile -t brain-tools/$$s:latest . || exit 1; \
+		done; \
+	else \
+		echo "no Docker engine available (docker info failed): binaries ready in bin/images;"; \
+		echo "build the images where one runs: make images, then docker compose up"; \
+	fi
+
 .PHONY: run
 run: deps build ## build, start the whole stack on loopback, run the demo session, stop
 	@bash scripts/run.sh

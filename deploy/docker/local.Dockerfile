@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# The local: echo, inspect_session, approvals and the operator approval page. Its SQLite state lives in /data (APPROVAL_DATA_DIR), a volume.
+#
+# The image holds one static binary, the one `make images` builds into
+# bin/images/local (CGO_ENABLED=0, -trimpath), plus CA certificates and a
+# passwd entry for its non-root user; nothing else: no shell, no package
+# manager. Build it from the repository root:
+#
+#   make images        # builds bin/images/local, then this image if a Docker engine runs
+#   docker build -f deploy/docker/local.Dockerfile -t brain-tools/local:latest .
+#
+# Not built in CI here: the development machines run no Docker engine.
+# deploy/compose_test.go checks this file against compose.yaml and the
+# service's Config (port, health check, user, binary path).
+
+# rootfs: the few files the binary needs beside itself.
+FROM debian:bookworm-slim AS rootfs
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+RUN install -d -m 0755 /rootfs/etc/ssl/certs \
+ && cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/ \
+ && printf 'root:x:0:0:root:/root:/sbin/nologin\nlocal:x:65532:65532:local:/nonexistent:/sbin/nologin\n' >/rootfs/etc/passwd \
+ && printf 'root:x:0:\nlocal:x:65532:\n' >/rootfs/etc/group \
+ && install -d -m 1777 /rootfs/tmp \
+ && install -d -o 65532 -g 65532 -m 0700 /rootfs/data
+
+FROM scratch
+COPY --from=rootfs /rootfs/etc /etc
+COPY --from=rootfs /rootfs/tmp /tmp
+# The state directory, owned by the service's user: a named volume mounted
+# here starts as a copy of it, so the service can write to it.
+COPY --from=rootfs --chown=65532:65532 /rootfs/data /data
+COPY bin/images/local /usr/local/bin/local
+USER 65532:65532
+ENV ADDR=0.0.0.0:8081 APPROVAL_DATA_DIR=/data
+EXPOSE 8081
+# The binary checks itself: GET /healthz on ADDR, exit 0 on 200.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
+  CMD ["/usr/local/bin/local", "-healthcheck"]
+ENTRYPOINT ["/usr/local/bin/local"]

@@ -249,8 +249,13 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 		WriteError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type must be application/json, got %q", ct))
 		return
 	}
+	data, err := readRequest(r, s.Config.MaxRequestBytes)
 	var req tool.Request
-	if err := strictjson.Decode(r.Body, s.Config.MaxRequestBytes, &req); err != nil {
+	var args any
+	if err == nil {
+		req, args, err = decodeRequest(data, t.decodeArgs)
+	}
+	if err != nil {
 		t.invalid.Inc()
 		var tl *strictjson.TooLargeError
 		if errors.As(err, &tl) {
@@ -269,6 +274,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	logger := s.Logger.With("tool", name, "tenant_id", req.TenantID, "session_id", req.SessionID, "call_id", req.CallID)
 	resp := &response{w: w, canStream: acceptsSSE(r.Header.Get("Accept")), heartbeat: s.Config.Heartbeat, logger: logger}
 	call := NewCall(req, logger, resp.progress)
+	call.args = args
 
 	var auto *time.Timer
 	if resp.canStream {

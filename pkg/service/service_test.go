@@ -456,3 +456,51 @@ func TestAcceptsSSE(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestLimitEdge: MAX_REQUEST_BYTES holds at its edge whether the
+// body declares its length (refused before it is read) or comes chunked
+// (refused while it is read).
+func TestRequestLimitEdge(t *testing.T) {
+	const limit = 200
+	ts, _ := testServer(t, func(c *Config) { c.MaxRequestBytes = limit })
+	body := func(n int) string {
+		head, tail := `{"tenant_id":"local","session_id":"s1","call_id":"c1","arguments":{"text":"`, `"}}`
+		return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+	}
+	for _, tc := range []struct {
+		name    string
+		size    int
+		chunked bool
+		status  int
+	}{
+		{"at the limit, with length", limit, false, 200},
+		{"one over, with length", limit + 1, false, 413},
+		{"at the limit, chunked", limit, true, 200},
+		{"one over, chunked", limit + 1, true, 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := body(tc.size)
+			var r io.Reader = strings.NewReader(b)
+			if tc.chunked {
+				r = io.MultiReader(r) // no length known: sent chunked
+			}
+			req, _ := http.NewRequest(http.MethodPost, ts.URL+"/tools/echo", r)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer tok")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got := len(b); got != tc.size {
+				t.Fatalf("built a %d-byte body, want %d", got, tc.size)
+			}
+			if (req.ContentLength == -1) != tc.chunked && !(tc.chunked && req.ContentLength == 0) {
+				t.Fatalf("ContentLength %d, chunked %v", req.ContentLength, tc.chunked)
+			}
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, readAll(t, resp.Body))
+			}
+		})
+	}
+}

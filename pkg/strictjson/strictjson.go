@@ -99,6 +99,13 @@ func Unmarshal(data []byte, v any) error {
 	return translate(json.Unmarshal(data, v, options), v)
 }
 
+// DecodeValue decodes the next JSON value of dec into v with Unmarshal's
+// rules, for a caller reading a document token by token. Its errors are
+// Unmarshal's, with Field relative to that value.
+func DecodeValue(dec *jsontext.Decoder, v any) error {
+	return translate(json.UnmarshalDecode(dec, v, options), v)
+}
+
 // UnmarshalKeepingDuplicates is Unmarshal, except that a name written twice
 // in one object is not an error: the last value wins. It is for callers
 // that find duplicates themselves to report them better (brain's host

@@ -142,78 +142,15 @@ func Image(data []byte, mimeType string) Content {
 }
 
 // block is a content block as sent: every field any type may carry, and
-// the names of the others (Other), so that the type is judged before the
-// fields foreign to it.
+// the other members (Other, a go-json-experiment/json embedded fallback,
+// which the strict decoder fills instead of refusing them), so that the
+// type is judged before the fields foreign to it.
 type block struct {
-	Type, Text, Data, MIMEType *string
-	Other                      []string
-}
-
-// UnmarshalJSONFrom reads one block in a single pass over the decoder's
-// tokens (go-json-experiment/json calls it). The decoder refuses duplicate
-// names and invalid UTF-8 itself.
-func (b *block) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return err
-	}
-	if tok.Kind() != '{' {
-		return &strictjson.FieldError{Problem: fmt.Sprintf("wrong type: got %s, want object", kindName(tok.Kind()))}
-	}
-	for dec.PeekKind() != '}' {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return err
-		}
-		// A token is valid until the next read: keep the name as a string.
-		n := tok.String()
-		var dst **string
-		switch n {
-		case "type":
-			dst = &b.Type
-		case "text":
-			dst = &b.Text
-		case "data":
-			dst = &b.Data
-		case "mime_type":
-			dst = &b.MIMEType
-		default:
-			b.Other = append(b.Other, n)
-			if err := dec.SkipValue(); err != nil {
-				return err
-			}
-			continue
-		}
-		val, err := dec.ReadToken()
-		if err != nil {
-			return err
-		}
-		if val.Kind() != '"' {
-			return &strictjson.FieldError{Field: n, Problem: fmt.Sprintf("wrong type: got %s, want string", kindName(val.Kind()))}
-		}
-		v := val.String()
-		*dst = &v
-	}
-	_, err = dec.ReadToken()
-	return err
-}
-
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case '"':
-		return "string"
-	case '0':
-		return "number"
-	case 't', 'f':
-		return "bool"
-	case 'n':
-		return "null"
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	}
-	return k.String()
+	Type     *string                   `json:"type"`
+	Text     *string                   `json:"text"`
+	Data     *string                   `json:"data"`
+	MIMEType *string                   `json:"mime_type"`
+	Other    map[string]jsontext.Value `json:",embed"`
 }
 
 // content checks the block's fields against its type and returns it.
@@ -237,7 +174,9 @@ func (b *block) content() (Content, error) {
 	default:
 		return Content{}, &strictjson.FieldError{Field: "type", Problem: fmt.Sprintf("unknown content type %q (want text or image)", *b.Type)}
 	}
-	present = append(present, b.Other...)
+	for name := range b.Other {
+		present = append(present, name)
+	}
 	if len(present) > 0 {
 		slices.Sort(present)
 		return Content{}, &strictjson.FieldError{Field: present[0], Problem: "unknown field"}
@@ -415,6 +354,11 @@ func StructuredResult(v any, text string) (*Result, error) {
 // MarshalJSON method returns, which for a large text result costs more
 // than encoding it; the service runtime writes results through this.
 func (r *Result) AppendJSON(b []byte) ([]byte, error) {
+	size := 64 + len(r.StructuredContent)
+	for i := range r.Content {
+		size += 48 + len(r.Content[i].Text) + len(r.Content[i].Data) + len(r.Content[i].MIMEType)
+	}
+	b = slices.Grow(b, size)
 	b = append(b, '{')
 	first := true
 	field := func(name string) {

@@ -278,7 +278,7 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp 
 	mediaType, _, err := mime.ParseMediaType(ct)
 	switch {
 	case err == nil && mediaType == "application/json":
-		data, err := io.ReadAll(capped)
+		data, err := readAll(capped, resp.ContentLength)
 		if err != nil {
 			return c.readFailure(ctx, reqCtx, t, true, err)
 		}
@@ -292,6 +292,19 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp 
 	default:
 		return failed(CodeBadContentType, true, fmt.Sprintf("tool %s: response Content-Type %q is neither application/json nor text/event-stream", t.Name, clip(ct, 100)))
 	}
+}
+
+// readAll reads r to its end into a buffer sized from the response's
+// Content-Length (already checked against max_output_bytes), so a large
+// result is read without growing and copying the buffer step by step; -1
+// (unknown) starts small.
+func readAll(r io.Reader, contentLength int64) ([]byte, error) {
+	if contentLength <= 0 {
+		return io.ReadAll(r)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, contentLength+1))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // readStream reads an SSE response: zero or more progress events (JSON

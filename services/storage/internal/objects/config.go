@@ -79,6 +79,11 @@ type Config struct {
 // answer 503 instead of hanging with it.
 const DefaultHealthTimeout = 3 * time.Second
 
+// PartSize is the part size of multipart uploads and the size from which
+// Store.Put uploads in parts (8 MiB; the transfer manager's own threshold
+// is 16 MiB); a smaller body goes in one PutObject.
+const PartSize = 8 << 20
+
 // resolved is Config with defaults applied and checked.
 type resolved struct {
 	Config
@@ -171,7 +176,7 @@ func isAWSEndpoint(endpoint string) bool {
 // clients are the SDK clients a Store uses.
 type clients struct {
 	api      *s3.Client
-	uploader *transfermanager.Client
+	uploader *transfermanager.Client // bodies of PartSize and more
 	presign  *s3.PresignClient
 }
 
@@ -216,6 +221,8 @@ func newClients(ctx context.Context, r resolved, httpClient *http.Client) (*clie
 		presignAPI = s3.NewFromConfig(cfg, options(r.PresignEndpoint))
 	}
 	uploader := transfermanager.New(api, func(o *transfermanager.Options) {
+		o.PartSizeBytes = PartSize
+		o.MultipartUploadThreshold = PartSize
 		if !r.aws {
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		}

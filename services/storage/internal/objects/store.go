@@ -86,8 +86,10 @@ func (s *Store) Check(ctx context.Context) error {
 }
 
 // Put stores body under key with the given content type and user
-// metadata, through the transfer manager (one PutObject for small bodies,
-// a multipart upload for large ones).
+// metadata: one PutObject for a body smaller than PartSize, a multipart
+// upload through the transfer manager for larger ones. (The transfer
+// manager reads a small body into a buffer of its own before its single
+// PutObject; the body is in memory already, so that copy is skipped.)
 func (s *Store) Put(ctx context.Context, ns keys.Namespace, key string, body []byte, contentType string, metadata map[string]string) (Object, error) {
 	full, err := ns.Object(key)
 	if err != nil {
@@ -95,21 +97,39 @@ func (s *Store) Put(ctx context.Context, ns keys.Namespace, key string, body []b
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	in := &transfermanager.UploadObjectInput{
-		Bucket:        aws.String(s.bucket),
-		Key:           aws.String(full),
-		Body:          bytes.NewReader(body),
-		ContentLength: aws.Int64(int64(len(body))),
-		Metadata:      metadata,
-	}
+	var ctype *string
 	if contentType != "" {
-		in.ContentType = aws.String(contentType)
+		ctype = aws.String(contentType)
 	}
-	out, err := s.c.uploader.UploadObject(ctx, in)
-	if err != nil {
-		return Object{}, classify("put", key, ns, err)
+	var etag *string
+	if len(body) < PartSize {
+		out, err := s.c.api.PutObject(ctx, &s3.PutObjectInput{
+			Bucket:        aws.String(s.bucket),
+			Key:           aws.String(full),
+			Body:          bytes.NewReader(body),
+			ContentLength: aws.Int64(int64(len(body))),
+			ContentType:   ctype,
+			Metadata:      metadata,
+		})
+		if err != nil {
+			return Object{}, classify("put", key, ns, err)
+		}
+		etag = out.ETag
+	} else {
+		out, err := s.c.uploader.UploadObject(ctx, &transfermanager.UploadObjectInput{
+			Bucket:        aws.String(s.bucket),
+			Key:           aws.String(full),
+			Body:          bytes.NewReader(body),
+			ContentLength: aws.Int64(int64(len(body))),
+			ContentType:   ctype,
+			Metadata:      metadata,
+		})
+		if err != nil {
+			return Object{}, classify("put", key, ns, err)
+		}
+		etag = out.ETag
 	}
-	return Object{Key: key, Size: int64(len(body)), ContentType: contentType, ETag: unquote(aws.ToString(out.ETag)), Metadata: metadata}, nil
+	return Object{Key: key, Size: int64(len(body)), ContentType: contentType, ETag: unquote(aws.ToString(etag)), Metadata: metadata}, nil
 }
 
 // Get reads up to n bytes of key starting at offset (n ≥ 1, offset ≥ 0).

@@ -76,6 +76,9 @@ func TestRoundTrip(t *testing.T) {
 		{"dir/sub/empty", "application/octet-stream", []byte{}},
 		{"bin/random.bin", "application/octet-stream", randomBytes(300 << 10)},
 		{"odd%2Fname?x#y&z", "", []byte("url metacharacters")},
+		// One byte past PartSize: a multipart upload through the transfer
+		// manager (two parts) instead of one PutObject.
+		{"big/multipart.bin", "application/octet-stream", randomBytes(PartSize + 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -87,7 +90,11 @@ func TestRoundTrip(t *testing.T) {
 			if put.Size != int64(len(tt.body)) || put.ETag == "" {
 				t.Fatalf("put = %+v", put)
 			}
-			obj, data, err := s.Get(ctx, ns, tt.key, 0, 1<<20)
+			// A multipart object's ETag ends in -<parts>; one PutObject's does not.
+			if multipart := strings.Contains(put.ETag, "-"); multipart != (len(tt.body) > PartSize) {
+				t.Errorf("put of %d bytes: ETag %q, multipart = %v", len(tt.body), put.ETag, multipart)
+			}
+			obj, data, err := s.Get(ctx, ns, tt.key, 0, max(1<<20, int64(len(tt.body))))
 			if err != nil {
 				t.Fatalf("get: %v", err)
 			}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	b64 "github.com/segmentio/asm/base64"
 
@@ -132,7 +133,7 @@ func render(obj objects.Object, data []byte, offset int64, budget int) (*tool.Re
 		if max := budget / 4 * 3; len(data) > max {
 			data = data[:max]
 		}
-		payload = tool.Text(b64.StdEncoding.EncodeToString(data))
+		payload = tool.Text(encodeBase64(data))
 		encoded = len(payload.Text)
 	}
 	res.Length = int64(len(data))
@@ -189,4 +190,15 @@ func orUnknown(ct string) string {
 		return "unknown type"
 	}
 	return ct
+}
+
+// encodeBase64 is standard base64 of data, encoded into one buffer that
+// becomes the string without a copy (the buffer is never written again).
+func encodeBase64(data []byte) string {
+	if len(data) == 0 {
+		return ""
+	}
+	buf := make([]byte, b64.StdEncoding.EncodedLen(len(data)))
+	b64.StdEncoding.Encode(buf, data)
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }

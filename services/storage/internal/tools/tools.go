@@ -91,12 +91,12 @@ func (t *Tools) List() []service.Tool {
 		}
 	}
 	return []service.Tool{
-		{Binding: b("storage_put", putDescription, putSchema, objectOutSchema), Handler: service.Typed(t.put)},
-		{Binding: b("storage_get", getDescription, getSchema, getOutSchema), Handler: service.Typed(t.get)},
-		{Binding: b("storage_head", headDescription, keySchema, objectOutSchema), Handler: service.Typed(t.head)},
-		{Binding: b("storage_list", listDescription, listSchema, listOutSchema), Handler: service.Typed(t.list)},
-		{Binding: b("storage_delete", deleteDescription, keySchema, deleteOutSchema), Handler: service.Typed(t.delete)},
-		{Binding: b("storage_presign", presignDescription, presignSchema, presignOutSchema), Handler: service.Typed(t.presign)},
+		service.TypedTool(b("storage_put", putDescription, putSchema, objectOutSchema), t.put),
+		service.TypedTool(b("storage_get", getDescription, getSchema, getOutSchema), t.get),
+		service.TypedTool(b("storage_head", headDescription, keySchema, objectOutSchema), t.head),
+		service.TypedTool(b("storage_list", listDescription, listSchema, listOutSchema), t.list),
+		service.TypedTool(b("storage_delete", deleteDescription, keySchema, deleteOutSchema), t.delete),
+		service.TypedTool(b("storage_presign", presignDescription, presignSchema, presignOutSchema), t.presign),
 	}
 }
 

@@ -660,19 +660,27 @@ func checkBrainConfig(w workload, path string, cms map[string]*corev1.ConfigMap)
 	return fmt.Errorf("brain: -config %s is not in a mounted ConfigMap", path)
 }
 
-// TestKustomizeBuilds renders the base and the overlay with kustomize's
-// own library, decodes every object strictly and holds each build to the
-// rules of checkSuite; then checks what the overlay is for.
-func TestKustomizeBuilds(t *testing.T) {
+// suiteInputs returns the env names each service reads and each service's
+// default port: what checkSuite holds a build to.
+func suiteInputs(t *testing.T) (env map[string]map[string]bool, ports map[string]string) {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := allowedEnv(t, root)
-	ports := map[string]string{}
+	env = allowedEnv(t, root)
+	ports = map[string]string{}
 	for _, name := range envdoc.Names() {
 		ports[name] = defaultPort(t, root, name)
 	}
+	return env, ports
+}
+
+// TestKustomizeBuilds renders the base and the overlay with kustomize's
+// own library, decodes every object strictly and holds each build to the
+// rules of checkSuite; then checks what the overlay is for.
+func TestKustomizeBuilds(t *testing.T) {
+	env, ports := suiteInputs(t)
 	tests := []struct {
 		dir   string
 		check func(t *testing.T, sandbox workload)
@@ -742,15 +750,7 @@ func TestKustomizeBuilds(t *testing.T) {
 // TestCheckSuiteCatches breaks a good build one way at a time and expects
 // checkSuite to name each break.
 func TestCheckSuiteCatches(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := allowedEnv(t, root)
-	ports := map[string]string{}
-	for _, name := range envdoc.Names() {
-		ports[name] = defaultPort(t, root, name)
-	}
+	env, ports := suiteInputs(t)
 	container := func(r *rendered, name string) *corev1.Container {
 		for _, o := range r.objs {
 			switch o := o.(type) {

@@ -377,3 +377,35 @@ func TestPaginate(t *testing.T) {
 		}
 	}
 }
+
+// TestHTMLFormatIsSafe: format=html keeps the page's structure and text but
+// nothing a browser would run, whether readability picked the article or
+// the whole page is used.
+func TestHTMLFormatIsSafe(t *testing.T) {
+	page := []byte(`<html><head><title>T</title><style>body{color:red}</style><script>alert(1)</script></head><body>
+<h2 id="intro" onclick="steal()">Intro</h2>
+<p>Some <a href="javascript:alert(2)">bad link</a>, a <a href="https://ok.example/x" rel="author">good link</a> and <b>bold</b> text.</p>
+<img src="https://ok.example/cat.png" srcset="https://ok.example/cat2.png 2x" onerror="steal()" alt="cat">
+<iframe src="https://evil.example/frame"></iframe><form action="https://evil.example/post"><input name="q"></form>
+<pre><code class="language-go">fmt.Println("&lt;hi&gt;")</code></pre>
+<table><tr><th>a</th></tr><tr><td>1</td></tr></table>
+<svg><script>alert(3)</script></svg><object data="x.swf"></object>
+<p style="background:url(javascript:alert(4))">styled paragraph with enough words to be a real part of the page for readability.</p>
+</body></html>`)
+	for _, main := range []bool{true, false} {
+		d, err := New().Extract(context.Background(), Input{URL: mustURL(t, "https://site.example/p.html"), ContentType: "text/html", Body: page}, Options{Format: HTMLFormat, MainContent: main})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"<script", "alert(", "steal()", "javascript:", "<iframe", "<form", "<input", "<style", "style=", "<object", "onerror", "onclick"} {
+			if strings.Contains(d.Text, bad) {
+				t.Errorf("main=%v: output keeps %q:\n%s", main, bad, d.Text)
+			}
+		}
+		for _, good := range []string{`<a href="https://ok.example/x" rel="author">good link</a>`, "<b>bold</b>", `<img src="https://ok.example/cat.png" srcset="https://ok.example/cat2.png 2x" alt="cat"`, `<code class="language-go">`, "<td>1</td>", "styled paragraph"} {
+			if !strings.Contains(d.Text, good) {
+				t.Errorf("main=%v: output lost %q:\n%s", main, good, d.Text)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package extract
 import (
 	"bytes"
 	"net/url"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -14,6 +15,7 @@ import (
 	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/table"
 	"github.com/PuerkitoBio/goquery"
 	"github.com/andybalholm/cascadia"
+	"github.com/microcosm-cc/bluemonday"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
 )
@@ -119,6 +121,33 @@ func selectHTML(text string, pageURL *url.URL, mainContent bool, selector string
 	return res, nil
 }
 
+// htmlPolicy is what format=html keeps of a page: bluemonday's policy for
+// user-generated content (structure, text, links, images, tables, code
+// with its language class), so that no <script>, <style>, <iframe>, form,
+// event handler or javascript: URL reaches a harness that might render the
+// HTML. Links keep their rel as the page had it, code blocks their
+// language class.
+var htmlPolicy = func() *bluemonday.Policy {
+	p := bluemonday.UGCPolicy()
+	p.AllowAttrs("id").OnElements("h1", "h2", "h3", "h4", "h5", "h6")
+	p.AllowAttrs("rel").OnElements("a")
+	p.AllowAttrs("class").Matching(codeClassRE).OnElements("code", "pre")
+	p.AllowImages()
+	p.AllowAttrs("srcset").Matching(srcsetRE).OnElements("img", "source")
+	// Last: AllowImages turns rel="nofollow" on.
+	p.RequireNoFollowOnLinks(false)
+	p.RequireNoFollowOnFullyQualifiedLinks(false)
+	return p
+}()
+
+// codeClassRE is a code block's language class ("language-go", "lang-sh"),
+// which Markdown converters and highlighters read.
+var codeClassRE = regexp.MustCompile(`^(language|lang)-[A-Za-z0-9_+#.-]{1,32}$`)
+
+// srcsetRE accepts a srcset of absolute http(s) URLs with their width or
+// density descriptors (absolutize has resolved them).
+var srcsetRE = regexp.MustCompile(`^\s*https?://[^\s,]+(\s+\d+(\.\d+)?[wx])?(\s*,\s*https?://[^\s,]+(\s+\d+(\.\d+)?[wx])?)*\s*$`)
+
 // render writes the chosen part in format f.
 func (r *htmlResult) render(convs converters, f Format) (string, error) {
 	switch f {
@@ -129,7 +158,7 @@ func (r *htmlResult) render(convs converters, f Format) (string, error) {
 				return "", err
 			}
 		}
-		return strings.TrimSpace(b.String()), nil
+		return strings.TrimSpace(htmlPolicy.SanitizeReader(&b).String()), nil
 	case TextFormat:
 		return renderText(r.root), nil
 	}

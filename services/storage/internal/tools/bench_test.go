@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,9 +107,12 @@ func newDirect(b *testing.B, data []byte) func() {
 	if err != nil {
 		b.Fatal(err)
 	}
-	client := store.Client()
+	return directPair(b, store.Client(), data, fmt.Sprintf("bench-direct-%d", time.Now().UnixNano()))
+}
+
+// directPair is one put+get pair of key straight with client.
+func directPair(b *testing.B, client *s3.Client, data []byte, key string) func() {
 	ctx := context.Background()
-	key := fmt.Sprintf("bench-direct-%d", time.Now().UnixNano())
 	return func() {
 		if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s3test.Bucket), Key: aws.String(key), Body: bytes.NewReader(data), ContentType: aws.String("application/octet-stream")}); err != nil {
 			b.Fatal(err)
@@ -128,12 +132,16 @@ func newDirect(b *testing.B, data []byte) func() {
 // newServicePair returns one storage_put + storage_get pair through the
 // service over loopback HTTP, decoding the bytes back as a client must.
 func newServicePair(b *testing.B, data []byte) func() {
-	h := newHarness(b, toolsConfig())
-	getArgs := []byte(`{"key":"bench.bin"}`)
+	return servicePair(b, newHarness(b, toolsConfig()), data, "bench.bin")
+}
+
+// servicePair is one storage_put + storage_get pair of key through h.
+func servicePair(b *testing.B, h *harness, data []byte, key string) func() {
+	getArgs := []byte(`{"key":"` + key + `"}`)
 	var putArgs []byte
 	return func() {
 		// Encoding the arguments is the caller's work: it counts.
-		putArgs = append(putArgs[:0], `{"key":"bench.bin","content_type":"application/octet-stream","data_base64":"`...)
+		putArgs = append(putArgs[:0], `{"key":"`+key+`","content_type":"application/octet-stream","data_base64":"`...)
 		n := len(putArgs)
 		putArgs = slices.Grow(putArgs, b64.StdEncoding.EncodedLen(len(data))+2)[:n+b64.StdEncoding.EncodedLen(len(data))]
 		b64.StdEncoding.Encode(putArgs[n:], data)
@@ -149,6 +157,43 @@ func newServicePair(b *testing.B, data []byte) func() {
 		if err != nil || len(got) != benchObjectBytes {
 			b.Fatalf("read %d bytes: %v", len(got), err)
 		}
+	}
+}
+
+// BenchmarkPutGet256KiBParallel is BenchmarkPutGet256KiB with 4 callers
+// at once, each on its own key: throughput when the service and versitygw
+// are both busy.
+func BenchmarkPutGet256KiBParallel(b *testing.B) {
+	data := randomBytes(benchObjectBytes)
+	store, err := objects.New(context.Background(), s3Config(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := newHarness(b, toolsConfig())
+	var workers atomic.Int64
+	rates := map[string]float64{}
+	for _, path := range []string{"direct", "service"} {
+		b.Run(path, func(b *testing.B) {
+			b.SetBytes(2 * benchObjectBytes)
+			b.SetParallelism(2)
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				key := fmt.Sprintf("par-%s-%d", path, workers.Add(1))
+				pair := directPair(b, store.Client(), data, key)
+				if path == "service" {
+					pair = servicePair(b, h, data, key)
+				}
+				for pb.Next() {
+					pair()
+				}
+			})
+			rates[path] = float64(b.N) / time.Since(start).Seconds()
+			b.ReportMetric(rates[path], "pairs/s")
+		})
+	}
+	if rates["direct"] > 0 && rates["service"] > 0 {
+		fmt.Fprintf(os.Stdout, "storage put+get 256 KiB, 4 callers: direct %.0f pairs/s, service %.0f pairs/s: the service keeps %.0f%%\n",
+			rates["direct"], rates["service"], 100*rates["service"]/rates["direct"])
 	}
 }
 

@@ -2,8 +2,9 @@
 // session events — and the Store interface that keeps it. The SQLite
 // implementation lives in package store/sqlite.
 //
-// Event IDs are assigned by the store when an event is appended: positive,
-// strictly increasing in commit order, never reused. Progress events are
+// Event IDs are assigned by the store when an event is appended, per
+// session: 1, 2, 3… in commit order, never reused, so that an ID tells a
+// tenant nothing of other sessions. Progress events are
 // live-only and never reach a Store (the tool contract: "live-only
 // tool.progress event").
 package store

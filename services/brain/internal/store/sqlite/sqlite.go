@@ -71,7 +71,16 @@ type DB struct {
 
 	stmts map[string]*sql.Stmt // writer's prepared statements
 	reads map[string]*sql.Stmt // prepared on the read pool
+
+	// The writer goroutine's record of each session's last event ID, so an
+	// append needs no lookup: lastSeq holds committed numbers, batchSeq
+	// those of the transaction in progress (merged on commit, dropped on
+	// rollback). A session not in lastSeq is looked up once.
+	lastSeq, batchSeq map[string]int64
 }
+
+// maxSeqCache bounds lastSeq; past it the record starts again empty.
+const maxSeqCache = 100_000
 
 var _ store.Store = (*DB)(nil)
 
@@ -117,6 +126,10 @@ func Open(path string, opts Options) (*DB, error) {
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
+	if err := migrateEvents(write); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
 	if _, err := write.Exec(schema); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open sqlite %s: apply schema: %w", path, err)
@@ -139,6 +152,8 @@ func Open(path string, opts Options) (*DB, error) {
 		reads:    map[string]*sql.Stmt{},
 		stopCkpt: make(chan struct{}),
 		ckptDone: make(chan struct{}),
+		lastSeq:  map[string]int64{},
+		batchSeq: map[string]int64{},
 	}
 	for name, q := range writeStmts {
 		st, err := write.Prepare(q)
@@ -195,19 +210,60 @@ CREATE TABLE IF NOT EXISTS tool_calls (
 	result          TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tool_calls_tenant ON tool_calls (tenant_id, seq);
-CREATE TABLE IF NOT EXISTS events (
+` + eventsTable + `;
+`
+
+// eventsTable holds the events; seq numbers a session's events from 1 in
+// commit order, and that number is the event ID the API shows, so that it
+// says nothing about other sessions or tenants. The rowid only keeps
+// appends cheap. The single writer hands out seq (appendEvent), so the
+// index need not check uniqueness on every insert (that probe cost a
+// fifth of a call's writes).
+const eventsTable = `CREATE TABLE IF NOT EXISTS events (
 	id         INTEGER PRIMARY KEY,
 	session_id TEXT NOT NULL,
+	seq        INTEGER NOT NULL,
 	call_id    TEXT NOT NULL DEFAULT '',
 	type       TEXT NOT NULL,
 	time       INTEGER NOT NULL,
 	data       TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS events_session ON events (session_id, id);
-`
+CREATE INDEX IF NOT EXISTS events_session_seq ON events (session_id, seq)`
+
+// migrateEvents numbers the events of a database from the first schema
+// (whose only ID was one sequence for every session, which let a tenant
+// count other tenants' events) per session, keeping each session's order.
+// It runs once, in one transaction; the schema then adds the index. A
+// database already numbered is left alone.
+func migrateEvents(db *sql.DB) error {
+	var tables, seqs int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'events'`).Scan(&tables); err != nil || tables == 0 {
+		return err
+	}
+	if err := db.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'seq'`).Scan(&seqs); err != nil || seqs > 0 {
+		return err
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, q := range []string{
+		`ALTER TABLE events ADD COLUMN seq INTEGER NOT NULL DEFAULT 0`,
+		`UPDATE events SET seq = n.seq FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY session_id ORDER BY id) AS seq FROM events) AS n
+			WHERE events.id = n.id`,
+		`DROP INDEX IF EXISTS events_session`,
+	} {
+		if _, err := tx.Exec(q); err != nil {
+			return fmt.Errorf("migrate events to per-session IDs: %w", err)
+		}
+	}
+	return tx.Commit()
+}
 
 var writeStmts = map[string]string{
-	"insertEvent":   `INSERT INTO events (session_id, call_id, type, time, data) VALUES (?, ?, ?, ?, ?)`,
+	"insertEvent":   `INSERT INTO events (session_id, seq, call_id, type, time, data) VALUES (?, ?, ?, ?, ?, ?)`,
+	"lastSeq":       `SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`,
 	"insertSession": `INSERT INTO sessions (id, tenant_id, status, harness, tools, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 	"insertCall": `INSERT INTO tool_calls (id, seq, session_id, tenant_id, tool, status, arguments, created_at, started_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -221,7 +277,7 @@ var readStmts = map[string]string{
 	"session": `SELECT id, tenant_id, status, harness, tools, config, created_at, updated_at
 		FROM sessions WHERE id = ? AND tenant_id = ?`,
 	"call":   `SELECT ` + callColumns + ` FROM tool_calls WHERE id = ? AND tenant_id = ?`,
-	"events": `SELECT id, session_id, call_id, type, time, data FROM events WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?`,
+	"events": `SELECT seq, session_id, call_id, type, time, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
 }
 
 // writer runs every write op; it commits whatever is queued together.
@@ -305,6 +361,7 @@ func refusal(err error) bool {
 // runBatch runs ops in one transaction; refused ops keep their error, any
 // other error rolls everything back and is returned.
 func (db *DB) runBatch(batch []*op) error {
+	clear(db.batchSeq)
 	tx, err := db.write.Begin()
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -327,6 +384,12 @@ func (db *DB) runBatch(batch []*op) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if len(db.lastSeq)+len(db.batchSeq) > maxSeqCache {
+		clear(db.lastSeq)
+	}
+	for session, seq := range db.batchSeq {
+		db.lastSeq[session] = seq
 	}
 	return nil
 }
@@ -387,15 +450,20 @@ func (db *DB) stmt(tx *sql.Tx, name string) *sql.Stmt {
 }
 
 func (db *DB) appendEvent(tx *sql.Tx, ev *store.Event) error {
-	res, err := db.stmt(tx, "insertEvent").Exec(ev.SessionID, ev.CallID, ev.Type, ev.Time.UnixNano(), string(ev.Data))
-	if err != nil {
+	seq, ok := db.batchSeq[ev.SessionID]
+	if !ok {
+		if seq, ok = db.lastSeq[ev.SessionID]; !ok {
+			if err := db.stmt(tx, "lastSeq").QueryRow(ev.SessionID).Scan(&seq); err != nil {
+				return fmt.Errorf("append %s event: %w", ev.Type, err)
+			}
+		}
+	}
+	seq++
+	if _, err := db.stmt(tx, "insertEvent").Exec(ev.SessionID, seq, ev.CallID, ev.Type, ev.Time.UnixNano(), string(ev.Data)); err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Type, err)
 	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return fmt.Errorf("append %s event: %w", ev.Type, err)
-	}
-	ev.ID = id
+	db.batchSeq[ev.SessionID] = seq
+	ev.ID = seq
 	return nil
 }
 

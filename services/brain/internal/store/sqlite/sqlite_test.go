@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,13 +141,14 @@ func TestGroupCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "brain.db")
 	var (
 		mu   sync.Mutex
-		last int64
+		last = map[string]int64{} // session → its last event ID
 		bad  bool
 	)
 	db := open(t, path, func(ev store.Event) {
 		mu.Lock()
-		bad = bad || ev.ID <= last
-		last = ev.ID
+		// IDs count up by one within each session, in commit order.
+		bad = bad || ev.ID != last[ev.SessionID]+1
+		last[ev.SessionID] = ev.ID
 		mu.Unlock()
 	})
 	for i := range 4 {
@@ -177,7 +179,7 @@ func TestGroupCommit(t *testing.T) {
 		}
 	}
 	if bad {
-		t.Error("commit hook saw event ids out of order")
+		t.Error("commit hook saw a session's event IDs out of order or with a gap")
 	}
 	calls, err := db.Calls(ctx, store.CallFilter{TenantID: "t1"})
 	if err != nil {
@@ -214,5 +216,101 @@ func TestOpenRefusesBadSynchronous(t *testing.T) {
 	_, err := Open(filepath.Join(t.TempDir(), "x.db"), Options{Synchronous: "OFF"})
 	if err == nil {
 		t.Fatal("Open with synchronous OFF succeeded")
+	}
+}
+
+// TestEventIDsPerSession: each session numbers its events from 1, so an
+// event ID tells a tenant nothing about other sessions' volume.
+func TestEventIDsPerSession(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, filepath.Join(t.TempDir(), "brain.db"), nil)
+	for _, id := range []string{"ses_a", "ses_b"} {
+		s, ev := newSession(id, map[string]string{"ses_a": "t1", "ses_b": "t2"}[id])
+		if err := db.CreateSession(ctx, s, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		c, ev := newCall(fmt.Sprint("call_a", i), "ses_a", "t1")
+		if err := db.CreateCall(ctx, c, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, ev := newCall("call_b", "ses_b", "t2")
+	if err := db.CreateCall(ctx, c, ev); err != nil {
+		t.Fatal(err)
+	}
+	for session, want := range map[string][]int64{"ses_a": {1, 2, 3, 4, 5, 6}, "ses_b": {1, 2}} {
+		evs, err := db.Events(ctx, session, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, e := range evs {
+			got = append(got, e.ID)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s event IDs (-want +got):\n%s", session, diff)
+		}
+	}
+}
+
+// TestMigrateEventsToPerSessionIDs: a database written with one global
+// event sequence opens with each session's events renumbered from 1 in
+// their order, nothing lost, and opens again unchanged.
+func TestMigrateEventsToPerSessionIDs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "brain.db")
+	old, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE events (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, call_id TEXT NOT NULL DEFAULT '',
+			type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL)`,
+		`CREATE INDEX events_session ON events (session_id, id)`,
+		`INSERT INTO events (id, session_id, call_id, type, time, data) VALUES
+			(1, 'ses_a', '', 'session.created', 10, '{"n":1}'),
+			(2, 'ses_b', '', 'session.created', 11, '{"n":2}'),
+			(3, 'ses_a', 'call_1', 'tool.call', 12, '{"n":3}'),
+			(7, 'ses_a', 'call_1', 'tool.result', 13, '{"n":4}'),
+			(9, 'ses_b', '', 'session.closed', 14, '{"n":5}')`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	want := map[string][]string{
+		"ses_a": {`1 session.created  {"n":1}`, `2 tool.call call_1 {"n":3}`, `3 tool.result call_1 {"n":4}`},
+		"ses_b": {`1 session.created  {"n":2}`, `2 session.closed  {"n":5}`},
+	}
+	for range 2 {
+		db, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for session, w := range want {
+			evs, err := db.Events(context.Background(), session, 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range evs {
+				got = append(got, fmt.Sprintf("%d %s %s %s", e.ID, e.Type, e.CallID, e.Data))
+			}
+			if diff := cmp.Diff(w, got); diff != "" {
+				t.Errorf("%s after migration (-want +got):\n%s", session, diff)
+			}
+		}
+		db.Close()
+	}
+	// New events continue their session's numbering.
+	db := open(t, path, nil)
+	s, ev := newSession("ses_b", "t2")
+	if err := db.CreateSession(context.Background(), s, ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.ID != 3 {
+		t.Errorf("next ses_b event got ID %d, want 3", ev.ID)
 	}
 }

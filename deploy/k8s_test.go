@@ -785,7 +785,11 @@ func TestCheckSuiteCatches(t *testing.T) {
 			c := container(r, "search")
 			c.Env = append(c.Env, corev1.EnvVar{Name: "SEARCH_PROVIDR", Value: "brave"})
 		}, "SEARCH_PROVIDR is not a setting of search"},
-		{"secret from another Secret", func(r *rendered) { container(r, "local").Env[3].ValueFrom.SecretKeyRef.Name = "other" }, `from Secret "other"`},
+		{"secret from another Secret", func(r *rendered) {
+			c := container(r, "local")
+			i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "BRAIN_TOOLS_KEY" })
+			c.Env[i].ValueFrom.SecretKeyRef.Name = "other"
+		}, `from Secret "other"`},
 		{"secret as a literal", func(r *rendered) {
 			c := container(r, "webfetch")
 			c.Env = append(c.Env, corev1.EnvVar{Name: "BRAIN_TOOLS_KEY", Value: "hunter2"})

@@ -98,7 +98,7 @@ PIDS+=($!)
 wait_port versitygw 127.0.0.1:7070 "${PIDS[-1]}"
 
 export APPROVAL_OPERATOR_TOKEN=${APPROVAL_OPERATOR_TOKEN:-$(rand)}
-ADDR=127.0.0.1:8081 APPROVAL_DATA_DIR="$WORK/data/local" APPROVAL_PAGE_URL=http://127.0.0.1:8081 \
+ADDR=127.0.0.1:8081 APPROVAL_DATA_DIR="$WORK/data/local" APPROVAL_PAGE_URL=http://127.0.0.1:8081 INSPECT_BRAIN_URLS=http://127.0.0.1:8080 \
   start local http://127.0.0.1:8081/healthz "$BIN/local"
 
 ADDR=127.0.0.1:8082 SANDBOX_ROOT="$WORK/data/sandbox" \

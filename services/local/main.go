@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/brain-tools/suite/pkg/mcpserver"
@@ -19,6 +20,11 @@ import (
 // operator page read their own APPROVAL_* variables (see README.md).
 type Config struct {
 	service.Config
+	// InspectBrainURLs are the brain base URLs inspect_session may send
+	// its inspection token to, comma-separated (http://brain:8080); a call
+	// naming another brain_url is refused. Empty: any http(s) brain_url,
+	// since only a holder of BRAIN_TOOLS_KEY can send one.
+	InspectBrainURLs []string `env:"INSPECT_BRAIN_URLS" envSeparator:","`
 }
 
 func main() { service.Main(run) }
@@ -40,7 +46,10 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	tools := append([]service.Tool{echo.Tool(), inspect.Tool(inspect.Options{})}, approvals.Tools()...)
+	if err := inspect.CheckBrainURLs(cfg.InspectBrainURLs); err != nil {
+		return fmt.Errorf("INSPECT_BRAIN_URLS: %w", err)
+	}
+	tools := append([]service.Tool{echo.Tool(), inspect.Tool(inspect.Options{BrainURLs: cfg.InspectBrainURLs})}, approvals.Tools()...)
 	srv := &service.Server{
 		Name:   "local",
 		Config: cfg.Config,

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,39 @@ type Options struct {
 	// MaxEvents caps the events read per inspection. Default
 	// DefaultMaxEvents.
 	MaxEvents int
+	// BrainURLs, when not empty, are the only brain base URLs the token is
+	// sent to; a call whose brain_url is not one of them is refused. Each
+	// must be a plain http(s) base URL (see CheckBrainURLs).
+	BrainURLs []string
+}
+
+// CheckBrainURLs checks an allow-list for Options.BrainURLs: each entry is
+// a plain http(s) base URL. The error names the entry at fault.
+func CheckBrainURLs(urls []string) error {
+	for _, raw := range urls {
+		if _, err := brainBase(raw); err != nil {
+			return fmt.Errorf("brain URL %q: %v", raw, err)
+		}
+	}
+	return nil
+}
+
+// sameBase reports whether u is the base URL allowed, ignoring the case of
+// scheme and host, a default port and a trailing slash.
+func sameBase(u *url.URL, allowed string) bool {
+	a, err := brainBase(allowed)
+	if err != nil {
+		return false
+	}
+	norm := func(u *url.URL) string {
+		host := strings.ToLower(u.Hostname())
+		port := u.Port()
+		if port == "" || (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+			port = ""
+		}
+		return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(host, port) + strings.TrimRight(u.EscapedPath(), "/")
+	}
+	return norm(u) == norm(a)
 }
 
 // Binding is inspect_session's binding: inspect_session must be true so
@@ -141,6 +175,10 @@ func inspect(ctx context.Context, opts Options, call *service.Call, a Args) *too
 	base, err := brainBase(call.BrainURL)
 	if err != nil {
 		return tool.Errorf("inspect_session: brain_url: %v", err)
+	}
+	if len(opts.BrainURLs) > 0 && !slices.ContainsFunc(opts.BrainURLs, func(a string) bool { return sameBase(base, a) }) {
+		// The token is not sent anywhere the operator did not name.
+		return tool.Errorf("inspect_session: brain_url %s is not one of this service's INSPECT_BRAIN_URLS", base.Redacted())
 	}
 	lastN := DefaultLastN
 	if a.LastN != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,5 +216,50 @@ func TestSessionIDIsOnePathSegment(t *testing.T) {
 	tl.Handler(context.Background(), call)
 	if len(es.paths) != 1 || es.paths[0] != "/base/sessions/..%2F..%2Fadmin/events" {
 		t.Fatalf("paths = %v", es.paths)
+	}
+}
+
+// TestBrainURLAllowList: with BrainURLs set, the token goes only to a
+// brain_url on the list (scheme and host case, a default port and a
+// trailing slash aside); any other is refused before a request is made.
+func TestBrainURLAllowList(t *testing.T) {
+	es := &eventsServer{}
+	es.add("session.created", "", map[string]any{"status": "active"})
+	ts := httptest.NewServer(es)
+	defer ts.Close()
+	u, _ := url.Parse(ts.URL)
+	for _, tc := range []struct {
+		name    string
+		allowed []string
+		url     string
+		ok      bool
+	}{
+		{"no list: any brain", nil, ts.URL, true},
+		{"listed", []string{"http://brain.internal:8080", ts.URL}, ts.URL, true},
+		{"listed with a trailing slash", []string{ts.URL + "/"}, ts.URL, true},
+		{"listed in upper case", []string{"HTTP://" + strings.ToUpper(u.Host)}, ts.URL, true},
+		{"not listed", []string{"http://brain.internal:8080"}, ts.URL, false},
+		{"same host, other port", []string{"http://" + u.Hostname() + ":1"}, ts.URL, false},
+		{"same host, other scheme", []string{"https://" + u.Host}, ts.URL, false},
+		{"listed base, other path", []string{ts.URL + "/brain"}, ts.URL, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(es.requests)
+			res, _ := run(t, Options{BrainURLs: tc.allowed}, tc.url, token, `{}`)
+			if tc.ok != !res.IsError {
+				t.Fatalf("is_error = %v, want %v: %+v", res.IsError, !tc.ok, res.Content)
+			}
+			if !tc.ok {
+				if !strings.Contains(res.Content[0].Text, "not one of this service's INSPECT_BRAIN_URLS") {
+					t.Errorf("refusal %q does not say why", res.Content[0].Text)
+				}
+				if len(es.requests) != before {
+					t.Error("the token was sent to a brain_url not on the list")
+				}
+			}
+		})
+	}
+	if err := CheckBrainURLs([]string{"http://brain:8080", "ftp://x"}); err == nil || !strings.Contains(err.Error(), `"ftp://x"`) {
+		t.Errorf("CheckBrainURLs = %v, want an error naming ftp://x", err)
 	}
 }

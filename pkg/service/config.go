@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/brain-tools/suite/pkg/tool"
 )
 
 // Config is the part of a tool service's environment every service shares.
@@ -32,7 +36,8 @@ type Config struct {
 	// means http://<Host header>.
 	PublicURL string `env:"PUBLIC_URL"`
 	// Tenants fills the tenants of published bindings that name none
-	// (env TOOL_TENANTS, comma-separated).
+	// (env TOOL_TENANTS, comma-separated). An empty entry, one with
+	// surrounding spaces or one listed twice is refused at start.
 	Tenants []string `env:"TOOL_TENANTS" envSeparator:"," envDefault:"local"`
 	// MaxRequestBytes caps a tool request body (env MAX_REQUEST_BYTES);
 	// larger bodies get 413. Default 4 MiB.
@@ -48,8 +53,10 @@ type Config struct {
 	StreamAfter time.Duration `env:"SSE_STREAM_AFTER" envDefault:"10s"`
 }
 
-// Validate reports settings that cannot work: a missing token without
-// NoAuth, a non-positive size cap or interval.
+// Validate reports settings that cannot work, each naming its variable: a
+// missing token without NoAuth, an empty ADDR, a non-positive size cap or
+// interval, SSE_STREAM_AFTER outside (0, 30s), a PUBLIC_URL that
+// CheckBaseURL refuses, a TOOL_TENANTS entry that CheckTenants refuses.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Token == "" && !c.NoAuth {
@@ -64,13 +71,78 @@ func (c *Config) Validate() error {
 	if c.Heartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("SSE_HEARTBEAT must be positive, got %s", c.Heartbeat))
 	}
-	if c.StreamAfter <= 0 || c.StreamAfter >= 30*time.Second {
-		errs = append(errs, fmt.Errorf("SSE_STREAM_AFTER must be between 0 and 30s (the host's header limit), got %s", c.StreamAfter))
+	if c.StreamAfter <= 0 || c.StreamAfter >= MaxStreamAfter {
+		errs = append(errs, fmt.Errorf("SSE_STREAM_AFTER must be more than 0 and less than %s (the host's header limit), got %s", MaxStreamAfter, c.StreamAfter))
 	}
-	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
-		errs = append(errs, fmt.Errorf("PUBLIC_URL must start with http:// or https://, got %q", c.PublicURL))
+	if c.PublicURL != "" {
+		if err := CheckBaseURL(c.PublicURL); err != nil {
+			errs = append(errs, fmt.Errorf("PUBLIC_URL %q: %w", c.PublicURL, err))
+		}
+	}
+	if err := CheckTenants(c.Tenants); err != nil {
+		errs = append(errs, fmt.Errorf("TOOL_TENANTS %q: %w", strings.Join(c.Tenants, ","), err))
 	}
 	return errors.Join(errs...)
+}
+
+// MaxStreamAfter bounds SSE_STREAM_AFTER from above: the host waits at most
+// tool.HeaderTimeout (30 s) for response headers.
+const MaxStreamAfter = tool.HeaderTimeout
+
+// CheckBaseURL checks a base URL a service is reached at (PUBLIC_URL,
+// brain's BRAIN_PUBLIC_URL, local's APPROVAL_PAGE_URL): an absolute http or
+// https URL with a host and a valid port, no credentials, query or
+// fragment; a path is allowed. The error says what is wrong, for the
+// caller to prefix with the variable's name.
+func CheckBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL: %w", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("must be an absolute http:// or https:// URL")
+	case u.Opaque != "" || u.Hostname() == "":
+		return errors.New("has no host")
+	case strings.HasSuffix(u.Host, ":"):
+		return errors.New("has an empty port")
+	case u.Port() != "" && !validPort(u.Port()):
+		return fmt.Errorf("port %q is not a number from 1 to 65535", u.Port())
+	case u.User != nil:
+		return errors.New("must not contain credentials")
+	case u.RawQuery != "" || u.ForceQuery:
+		return errors.New("must not contain a query")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return errors.New("must not contain a fragment")
+	}
+	return nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == p
+}
+
+// CheckTenants checks the tenant names a service publishes in its bindings
+// (TOOL_TENANTS; unset, it is "local"; a Config built in code may leave
+// it empty when every tool names its own tenants): each non-empty (tool.Binding.Validate
+// refuses an empty one), without surrounding spaces ("a, b" would publish
+// " b", which no tenant_id matches) and listed once (brain refuses a
+// binding that lists a tenant twice).
+func CheckTenants(tenants []string) error {
+	seen := make(map[string]bool, len(tenants))
+	for i, t := range tenants {
+		switch {
+		case t == "":
+			return fmt.Errorf("entry %d is empty", i+1)
+		case strings.TrimSpace(t) != t:
+			return fmt.Errorf("entry %d %q has surrounding spaces", i+1, t)
+		case seen[t]:
+			return fmt.Errorf("%q is listed twice", t)
+		}
+		seen[t] = true
+	}
+	return nil
 }
 
 // ParseEnv fills a service's Config struct T from environ (a map, so tests

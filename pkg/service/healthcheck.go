@@ -12,7 +12,8 @@ import (
 
 // HealthCheckFlag is the argument that turns a service binary into its own
 // container health check (Docker HEALTHCHECK, Kubernetes exec probe): the
-// images have no shell, curl or wget. See Main and HealthCheck.
+// images have no shell, curl or wget. Main parses it with the flag
+// package, so --healthcheck works too. See Main and HealthCheck.
 const HealthCheckFlag = "-healthcheck"
 
 // HealthCheckTimeout bounds one health check, connection to answer.

@@ -2,10 +2,14 @@ package service
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
@@ -13,32 +17,102 @@ import (
 // serve until ctx is cancelled, return nil after a clean shutdown.
 type RunFunc func(ctx context.Context, environ map[string]string, logger *slog.Logger) error
 
+// MainOption adjusts Main: see DefaultAddr.
+type MainOption func(*mainOptions)
+
+type mainOptions struct {
+	defaultAddr string
+}
+
+// DefaultAddr tells Main the listen address the service uses when ADDR is
+// unset (the service's run func applies the same default), so the
+// health-check mode asks the same address and -help names it.
+func DefaultAddr(addr string) MainOption {
+	return func(o *mainOptions) { o.defaultAddr = addr }
+}
+
 // Main runs run with a context cancelled by SIGINT or SIGTERM, the process
 // environment and a JSON logger at LOG_LEVEL, then exits once: 0 on nil, 1
 // after logging the error.
 //
-// With the single argument -healthcheck (HealthCheckFlag) it runs nothing
-// but HealthCheck against ADDR (the container images set it) and exits 0
-// when the running service answers 200 on /healthz, 1 otherwise.
-func Main(run RunFunc) {
+// The command line is parsed with the flag package. Configuration is by
+// environment only; the flags are:
+//
+//   - -healthcheck (or --healthcheck, HealthCheckFlag): run nothing but
+//     HealthCheck against ADDR (the container images set it; unset, the
+//     DefaultAddr option's address) and exit 0 when the running service
+//     answers 200 on /healthz, 1 otherwise.
+//   - -h, -help: print the usage on stdout and exit 0.
+//
+// Any other flag or any positional argument prints the error and the usage
+// on stderr and exits 2, without starting the service.
+func Main(run RunFunc, opts ...MainOption) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	environ := Environ()
-	if len(os.Args) == 2 && os.Args[1] == HealthCheckFlag {
-		code := runHealthCheck(ctx, environ["ADDR"], os.Stdout)
-		stop()
-		os.Exit(code)
+	code := mainCode(ctx, filepath.Base(os.Args[0]), os.Args[1:], Environ(), os.Stdout, os.Stderr, run, opts...)
+	stop()
+	os.Exit(code)
+}
+
+// mainCode is Main without the process: it parses args, runs the health
+// check or run, and returns the exit status.
+func mainCode(ctx context.Context, name string, args []string, environ map[string]string, stdout, stderr io.Writer, run RunFunc, opts ...MainOption) int {
+	var o mainOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below, on stdout for -help
+	healthcheck := fs.Bool(HealthCheckFlag[1:], false, "check the service running at ADDR (GET /healthz) and exit 0 if it answers 200, 1 otherwise (container health check)")
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(stdout, fs, o)
+		return 0
+	case err != nil:
+		// fs has printed the error on stderr.
+		printUsage(stderr, fs, o)
+		return 2
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "%s: unexpected argument %q: configuration is by environment variables\n", name, fs.Arg(0))
+		printUsage(stderr, fs, o)
+		return 2
+	}
+	if *healthcheck {
+		addr := environ["ADDR"]
+		if addr == "" {
+			addr = o.defaultAddr
+		}
+		return runHealthCheck(ctx, addr, stdout)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(environ["LOG_LEVEL"])); err != nil {
 		level = slog.LevelInfo
 	}
-	logger := NewLogger(os.Stderr, level)
-	err := run(ctx, environ, logger)
-	stop()
-	if err != nil {
+	logger := NewLogger(stderr, level)
+	if err := run(ctx, environ, logger); err != nil {
 		logger.Error("exit", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
+}
+
+// printUsage writes the command line, the flags and where the
+// configuration comes from.
+func printUsage(w io.Writer, fs *flag.FlagSet, o mainOptions) {
+	name := fs.Name()
+	fmt.Fprintf(w, "Usage: %s [-healthcheck]\n\n", name)
+	fmt.Fprintf(w, "%s is configured by environment variables, not flags: ADDR (listen address", name)
+	if o.defaultAddr != "" {
+		fmt.Fprintf(w, ", default %s", o.defaultAddr)
+	}
+	fmt.Fprintf(w, "), BRAIN_TOOLS_KEY (bearer token brain sends) and the service's own;\n")
+	fmt.Fprintf(w, "see services/%s/README.md and deploy/README.md.\n\nFlags:\n", name)
+	out := fs.Output()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	fmt.Fprintln(w, "  -h, -help\n    \tprint this help and exit")
 }
 
 // NewLogger returns a JSON slog logger writing to w at level.

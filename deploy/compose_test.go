@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -42,6 +43,8 @@ type stackService struct {
 	dataEnv, dataVolume string
 	// published: the port is published on 127.0.0.1 (brain's API, the
 	// approval page); the others are reachable only inside the network.
+	// versitygw, not in this table, is published on 127.0.0.1 too, for
+	// storage_presign's URLs (checkPresign).
 	published bool
 	// dependsOn are the services it must wait for, healthy.
 	dependsOn []string
@@ -209,8 +212,13 @@ func TestCompose(t *testing.T) {
 		if v := envOf(svc, "VGW_PORT"); v != ":7070" {
 			t.Errorf("versitygw: VGW_PORT = %q, want :7070", v)
 		}
-		if len(svc.Ports) != 0 {
-			t.Errorf("versitygw: publishes %v; want it reachable only inside the network", svc.Ports)
+		if len(svc.Ports) != 1 {
+			t.Errorf("versitygw: ports %v, want one: 127.0.0.1:${VERSITYGW_PORT}:7070 (for storage_presign's URLs)", svc.Ports)
+		}
+		for _, pc := range svc.Ports {
+			if pc.Target != 7070 || pc.HostIP != "127.0.0.1" || pc.Published != env["VERSITYGW_PORT"] {
+				t.Errorf("versitygw: port %s:%s:%d, want 127.0.0.1:%s:7070 (VERSITYGW_PORT, on this machine only)", pc.HostIP, pc.Published, pc.Target, env["VERSITYGW_PORT"])
+			}
 		}
 		checkNetworks(t, svc)
 		checkVolumes(t, stackService{name: versitygw}, svc, p)
@@ -229,6 +237,126 @@ func TestCompose(t *testing.T) {
 
 	// brain's host config names the services as compose does.
 	checkHostConfig(t, hc, ports)
+
+	// Presigned URLs work from this machine, with .env.example's values
+	// and with compose.yaml's own defaults (a .env holding only the tokens).
+	for name, env := range map[string]map[string]string{".env.example": env, "defaults": tokensOnly(t, root)} {
+		t.Run("presign with "+name, func(t *testing.T) {
+			p, err := loadCompose(root, env)
+			if err != nil {
+				t.Fatalf("load compose.yaml: %v", err)
+			}
+			for _, err := range checkPresign(p) {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// tokensOnly is a .env holding only the values .env.example leaves for the
+// user to set (the tokens), so compose.yaml's defaults apply to the rest.
+func tokensOnly(t *testing.T, root string) map[string]string {
+	t.Helper()
+	example, err := dotenv.Read(filepath.Join(root, ".env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := exampleEnv(t, root)
+	for k, v := range example {
+		if v != "" {
+			delete(env, k)
+		}
+	}
+	return env
+}
+
+// checkPresign checks that storage's presigned URLs can be used outside
+// the containers: STORAGE_PRESIGN_ENDPOINT must be an http URL naming a
+// loopback address and a port versitygw publishes on loopback, forwarded
+// to the port it listens on (VGW_PORT). Without it the URLs name
+// http://versitygw:7070, which only the containers resolve; storage signs
+// them for the host they name (SigV4 covers Host), so the URL must be
+// exactly where the client sends the request.
+func checkPresign(p *types.Project) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	st, vg := p.Services["storage"], p.Services[versitygw]
+	raw := envOf(st, "STORAGE_PRESIGN_ENDPOINT")
+	if raw == "" {
+		fail("storage: STORAGE_PRESIGN_ENDPOINT is not set: presigned URLs would name %s, which only the containers resolve", envOf(st, "STORAGE_ENDPOINT"))
+		return errs
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
+		fail("storage: STORAGE_PRESIGN_ENDPOINT %q: want http://<loopback>:<port>", raw)
+		return errs
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+		fail("storage: STORAGE_PRESIGN_ENDPOINT %q: want a loopback address, where versitygw is published", raw)
+	}
+	_, vgPort, err := net.SplitHostPort(envOf(vg, "VGW_PORT"))
+	if err != nil {
+		fail("versitygw: VGW_PORT %q: %v", envOf(vg, "VGW_PORT"), err)
+		return errs
+	}
+	for _, pc := range vg.Ports {
+		if pc.HostIP == u.Hostname() && pc.Published == u.Port() && strconv.Itoa(int(pc.Target)) == vgPort && (pc.Protocol == "" || pc.Protocol == "tcp") {
+			return errs
+		}
+	}
+	fail("storage: STORAGE_PRESIGN_ENDPOINT %q names port %s, but versitygw publishes %v: want %s:%s:%s", raw, u.Port(), vg.Ports, u.Hostname(), u.Port(), vgPort)
+	return errs
+}
+
+// TestCheckPresignCatches breaks compose.yaml's presign setup one way at a
+// time and expects checkPresign to name each break.
+func TestCheckPresignCatches(t *testing.T) {
+	root := repoRoot(t)
+	env := exampleEnv(t, root)
+	setEnv := func(svc *types.ServiceConfig, name, value string) {
+		if value == "" {
+			delete(svc.Environment, name)
+			return
+		}
+		svc.Environment[name] = &value
+	}
+	tests := []struct {
+		name    string
+		breakIt func(st, vg *types.ServiceConfig)
+		want    string
+	}{
+		{"not set", func(st, vg *types.ServiceConfig) { setEnv(st, "STORAGE_PRESIGN_ENDPOINT", "") }, "STORAGE_PRESIGN_ENDPOINT is not set"},
+		{"the in-network name", func(st, vg *types.ServiceConfig) {
+			setEnv(st, "STORAGE_PRESIGN_ENDPOINT", "http://versitygw:7070")
+		}, "want a loopback address"},
+		{"https", func(st, vg *types.ServiceConfig) {
+			setEnv(st, "STORAGE_PRESIGN_ENDPOINT", "https://127.0.0.1:7070")
+		}, "want http://<loopback>:<port>"},
+		{"versitygw not published", func(st, vg *types.ServiceConfig) { vg.Ports = nil }, "names port 7070, but versitygw publishes []"},
+		{"published on every interface", func(st, vg *types.ServiceConfig) { vg.Ports[0].HostIP = "0.0.0.0" }, "names port 7070, but versitygw publishes"},
+		{"another published port", func(st, vg *types.ServiceConfig) {
+			vg.Ports[0].Published = "17070"
+		}, "names port 7070, but versitygw publishes"},
+		{"forwarded to another port", func(st, vg *types.ServiceConfig) { vg.Ports[0].Target = 9000 }, "names port 7070, but versitygw publishes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := loadCompose(root, env)
+			if err != nil {
+				t.Fatalf("load compose.yaml: %v", err)
+			}
+			if errs := checkPresign(p); len(errs) > 0 {
+				t.Fatalf("the good compose.yaml fails already: %v", errors.Join(errs...))
+			}
+			st, vg := p.Services["storage"], p.Services[versitygw]
+			tt.breakIt(&st, &vg)
+			p.Services["storage"], p.Services[versitygw] = st, vg
+			err = errors.Join(checkPresign(p)...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("checkPresign = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
 }
 
 // envOf is a service's environment entry, "" when unset.

@@ -35,8 +35,9 @@ const (
 	portName   = "http"
 )
 
-// stateless are the services run as N replicas with a PDB and an HPA;
-// the others run one replica.
+// stateless are the services run as N replicas with a PDB and an HPA
+// (whose minReplicas sets the floor; the Deployment leaves spec.replicas
+// to it); the others run one replica.
 var stateless = []string{"storage", "search", "webfetch"}
 
 // requiredLabels every object of the suite carries.
@@ -271,10 +272,13 @@ func render(t *testing.T, dir string) *rendered {
 type workload struct {
 	kind, name string
 	meta       map[string]string
-	replicas   int32
-	selector   map[string]string
-	template   corev1.PodTemplateSpec
-	claims     []string // volumeClaimTemplates names
+	replicas   int32 // spec.replicas, 1 when unset (the API's default)
+	// replicasSet: spec.replicas is in the manifest. An HPA's target must
+	// leave it out, or every kubectl apply resets the HPA's choice.
+	replicasSet bool
+	selector    map[string]string
+	template    corev1.PodTemplateSpec
+	claims      []string // volumeClaimTemplates names
 }
 
 func (r *rendered) workloads() []workload {
@@ -282,13 +286,13 @@ func (r *rendered) workloads() []workload {
 	for _, o := range r.objs {
 		switch o := o.(type) {
 		case *appsv1.Deployment:
-			ws = append(ws, workload{"Deployment", o.Name, o.Labels, deref(o.Spec.Replicas), selectorOf(o.Spec.Selector), o.Spec.Template, nil})
+			ws = append(ws, workload{"Deployment", o.Name, o.Labels, deref(o.Spec.Replicas), o.Spec.Replicas != nil, selectorOf(o.Spec.Selector), o.Spec.Template, nil})
 		case *appsv1.StatefulSet:
 			var claims []string
 			for _, c := range o.Spec.VolumeClaimTemplates {
 				claims = append(claims, c.Name)
 			}
-			ws = append(ws, workload{"StatefulSet", o.Name, o.Labels, deref(o.Spec.Replicas), selectorOf(o.Spec.Selector), o.Spec.Template, claims})
+			ws = append(ws, workload{"StatefulSet", o.Name, o.Labels, deref(o.Spec.Replicas), o.Spec.Replicas != nil, selectorOf(o.Spec.Selector), o.Spec.Template, claims})
 		}
 	}
 	return ws
@@ -472,9 +476,15 @@ func checkSuite(r *rendered, env map[string]map[string]bool, ports map[string]st
 			fail("Service %s: want one port %s → targetPort %s, have %+v", w.name, ports[w.name], portName, svc.Spec.Ports)
 		}
 
+		// An HPA owns its target's replica count: a spec.replicas in the
+		// manifest would be applied over the HPA's choice on every
+		// kubectl apply (the HPA's minReplicas is the floor instead).
+		if hpa, ok := hpas[w.kind+"/"+w.name]; ok && w.replicasSet {
+			fail("%s %s: sets spec.replicas (%d) but HorizontalPodAutoscaler %s scales it: leave replicas out, the HPA's minReplicas governs", w.kind, w.name, w.replicas, hpa.Name)
+		}
 		if slices.Contains(stateless, w.name) {
-			if w.kind != "Deployment" || w.replicas < 2 {
-				fail("%s %s: a stateless service is a Deployment of at least 2 replicas", w.kind, w.name)
+			if w.kind != "Deployment" {
+				fail("%s %s: a stateless service is a Deployment, scaled by its HorizontalPodAutoscaler", w.kind, w.name)
 			}
 			pdb, ok := pdbs[w.name]
 			if !ok {
@@ -832,6 +842,14 @@ func TestCheckSuiteCatches(t *testing.T) {
 				}
 			}
 		}, "differs from deploy/brain.compose.json"},
+		{"replicas under an HPA", func(r *rendered) {
+			for _, o := range r.objs {
+				if d, ok := o.(*appsv1.Deployment); ok && d.Name == "search" {
+					two := int32(2)
+					d.Spec.Replicas = &two
+				}
+			}
+		}, "Deployment search: sets spec.replicas (2) but HorizontalPodAutoscaler search scales it"},
 		{"two brains", func(r *rendered) {
 			for _, o := range r.objs {
 				if s, ok := o.(*appsv1.StatefulSet); ok && s.Name == "brain" {

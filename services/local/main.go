@@ -27,7 +27,10 @@ type Config struct {
 	InspectBrainURLs []string `env:"INSPECT_BRAIN_URLS" envSeparator:","`
 }
 
-func main() { service.Main(run) }
+// defaultAddr is where the service listens when ADDR is unset.
+const defaultAddr = "127.0.0.1:8081"
+
+func main() { service.Main(run, service.DefaultAddr(defaultAddr)) }
 
 func run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	cfg, err := service.ParseEnv[Config](environ)
@@ -35,7 +38,12 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 		return err
 	}
 	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:8081"
+		cfg.Addr = defaultAddr
+	}
+	// The shared settings first: APPROVAL_PAGE_URL defaults from
+	// PUBLIC_URL, whose own error names it.
+	if err := cfg.Config.Validate(); err != nil {
+		return err
 	}
 	approvals, err := approval.Open(ctx, environ, cfg.Addr, cfg.PublicURL, logger)
 	if err != nil {

@@ -18,7 +18,8 @@ type Config struct {
 	DataDir string `env:"APPROVAL_DATA_DIR" envDefault:"data"`
 	// PageURL is the base URL at which operators reach the approval page
 	// (env APPROVAL_PAGE_URL), used for the url in progress events and
-	// webhooks. Default: PUBLIC_URL, else http://ADDR.
+	// webhooks: an absolute http(s) URL with a host, no query or fragment.
+	// Default: PUBLIC_URL, else http://ADDR.
 	PageURL string `env:"APPROVAL_PAGE_URL"`
 	// WebhookURL, when set, receives a POST for each new pending approval
 	// (env APPROVAL_WEBHOOK_URL).
@@ -33,7 +34,19 @@ type Config struct {
 	// APPROVAL_MAX_PENDING_PER_TENANT); a request past it is refused with
 	// is_error. 0 means no cap.
 	MaxPendingPerTenant int `env:"APPROVAL_MAX_PENDING_PER_TENANT" envDefault:"5000"`
+
+	// pageURLFrom names where Open took PageURL from when
+	// APPROVAL_PAGE_URL is unset, so an error blames the variable the
+	// operator set.
+	pageURLFrom string
 }
+
+// Sources of a defaulted PageURL. One from ADDR is not checked: an ADDR
+// such as ":8081" gives "http://:8081", accepted as before.
+const (
+	pageURLFromPublicURL = "PUBLIC_URL (the default of APPROVAL_PAGE_URL)"
+	pageURLFromAddr      = "ADDR"
+)
 
 // Service is the approvals of one local service: the store, the waiters on
 // each approval, the operator page's subscribers, expiry and the webhook.
@@ -66,11 +79,12 @@ func Open(ctx context.Context, environ map[string]string, addr, publicURL string
 	if err != nil {
 		return nil, err
 	}
-	if cfg.PageURL == "" {
-		cfg.PageURL = publicURL
-	}
-	if cfg.PageURL == "" {
-		cfg.PageURL = "http://" + addr
+	switch {
+	case cfg.PageURL != "":
+	case publicURL != "":
+		cfg.PageURL, cfg.pageURLFrom = publicURL, pageURLFromPublicURL
+	default:
+		cfg.PageURL, cfg.pageURLFrom = "http://"+addr, pageURLFromAddr
 	}
 	return New(ctx, cfg, logger)
 }
@@ -82,8 +96,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
-	case !strings.HasPrefix(cfg.PageURL, "http://") && !strings.HasPrefix(cfg.PageURL, "https://"):
-		return nil, fmt.Errorf("approvals: APPROVAL_PAGE_URL must start with http:// or https://, got %q", cfg.PageURL)
+	case cfg.pageURLFrom != pageURLFromAddr && service.CheckBaseURL(cfg.PageURL) != nil:
+		from := cfg.pageURLFrom
+		if from == "" {
+			from = "APPROVAL_PAGE_URL"
+		}
+		return nil, fmt.Errorf("approvals: %s %q: %w", from, cfg.PageURL, service.CheckBaseURL(cfg.PageURL))
 	case cfg.SweepInterval <= 0:
 		return nil, fmt.Errorf("approvals: APPROVAL_SWEEP_INTERVAL must be positive, got %s", cfg.SweepInterval)
 	case cfg.MaxPendingPerTenant < 0:

@@ -521,12 +521,62 @@ func TestOpenFromEnvironment(t *testing.T) {
 	}
 }
 
+// TestOpenNamesThePageURLSource checks that a bad page URL is blamed on
+// the variable the operator set: APPROVAL_PAGE_URL, or PUBLIC_URL when the
+// page URL defaulted from it.
+func TestOpenNamesThePageURLSource(t *testing.T) {
+	tests := []struct {
+		name      string
+		pageURL   string // APPROVAL_PAGE_URL; "" unset
+		addr      string
+		publicURL string
+		wantErr   string // "" for success
+		wantURL   string
+	}{
+		{"bad PUBLIC_URL", "", "127.0.0.1:8081", "notaurl", `approvals: PUBLIC_URL (the default of APPROVAL_PAGE_URL) "notaurl": must be an absolute http:// or https:// URL`, ""},
+		{"PUBLIC_URL with a query", "", "127.0.0.1:8081", "https://ops.example/?x=1", `approvals: PUBLIC_URL (the default of APPROVAL_PAGE_URL) "https://ops.example/?x=1": must not contain a query`, ""},
+		{"bad APPROVAL_PAGE_URL, good PUBLIC_URL", "notaurl", "127.0.0.1:8081", "https://pub.example", `approvals: APPROVAL_PAGE_URL "notaurl": must be an absolute http:// or https:// URL`, ""},
+		{"APPROVAL_PAGE_URL without host", "https://", "127.0.0.1:8081", "", `approvals: APPROVAL_PAGE_URL "https://": has no host`, ""},
+		{"APPROVAL_PAGE_URL with a fragment", "https://ops.example/#top", "127.0.0.1:8081", "", `approvals: APPROVAL_PAGE_URL "https://ops.example/#top": must not contain a fragment`, ""},
+		{"APPROVAL_PAGE_URL wins over a bad PUBLIC_URL", "https://ops.example/", "127.0.0.1:8081", "notaurl", "", "https://ops.example"},
+		{"PUBLIC_URL default", "", "127.0.0.1:8081", "https://pub.example/local/", "", "https://pub.example/local"},
+		{"ADDR default", "", "127.0.0.1:8081", "", "", "http://127.0.0.1:8081"},
+		{"ADDR without host is taken as before", "", ":8081", "", "", "http://:8081"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			environ := map[string]string{"APPROVAL_DATA_DIR": t.TempDir()}
+			if tt.pageURL != "" {
+				environ["APPROVAL_PAGE_URL"] = tt.pageURL
+			}
+			s, err := Open(context.Background(), environ, tt.addr, tt.publicURL, nil)
+			if tt.wantErr != "" {
+				if err == nil {
+					s.Close()
+					t.Fatalf("Open succeeded, want %q", tt.wantErr)
+				}
+				if err.Error() != tt.wantErr {
+					t.Fatalf("Open = %q, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.PageURL() != tt.wantURL {
+				t.Fatalf("PageURL = %q, want %q", s.PageURL(), tt.wantURL)
+			}
+		})
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	tests := []struct {
 		cfg  Config
 		want string
 	}{
-		{Config{PageURL: "operator.test", SweepInterval: time.Second}, "APPROVAL_PAGE_URL must start with http"},
+		{Config{PageURL: "operator.test", SweepInterval: time.Second}, `APPROVAL_PAGE_URL "operator.test": must be an absolute http:// or https:// URL`},
 		{Config{PageURL: "http://x", SweepInterval: time.Second, WebhookURL: "ftp://x"}, "APPROVAL_WEBHOOK_URL must be an http or https URL"},
 		{Config{PageURL: "http://x"}, "APPROVAL_SWEEP_INTERVAL must be positive"},
 		{Config{PageURL: "http://x", SweepInterval: time.Second, MaxPendingPerTenant: -1}, "APPROVAL_MAX_PENDING_PER_TENANT must not be negative"},

@@ -124,8 +124,11 @@ func newAuthenticator(shared string, named map[string]string) (*authenticator, e
 		if len(tok) < MinTokenLength {
 			return nil, fmt.Errorf("operator page: APPROVAL_OPERATORS: the token of %q is %d bytes, shorter than the minimum of %d", name, len(tok), MinTokenLength)
 		}
-		if other, dup := seen[tok]; dup || tok == shared {
+		if other, dup := seen[tok]; dup {
 			return nil, fmt.Errorf("operator page: APPROVAL_OPERATORS: %q shares a token with %q", name, other)
+		}
+		if tok == shared {
+			return nil, fmt.Errorf("operator page: APPROVAL_OPERATORS: %q shares a token with APPROVAL_OPERATOR_TOKEN", name)
 		}
 		seen[tok] = name
 	}

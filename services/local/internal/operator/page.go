@@ -81,7 +81,28 @@ func Open(ctx context.Context, environ map[string]string, svc *approval.Service,
 	if err != nil {
 		return nil, err
 	}
+	// The map keeps the last token of a name given twice; refuse instead.
+	if name := repeatedOperator(environ["APPROVAL_OPERATORS"]); name != "" {
+		return nil, fmt.Errorf("operator page: APPROVAL_OPERATORS: %q is listed more than once: give each operator one name:token pair", name)
+	}
 	return New(ctx, cfg, svc, logger)
+}
+
+// repeatedOperator returns the first name that APPROVAL_OPERATORS
+// (name:token pairs separated by commas) lists twice, or "".
+func repeatedOperator(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	seen := map[string]bool{}
+	for _, pair := range strings.Split(raw, ",") {
+		name, _, _ := strings.Cut(pair, ":")
+		if seen[name] {
+			return name
+		}
+		seen[name] = true
+	}
+	return ""
 }
 
 // New is Open with a parsed Config.

@@ -309,13 +309,31 @@ func TestConfigErrors(t *testing.T) {
 		{Config{SessionTTL: time.Hour}, "APPROVAL_OPERATOR_TOKEN is not set"},
 		{Config{Token: "short", SessionTTL: time.Hour}, "APPROVAL_OPERATOR_TOKEN is 5 bytes, shorter than the minimum of 16"},
 		{Config{Operators: map[string]string{"a": "short"}, SessionTTL: time.Hour}, `the token of "a" is 5 bytes`},
-		{Config{Token: operatorToken, Operators: map[string]string{"a": operatorToken}, SessionTTL: time.Hour}, "shares a token"},
+		{Config{Token: operatorToken, Operators: map[string]string{"a": operatorToken}, SessionTTL: time.Hour}, `"a" shares a token with APPROVAL_OPERATOR_TOKEN`},
 		{Config{Token: operatorToken}, "APPROVAL_OPERATOR_SESSION_TTL must be positive"},
 	}
 	for _, tt := range tests {
 		_, err := New(context.Background(), tt.cfg, svc, nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		operators string
+		want      string // "" for success
+	}{
+		{"alice:0123456789abcdef0123,alice:0123456789abcdef0124", `APPROVAL_OPERATORS: "alice" is listed more than once`},
+		{"ann:ann-token-0123456789,bo:bo-token-01234567890,ann:ann-token-0123456789", `APPROVAL_OPERATORS: "ann" is listed more than once`},
+		{"ann:ann-token-0123456789,bo:ann-token-0123456789", `APPROVAL_OPERATORS: "`}, // "ann" and "bo" share a token, in map order
+		{"ann:ann-token-0123456789,bo:bo-token-01234567890", ""},
+		{"ann", "APPROVAL_OPERATORS"},
+	} {
+		p, err := Open(context.Background(), map[string]string{"APPROVAL_OPERATORS": tt.operators}, svc, nil)
+		switch {
+		case tt.want == "" && (err != nil || len(p.auth.named) != 2):
+			t.Errorf("APPROVAL_OPERATORS=%s: %v", tt.operators, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("APPROVAL_OPERATORS=%s: err %v, want %q", tt.operators, err, tt.want)
 		}
 	}
 	p, err := Open(context.Background(), map[string]string{"APPROVAL_OPERATORS": "ann:ann-token-0123456789,bo:bo-token-01234567890"}, svc, nil)

@@ -8,4 +8,4 @@ import (
 	"github.com/brain-tools/suite/services/sandbox/internal/app"
 )
 
-func main() { service.Main(app.Run) }
+func main() { service.Main(app.Run, service.DefaultAddr(app.DefaultAddr)) }

@@ -32,7 +32,10 @@ type Config struct {
 	MaxOutputBytes int64 `env:"SEARCH_MAX_OUTPUT_BYTES" envDefault:"1048576"`
 }
 
-func main() { service.Main(run) }
+// defaultAddr is where the service listens when ADDR is unset.
+const defaultAddr = "127.0.0.1:8084"
+
+func main() { service.Main(run, service.DefaultAddr(defaultAddr)) }
 
 func run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	srv, err := newServer(environ, logger)
@@ -53,7 +56,7 @@ func newServer(environ map[string]string, logger *slog.Logger) (*service.Server,
 		return nil, err
 	}
 	if cfg.Service.Addr == "" {
-		cfg.Service.Addr = "127.0.0.1:8084"
+		cfg.Service.Addr = defaultAddr
 	}
 	if cfg.Provider != "" && cfg.Provider != "brave" && cfg.Provider != "tavily" {
 		return nil, fmt.Errorf("SEARCH_PROVIDER %q: want brave or tavily", cfg.Provider)

@@ -22,7 +22,10 @@ type Config struct {
 	Tools   tools.Config
 }
 
-func main() { service.Main(run) }
+// defaultAddr is where the service listens when ADDR is unset.
+const defaultAddr = "127.0.0.1:8083"
+
+func main() { service.Main(run, service.DefaultAddr(defaultAddr)) }
 
 func run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	srv, err := newServer(ctx, environ, logger)
@@ -43,7 +46,7 @@ func newServer(ctx context.Context, environ map[string]string, logger *slog.Logg
 		return nil, err
 	}
 	if cfg.Service.Addr == "" {
-		cfg.Service.Addr = "127.0.0.1:8083"
+		cfg.Service.Addr = defaultAddr
 	}
 	store, err := objects.New(ctx, cfg.S3, nil)
 	if err != nil {

@@ -8,4 +8,4 @@ import (
 	"github.com/brain-tools/suite/services/webfetch/internal/webfetch"
 )
 
-func main() { service.Main(webfetch.Run) }
+func main() { service.Main(webfetch.Run, service.DefaultAddr(webfetch.DefaultAddr)) }

@@ -131,14 +131,17 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ParseConfig reads Config from environ, defaulting ADDR to 127.0.0.1:8082.
+// DefaultAddr is where the service listens when ADDR is unset.
+const DefaultAddr = "127.0.0.1:8082"
+
+// ParseConfig reads Config from environ, defaulting ADDR to DefaultAddr.
 func ParseConfig(environ map[string]string) (Config, error) {
 	cfg, err := service.ParseEnv[Config](environ)
 	if err != nil {
 		return cfg, err
 	}
 	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:8082"
+		cfg.Addr = DefaultAddr
 	}
 	if cfg.LimitFSize <= 0 {
 		cfg.LimitFSize = cfg.Quota

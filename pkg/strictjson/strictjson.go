@@ -16,10 +16,12 @@ import (
 	"fmt"
 	"go/token"
 	"io"
+	"math/big"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -51,8 +53,116 @@ func (e *TooLargeError) Error() string {
 }
 
 // options are the strict ones: unknown members refused on top of the
-// package's defaults (exact-case names, no duplicates, valid UTF-8).
-var options = json.RejectUnknownMembers(true)
+// package's defaults (exact-case names, no duplicates, valid UTF-8), and
+// integers read the way JSON Schema reads them (integers below).
+var options = json.JoinOptions(json.RejectUnknownMembers(true), json.WithUnmarshalers(integers))
+
+// integers decode Go integer fields from any JSON number whose value is an
+// integer, as JSON Schema's "integer" type accepts them (draft 2020-12,
+// validation section 6.1.1: "1.0" and "1e3" are integers), so that what a
+// host validated against a tool's schema also decodes in the tool. A
+// fraction is a wrong type; a value past the Go type's range says so.
+var integers = json.JoinUnmarshalers(
+	signed[int](), signed[int8](), signed[int16](), signed[int32](), signed[int64](),
+	unsigned[uint](), unsigned[uint8](), unsigned[uint16](), unsigned[uint32](), unsigned[uint64](),
+)
+
+func signed[T int | int8 | int16 | int32 | int64]() *json.Unmarshalers {
+	bits := int(unsafe.Sizeof(T(0))) * 8
+	lo, hi := big.NewInt(-1<<(bits-1)), new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(bits-1)), big.NewInt(1))
+	return json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *T) error {
+		n, err := integer(dec, lo, hi)
+		if err == nil {
+			*v = T(n.Int64())
+		}
+		return err
+	})
+}
+
+func unsigned[T uint | uint8 | uint16 | uint32 | uint64]() *json.Unmarshalers {
+	bits := int(unsafe.Sizeof(T(0))) * 8
+	lo, hi := big.NewInt(0), new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(bits)), big.NewInt(1))
+	return json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *T) error {
+		n, err := integer(dec, lo, hi)
+		if err == nil {
+			*v = T(n.Uint64())
+		}
+		return err
+	})
+}
+
+// integer reads a JSON number that must be an integer from lo to hi. Any
+// other JSON kind is left to the default decoding, which names the type.
+func integer(dec *jsontext.Decoder, lo, hi *big.Int) (*big.Int, error) {
+	if dec.PeekKind() != '0' {
+		return nil, errors.ErrUnsupported
+	}
+	val, err := dec.ReadValue()
+	if err != nil {
+		return nil, err
+	}
+	lit := string(val)
+	n, ok := new(big.Int).SetString(lit, 10)
+	if !ok {
+		// A fraction or an exponent: an integer only if the value is one.
+		var fraction bool
+		if n, fraction = exactInteger(lit); fraction {
+			return nil, &FieldError{Problem: fmt.Sprintf("wrong type: got number %s, want integer", clip(lit))}
+		}
+		if n == nil {
+			return nil, &FieldError{Problem: fmt.Sprintf("number %s is out of range (%s to %s)", clip(lit), lo, hi)}
+		}
+	}
+	if n.Cmp(lo) < 0 || n.Cmp(hi) > 0 {
+		return nil, &FieldError{Problem: fmt.Sprintf("number %s is out of range (%s to %s)", clip(lit), lo, hi)}
+	}
+	return n, nil
+}
+
+// exactInteger is the value of lit, a JSON number with a fraction or an
+// exponent (the decoder checked its syntax), when that value is an
+// integer; fraction reports one that is not. A value of more than 40
+// digits (past any Go integer) is nil without being built, so "1e999999999"
+// costs nothing.
+func exactInteger(lit string) (n *big.Int, fraction bool) {
+	neg := strings.HasPrefix(lit, "-")
+	lit = strings.TrimPrefix(lit, "-")
+	mant, expPart, _ := strings.Cut(strings.ToLower(lit), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return new(big.Int), false // zero, however it is written
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	// value = trimmed × 10^scale
+	scale := big.NewInt(int64(len(digits) - len(trimmed) - len(frac)))
+	if expPart != "" {
+		e, ok := new(big.Int).SetString(strings.TrimPrefix(expPart, "+"), 10)
+		if !ok {
+			return nil, true
+		}
+		scale.Add(scale, e)
+	}
+	if scale.Sign() < 0 {
+		return nil, true
+	}
+	if !scale.IsInt64() || int64(len(trimmed))+scale.Int64() > 40 {
+		return nil, false
+	}
+	n, _ = new(big.Int).SetString(trimmed+strings.Repeat("0", int(scale.Int64())), 10)
+	if neg {
+		n.Neg(n)
+	}
+	return n, false
+}
+
+// clip shortens a number literal for a message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
 
 // Decode reads exactly one JSON value from r into v. It reads at most limit
 // bytes (limit <= 0 means no cap) and fails with *TooLargeError past it.
@@ -162,6 +272,15 @@ func syntactic(e *jsontext.SyntacticError) *FieldError {
 	if strings.Contains(msg, "invalid UTF-8") {
 		return &FieldError{Field: field, Problem: "string is not valid UTF-8"}
 	}
+	if strings.Contains(msg, "surrogate") {
+		return &FieldError{Field: field, Problem: "string has an unpaired UTF-16 surrogate escape (\\ud800-\\udfff): not valid Unicode"}
+	}
+	if strings.Contains(msg, "max depth") {
+		if len(field) > 120 {
+			field = field[:120] + "…"
+		}
+		return &FieldError{Field: field, Problem: "nested too deeply (more than 10000 levels of objects and arrays)"}
+	}
 	return &FieldError{Problem: fmt.Sprintf("malformed JSON at byte %d: %s", e.ByteOffset, msg)}
 }
 
@@ -176,8 +295,8 @@ func semantic(e *json.SemanticError, v any) *FieldError {
 	}
 	if e.GoType != nil && e.JSONKind != 0 {
 		got := kindName(e.JSONKind)
-		if ne := (*strconv.NumError)(nil); errors.As(e.Err, &ne) && e.JSONKind == '0' {
-			return &FieldError{Field: field, Problem: fmt.Sprintf("number %s is out of range for %s", e.JSONValue, typeName(e.GoType))}
+		if errors.Is(e.Err, strconv.ErrRange) && e.JSONKind == '0' {
+			return &FieldError{Field: field, Problem: fmt.Sprintf("number %s is out of range for %s", clip(string(e.JSONValue)), typeName(e.GoType))}
 		}
 		return &FieldError{Field: field, Problem: fmt.Sprintf("wrong type: got %s, want %s", got, typeName(e.GoType))}
 	}

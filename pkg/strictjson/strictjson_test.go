@@ -3,6 +3,7 @@ package strictjson
 import (
 	"encoding/json"
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 )
@@ -118,6 +119,8 @@ func TestStrictNames(t *testing.T) {
 		{`{"tool":"a","tool":"b"}`, "tool", "duplicate field"},
 		{`{"config":{"allowed_tools":[],"allowed_tools":[]}}`, "config.allowed_tools", "duplicate field"},
 		{"{\"tool\":\"a\xffb\"}", "tool", "not valid UTF-8"},
+		{`{"tool":"a\ud800b"}`, "tool", "unpaired UTF-16 surrogate"},
+		{`{"config":{"allowed_tools":["\udc00"]}}`, "config.allowed_tools[0]", "unpaired UTF-16 surrogate"},
 	}
 	for _, tt := range tests {
 		err := Unmarshal([]byte(tt.body), &exactDoc{})
@@ -153,5 +156,102 @@ func TestDecodeKeepsNothingOfItsBuffer(t *testing.T) {
 	}
 	if first.Name != "first" || string(first.Raw) != `{"a":"aaaaaaaa"}` {
 		t.Errorf("first decode changed to %+v", first)
+	}
+}
+
+// TestIntegers: a JSON number whose value is an integer decodes into a Go
+// integer however it is written, as JSON Schema's "integer" accepts it; a
+// fraction or a value out of the type's range is refused, naming the field.
+func TestIntegers(t *testing.T) {
+	type nums struct {
+		I   int    `json:"i"`
+		I8  int8   `json:"i8"`
+		U   uint   `json:"u"`
+		U16 uint16 `json:"u16"`
+		P   *int64 `json:"p"`
+		L   []int  `json:"l"`
+	}
+	tests := []struct {
+		body, field, wantIn string
+		want                nums
+	}{
+		{body: `{"i":1000}`, want: nums{I: 1000}},
+		{body: `{"i":1e3}`, want: nums{I: 1000}},
+		{body: `{"i":1000.0}`, want: nums{I: 1000}},
+		{body: `{"i":-2.5e1}`, want: nums{I: -25}},
+		{body: `{"i":-0.0}`, want: nums{I: 0}},
+		{body: `{"i8":127,"u16":65535}`, want: nums{I8: 127, U16: 65535}},
+		{body: `{"i8":-128}`, want: nums{I8: -128}},
+		{body: `{"l":[1,2e0,3.0]}`, want: nums{L: []int{1, 2, 3}}},
+		{body: `{"i":1.5}`, field: "i", wantIn: "wrong type: got number 1.5, want integer"},
+		{body: `{"i":"1"}`, field: "i", wantIn: "wrong type: got string, want integer"},
+		{body: `{"i8":128}`, field: "i8", wantIn: "number 128 is out of range (-128 to 127)"},
+		{body: `{"u":-1}`, field: "u", wantIn: "number -1 is out of range (0 to 18446744073709551615)"},
+		{body: `{"i":99999999999999999999}`, field: "i", wantIn: "number 99999999999999999999 is out of range"},
+		{body: `{"i":1e400}`, field: "i", wantIn: "number 1e400 is out of range"},
+		{body: `{"i":1e999999999}`, field: "i", wantIn: "out of range"},
+		{body: `{"i":1e-999999999}`, field: "i", wantIn: "want integer"},
+		{body: `{"i":0e999999999}`, want: nums{I: 0}},
+		{body: `{"i":120e-1}`, want: nums{I: 12}},
+		{body: `{"i":0.00012e5}`, want: nums{I: 12}},
+		{body: `{"p":12e-1}`, field: "p", wantIn: "want integer"},
+		{body: `{"l":[1,2.5]}`, field: "l[1]", wantIn: "want integer"},
+	}
+	var f struct {
+		F float32 `json:"f"`
+	}
+	if err := Unmarshal([]byte(`{"f":1e39}`), &f); err == nil || !strings.Contains(err.Error(), "f: number 1e39 is out of range for number") {
+		t.Errorf("float32 1e39: err %v, want out of range naming f", err)
+	}
+	for _, tt := range tests {
+		var got nums
+		err := Unmarshal([]byte(tt.body), &got)
+		if tt.wantIn == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.body, err)
+			} else if got.I != tt.want.I || got.I8 != tt.want.I8 || got.U16 != tt.want.U16 || len(got.L) != len(tt.want.L) {
+				t.Errorf("%s: decoded %+v, want %+v", tt.body, got, tt.want)
+			}
+			continue
+		}
+		fe, ok := err.(*FieldError)
+		if !ok || fe.Field != tt.field || !strings.Contains(fe.Problem, tt.wantIn) {
+			t.Errorf("%s: err %v, want field %s with %q", tt.body, err, tt.field, tt.wantIn)
+		}
+	}
+}
+
+func FuzzIntegers(f *testing.F) {
+	for _, s := range []string{"0", "-0", "1e3", "1.5", "-128", "1e400", "1E-400", "9223372036854775807", "9223372036854775808", "0.1e1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		var v struct {
+			I int64 `json:"i"`
+		}
+		err := Unmarshal([]byte(`{"i":`+lit+`}`), &v)
+		if err != nil {
+			return
+		}
+		// Whatever decodes is the literal's exact value.
+		want, _, perr := big.ParseFloat(strings.TrimSpace(lit), 10, 1024, big.ToNearestEven)
+		if perr != nil {
+			return // an exponent past big.Float's range: no oracle
+		}
+		if want.Cmp(new(big.Float).SetInt64(v.I)) != 0 {
+			t.Fatalf("%q decoded to %d (parse %v %v)", lit, v.I, want, perr)
+		}
+	})
+}
+
+func TestTooDeep(t *testing.T) {
+	var v struct {
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	body := `{"arguments":` + strings.Repeat(`{"x":`, 10001) + `1` + strings.Repeat(`}`, 10001) + `}`
+	err := Unmarshal([]byte(body), &v)
+	fe, ok := err.(*FieldError)
+	if !ok || !strings.HasPrefix(fe.Field, "arguments.x.x") || len(fe.Field) > 130 || !strings.Contains(fe.Problem, "nested too deeply") || strings.Contains(fe.Problem, "malformed") {
+		t.Errorf("err %v, want a short field path under arguments and 'nested too deeply'", err)
 	}
 }

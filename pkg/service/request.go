@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -29,7 +31,7 @@ func readRequest(r *http.Request, limit int64) ([]byte, error) {
 		}
 		data := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, data); err != nil {
-			return nil, &strictjson.FieldError{Problem: fmt.Sprintf("read body: %v", err)}
+			return nil, readError(err)
 		}
 		return data, nil
 	}
@@ -39,12 +41,25 @@ func readRequest(r *http.Request, limit int64) ([]byte, error) {
 	}
 	data, err := io.ReadAll(body)
 	if err != nil {
-		return nil, &strictjson.FieldError{Problem: fmt.Sprintf("read body: %v", err)}
+		return nil, readError(err)
 	}
 	if limit > 0 && int64(len(data)) > limit {
 		return nil, &strictjson.TooLargeError{Limit: limit}
 	}
 	return data, nil
+}
+
+// bodyTimeout is BodyTimeout; tests shorten it.
+var bodyTimeout = BodyTimeout
+
+// errBodyTimeout is a body not sent within bodyTimeout.
+var errBodyTimeout = errors.New("the request body did not arrive in time")
+
+func readError(err error) error {
+	if IsTimeout(err) {
+		return errBodyTimeout
+	}
+	return &strictjson.FieldError{Problem: fmt.Sprintf("read body: %v", err)}
 }
 
 // decodeRequest decodes the request body data strictly. It reads the
@@ -54,15 +69,29 @@ func readRequest(r *http.Request, limit int64) ([]byte, error) {
 // pass (args). Anything unusual falls back to strictjson.Unmarshal, whose
 // errors name the field; args is then nil and the handler decodes
 // Arguments itself, reporting its own argument errors.
-func decodeRequest(data []byte, decodeArgs argsDecoder) (req tool.Request, args any, err error) {
+//
+// A problem inside the arguments (a duplicate name, invalid UTF-8) is the
+// caller's bad argument, not a bad request: the contract answers those
+// with an is_error result. argErr then holds it, and req the envelope read
+// without those two checks.
+func decodeRequest(data []byte, decodeArgs argsDecoder) (req tool.Request, args any, argErr, err error) {
 	if req, args, ok := decodeFast(data, decodeArgs); ok {
-		return req, args, nil
+		return req, args, nil, nil
 	}
-	err = strictjson.Unmarshal(data, &req)
-	return req, nil, err
+	if err = strictjson.Unmarshal(data, &req); err == nil {
+		return req, nil, nil, nil
+	}
+	var fe *strictjson.FieldError
+	if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "arguments.") && !strings.HasPrefix(fe.Field, "arguments[") {
+		return req, nil, nil, err
+	}
+	req = tool.Request{}
+	if jsonv2.Unmarshal(data, &req, jsonv2.RejectUnknownMembers(true),
+		jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) != nil {
+		return req, nil, nil, err
+	}
+	return req, nil, &strictjson.FieldError{Field: strings.TrimPrefix(fe.Field, "arguments."), Problem: fe.Problem}, nil
 }
-
-var errFallback = errors.New("fall back to the strict decoder")
 
 func decodeFast(data []byte, decodeArgs argsDecoder) (req tool.Request, args any, ok bool) {
 	// A bytes.Buffer is parsed in place; any other reader is copied into

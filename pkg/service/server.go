@@ -149,7 +149,7 @@ func (s *Server) build() {
 	if s.Routes != nil {
 		s.Routes(r)
 	}
-	s.handler = withRequestID(r)
+	s.handler = withRequestID(LimitBodyTime(bodyTimeout, r))
 }
 
 // withRequestID gives every response an X-Request-Id header (req_ + 64
@@ -252,22 +252,27 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	data, err := readRequest(r, s.Config.MaxRequestBytes)
 	var req tool.Request
 	var args any
+	var argErr error
 	if err == nil {
-		req, args, err = decodeRequest(data, t.decodeArgs)
+		req, args, argErr, err = decodeRequest(data, t.decodeArgs)
 	}
 	if err != nil {
 		t.invalid.Inc()
 		var tl *strictjson.TooLargeError
-		if errors.As(err, &tl) {
+		switch {
+		case errors.As(err, &tl):
 			WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", "request "+err.Error())
-			return
+		case errors.Is(err, errBodyTimeout):
+			w.Header().Set("Connection", "close")
+			WriteError(w, http.StatusRequestTimeout, "request_timeout", err.Error())
+		default:
+			WriteError(w, http.StatusBadRequest, "invalid_request", bodyProblem(err))
 		}
-		WriteError(w, http.StatusBadRequest, "invalid_request", "request body: "+err.Error())
 		return
 	}
 	if err := req.Validate(); err != nil {
 		t.invalid.Inc()
-		WriteError(w, http.StatusBadRequest, "invalid_request", "request body: "+err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", bodyProblem(err))
 		return
 	}
 
@@ -282,7 +287,12 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 		// (a timer, not a goroutine per waiting call).
 		auto = time.AfterFunc(s.Config.StreamAfter, resp.startStream)
 	}
-	result := s.run(r.Context(), t.Tool, call, logger)
+	var result *tool.Result
+	if argErr != nil {
+		result = tool.Errorf("invalid arguments: %v", argErr)
+	} else {
+		result = s.run(r.Context(), t.Tool, call, logger)
+	}
 	if auto != nil {
 		auto.Stop()
 	}
@@ -296,6 +306,15 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	elapsed := time.Since(start)
 	t.duration.Observe(elapsed.Seconds())
 	logger.Info("tool call", "is_error", result.IsError, "streamed", resp.streamed(), "duration_ms", elapsed.Milliseconds())
+}
+
+// bodyProblem words a refused request body: "request body: tenant_id:
+// required", "request body is empty: …".
+func bodyProblem(err error) string {
+	if msg := err.Error(); strings.HasPrefix(msg, "body ") {
+		return "request " + msg
+	}
+	return "request body: " + err.Error()
 }
 
 // run calls the handler, turning a panic, a nil or an invalid result into
@@ -419,8 +438,10 @@ func isJSON(contentType string) bool {
 	if contentType == "application/json" { // the usual case, without parsing
 		return true
 	}
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "application/json"
+	mt, params, err := mime.ParseMediaType(contentType)
+	// JSON text is UTF-8 (RFC 8259 section 8.1): a charset, if named, says so.
+	cs, named := params["charset"]
+	return err == nil && mt == "application/json" && (!named || strings.EqualFold(cs, "utf-8"))
 }
 
 // acceptsSSE reports whether an Accept header lists text/event-stream (or
@@ -481,7 +502,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // WriteError writes {"error":{"code":code,"message":message,"request_id":...}}
 // with status; request_id repeats the response's X-Request-Id header.
 // Codes: invalid_request, unauthorized, not_found, method_not_allowed,
-// request_too_large, unsupported_media_type, internal_error.
+// request_too_large, request_timeout, unsupported_media_type, internal_error.
 func WriteError(w http.ResponseWriter, status int, code, message string) {
 	body := map[string]string{"code": code, "message": message}
 	if id := w.Header().Get("X-Request-Id"); id != "" {

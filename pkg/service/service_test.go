@@ -134,11 +134,18 @@ func TestBadInput(t *testing.T) {
 		{"no token", "/tools/echo", goodBody, map[string]string{"Authorization": ""}, 401, "missing bearer token"},
 		{"wrong token", "/tools/echo", goodBody, map[string]string{"Authorization": "Bearer nope"}, 401, "invalid bearer token"},
 		{"wrong content type", "/tools/echo", goodBody, map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type must be application/json"},
+		{"json in another charset", "/tools/echo", goodBody, map[string]string{"Content-Type": "application/json; charset=latin1"}, 415, "Content-Type must be application/json"},
+		{"empty body", "/tools/echo", ``, nil, 400, "request body is empty: expected a JSON value"},
 		{"unknown tool", "/tools/nope", goodBody, nil, 404, `no tool named \"nope\"`},
 		{"unknown tool without token is 401, not a probe", "/tools/nope", goodBody, map[string]string{"Authorization": ""}, 401, "missing bearer token"},
 		{"argument unknown field", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"a","x":1}}`, nil, 200, `invalid arguments: x: unknown field`},
 		{"argument wrong type", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":1}}`, nil, 200, `invalid arguments: text: wrong type: got number, want string`},
 		{"argument fails Validate", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{}}`, nil, 200, `invalid arguments: text: required`},
+		{"argument named twice", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"a","text":"b"}}`, nil, 200, `invalid arguments: text: duplicate field`},
+		{"argument not UTF-8", "/tools/echo", "{\"tenant_id\":\"t\",\"session_id\":\"s\",\"call_id\":\"c\",\"arguments\":{\"text\":\"a\xffb\"}}", nil, 200, `invalid arguments: text: string is not valid UTF-8`},
+		{"argument with a lone surrogate", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"\ud800"}}`, nil, 200, `invalid arguments: text: string has an unpaired UTF-16 surrogate`},
+		{"envelope field named twice", "/tools/echo", `{"tenant_id":"t","tenant_id":"u","session_id":"s","call_id":"c","arguments":{"text":"a"}}`, nil, 400, `tenant_id: duplicate field`},
+		{"arguments named twice", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"a"},"arguments":{"text":"b"}}`, nil, 400, `arguments: duplicate field`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

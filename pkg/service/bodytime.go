@@ -1,0 +1,55 @@
+package service
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// BodyTimeout is how long a client has to send a request's body once its
+// headers are in (60 s: 4 MiB at 70 KB/s). http.Server's ReadTimeout would
+// also bound the handler's wait for the client to go away, and with it
+// every long stream; this bounds the body alone.
+const BodyTimeout = 60 * time.Second
+
+// LimitBodyTime gives a request with a body d to send it: the connection's
+// read deadline is set when the handler starts and cleared as soon as the
+// body has been read to its end, so a handler that then works or streams
+// for hours is not cut off. A body that stalls fails its Read with a
+// timeout (see IsTimeout); one the handler never reads (a refusal) is
+// drained by net/http within the same deadline, so a client that declares
+// a body and never sends it holds a connection for d at most.
+func LimitBodyTime(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, clear: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type deadlineBody struct {
+	io.ReadCloser
+	clear func()
+	done  bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.clear()
+	}
+	return n, err
+}
+
+// IsTimeout reports whether err is a read that ran past a deadline.
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

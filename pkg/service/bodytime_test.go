@@ -1,0 +1,76 @@
+package service
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawPost sends headers that promise a body of size bytes, then only sent
+// of them, and reads the status line that comes back (or "" after wait).
+func rawPost(t *testing.T, addr, path, auth string, size, sent int, wait time.Duration) (status string, took time.Duration) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: %s\r\nContent-Length: %d\r\n\r\n%s", path, auth, size, strings.Repeat(" ", sent))
+	conn.SetReadDeadline(time.Now().Add(wait))
+	line, _ := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(line), time.Since(start)
+}
+
+// TestStalledBody: a client that declares a body and never sends it holds
+// a connection for the body timeout at most, and one with a wrong token is
+// refused at once; a handler that reads its body and then works longer
+// than the timeout, or a stream without a body, is not cut off.
+func TestStalledBody(t *testing.T) {
+	defer func(d time.Duration) { bodyTimeout = d }(bodyTimeout)
+	bodyTimeout = 300 * time.Millisecond
+	srv, _ := testServer(t, nil)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	status, took := rawPost(t, addr, "/tools/echo", "Bearer tok", 1000, 10, 5*time.Second)
+	if !strings.Contains(status, "408") || took > 3*time.Second {
+		t.Errorf("stalled body with the right token: %q after %s, want 408 after about %s", status, took, bodyTimeout)
+	}
+	status, took = rawPost(t, addr, "/tools/echo", "Bearer wrong", 1000, 10, 5*time.Second)
+	if !strings.Contains(status, "401") || took > time.Second {
+		t.Errorf("stalled body with a wrong token: %q after %s, want 401 at once", status, took)
+	}
+
+	// The deadline ends with the body: long work after it is not cut off.
+	done := make(chan error, 1)
+	h := LimitBodyTime(100*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		select {
+		case <-time.After(400 * time.Millisecond):
+			done <- nil
+		case <-r.Context().Done():
+			done <- r.Context().Err()
+		}
+		w.Write([]byte("ok"))
+	}))
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	for _, body := range []io.Reader{strings.NewReader(`{"a":1}`), nil} {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, ts.URL, body)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if err := <-done; err != nil {
+			t.Errorf("body %v: the handler's context ended after the body was read: %v", body != nil, err)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/julienschmidt/httprouter"
 )
@@ -34,6 +35,7 @@ const (
 	codeMethodNotAllowed = "method_not_allowed"
 	codeConflict         = "conflict"
 	codeTooLarge         = "request_too_large"
+	codeTimeout          = "request_timeout"
 	codeUnsupportedMedia = "unsupported_media_type"
 	codeInternal         = "internal_error"
 	codeUnavailable      = "unavailable"
@@ -129,6 +131,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
 	}
+	if r.ContentLength != 0 && ae.status != http.StatusOK && (ae.status == http.StatusUnauthorized || ae.status == http.StatusRequestTimeout) {
+		// The body was not read, or not all of it arrived: close rather
+		// than wait for a client that may never send it.
+		w.Header().Set("Connection", "close")
+	}
 	type body struct {
 		Code      string `json:"code"`
 		Message   string `json:"message"`
@@ -187,6 +194,9 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, tooLarge()
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if service.IsTimeout(err) {
+		return nil, errorf(http.StatusRequestTimeout, codeTimeout, "body: did not arrive within %s", service.BodyTimeout)
+	}
 	if err != nil {
 		return nil, badRequest("body: read: %v", err)
 	}
@@ -232,10 +242,15 @@ func tooLarge() *apiError {
 
 func checkJSONContentType(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, params, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || mt != "application/json" {
 		return errorf(http.StatusUnsupportedMediaType, codeUnsupportedMedia,
 			"content-type: want application/json, got %q", ct)
+	}
+	// JSON text is UTF-8 (RFC 8259 section 8.1).
+	if cs, named := params["charset"]; named && !strings.EqualFold(cs, "utf-8") {
+		return errorf(http.StatusUnsupportedMediaType, codeUnsupportedMedia,
+			"content-type: JSON is UTF-8, got charset %q", cs)
 	}
 	return nil
 }
@@ -253,6 +268,9 @@ func decodeErr(err error) error {
 		return tooLarge()
 	case errors.As(err, &fe):
 		if fe.Field == "" {
+			if strings.HasPrefix(fe.Problem, "body ") {
+				return badRequest("%s", fe.Problem) // "body is empty: ..."
+			}
 			return badRequest("body: %s", fe.Problem)
 		}
 		return badRequest("%s: %s", fe.Field, fe.Problem)

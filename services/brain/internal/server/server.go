@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/hub"
@@ -239,7 +240,7 @@ func (s *Server) routes() http.Handler {
 	r.GET("/tool_calls", s.handle(s.listCalls))
 	r.GET("/tool_calls/:id", s.handle(s.getCall))
 	r.POST("/tool_calls/:id/cancel", s.handle(s.cancelCall))
-	return withRequestID(r)
+	return withRequestID(service.LimitBodyTime(service.BodyTimeout, r))
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {

@@ -157,14 +157,39 @@ func (s *Server) build() {
 // operator can match a client's report with the service's log. It is a
 // correlation ID, not a secret: math/rand/v2 spares a system call per
 // request.
+//
+// A caller's own X-Request-Id (1 to 128 letters, digits, '.', '_', ':' or
+// '-', as brain accepts)
+// is kept instead, so one ID follows a request from the host into the
+// tool service's log.
 func withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("X-Request-Id"); validRequestID(id) {
+			w.Header()["X-Request-Id"] = []string{id}
+			next.ServeHTTP(w, r)
+			return
+		}
 		var b [4 + 16]byte
 		copy(b[:], "req_")
 		hex.Encode(b[4:], binary.BigEndian.AppendUint64(nil, rand.Uint64()))
 		w.Header()["X-Request-Id"] = []string{string(b[:])}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// validRequestID reports whether id is 1 to 128 letters, digits, '.', '_',
+// ':' or '-': safe to repeat in a header, a JSON body and a log line.
+func validRequestID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // toolEntry is a tool with its metric children.

@@ -534,3 +534,25 @@ func TestRequestLimitEdge(t *testing.T) {
 		})
 	}
 }
+
+func TestRequestIDFromCaller(t *testing.T) {
+	ts, _ := testServer(t, nil)
+	for _, tc := range []struct{ sent, want string }{
+		{"brain-req_abc:1", "brain-req_abc:1"},
+		{"", ""},
+		{"bad id with spaces", ""},
+		{strings.Repeat("a", 129), ""},
+	} {
+		resp := post(t, ts.URL+"/tools/nope", goodBody, map[string]string{"X-Request-Id": tc.sent})
+		got := resp.Header.Get("X-Request-Id")
+		body := readAll(t, resp.Body)
+		switch {
+		case tc.want != "" && got != tc.want:
+			t.Errorf("sent %q: X-Request-Id %q, want it kept", tc.sent, got)
+		case tc.want == "" && (got == tc.sent || !strings.HasPrefix(got, "req_")):
+			t.Errorf("sent %q: X-Request-Id %q, want a new req_ ID", tc.sent, got)
+		case !strings.Contains(body, `"request_id":"`+got+`"`):
+			t.Errorf("sent %q: body %s does not repeat %q", tc.sent, body, got)
+		}
+	}
+}

@@ -32,8 +32,9 @@ type Config struct {
 	// LogLevel is debug, info, warn or error (env LOG_LEVEL).
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// PublicURL is the base URL under which brain reaches this service
-	// (env PUBLIC_URL), used in the bindings GET /tools publishes. Empty
-	// means http://<Host header>.
+	// (env PUBLIC_URL), used in the bindings GET /tools publishes: an
+	// absolute http(s) URL with a host, no query or fragment (a path is
+	// kept). Empty means http://<Host header>.
 	PublicURL string `env:"PUBLIC_URL"`
 	// Tenants fills the tenants of published bindings that name none
 	// (env TOOL_TENANTS, comma-separated). An empty entry, one with

@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/brain-tools/suite/pkg/service"
@@ -40,10 +41,12 @@ type envConfig struct {
 	// lock file; one brain process per directory (a second one refuses
 	// to start).
 	DataDir string `env:"BRAIN_DATA_DIR" envDefault:"./data"`
-	// PublicURL is the brain_url sent to tools with inspect_session;
-	// empty means http://<listen address>.
+	// PublicURL is the brain_url sent to tools with inspect_session: an
+	// absolute http(s) URL with a host, no query or fragment; empty means
+	// http://<listen address>.
 	PublicURL string `env:"BRAIN_PUBLIC_URL"`
-	// SQLiteSync is SQLite's synchronous setting: NORMAL keeps every
+	// SQLiteSync is SQLite's synchronous setting, NORMAL or FULL (any
+	// case): NORMAL keeps every
 	// committed write across a crash of the process, FULL also across
 	// power loss (one fsync per commit).
 	SQLiteSync string `env:"BRAIN_SQLITE_SYNC" envDefault:"NORMAL"`
@@ -64,6 +67,46 @@ func main() {
 	}
 }
 
+// usage prints brain's command lines, flags and where the rest of its
+// configuration comes from, on fs's output.
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, `Usage:
+  brain -config brain.json [-check]   serve the host config (or only validate it)
+  brain -healthcheck                  GET /healthz of the brain at BRAIN_ADDR; exit 0 if 200
+  brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
+
+The rest of the configuration is by environment variables: BRAIN_ADDR
+(default 127.0.0.1:8080), BRAIN_DATA_DIR, BRAIN_PUBLIC_URL,
+BRAIN_SQLITE_SYNC, LOG_LEVEL and those the host config names; see
+services/brain/README.md and deploy/README.md.
+
+Flags:
+`)
+	fs.PrintDefaults()
+}
+
+// validate checks the settings env cannot, naming each variable, and
+// returns the log level.
+func (ec *envConfig) validate() (slog.Level, error) {
+	var errs []error
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(ec.LogLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL: want debug, info, warn or error, got %q", ec.LogLevel))
+	}
+	switch strings.ToUpper(ec.SQLiteSync) {
+	case "NORMAL", "FULL":
+	default:
+		errs = append(errs, fmt.Errorf("BRAIN_SQLITE_SYNC: want NORMAL or FULL, got %q", ec.SQLiteSync))
+	}
+	if ec.PublicURL != "" {
+		if err := service.CheckBaseURL(ec.PublicURL); err != nil {
+			errs = append(errs, fmt.Errorf("BRAIN_PUBLIC_URL %q: %w", ec.PublicURL, err))
+		}
+	}
+	return level, errors.Join(errs...)
+}
+
 // run is brain's whole life: flags, env config, host config, store, serve
 // until ctx ends. It prints "brain listening on ADDR" to stdout once it
 // accepts connections (tests on 127.0.0.1:0 read the port from it).
@@ -75,7 +118,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "host config file (JSON): tool bindings and API keys")
 	check := fs.Bool("check", false, "validate the host config and exit")
-	healthcheck := fs.Bool("healthcheck", false, "check the brain running at BRAIN_ADDR (GET /healthz) and exit 0 if it answers 200")
+	healthcheck := fs.Bool("healthcheck", false, "check the brain running at BRAIN_ADDR (GET /healthz) and exit 0 if it answers 200 (container health check)")
+	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,9 +144,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	if err := env.ParseWithOptions(&ec, env.Options{Environment: environ}); err != nil {
 		return fmt.Errorf("env config: %w", err)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(ec.LogLevel)); err != nil {
-		return fmt.Errorf("env config: LOG_LEVEL: want debug, info, warn or error, got %q", ec.LogLevel)
+	level, err := ec.validate()
+	if err != nil {
+		return fmt.Errorf("env config: %w", err)
 	}
 	cfg, err := config.Load(*configPath, func(k string) string { return environ[k] })
 	if err != nil {

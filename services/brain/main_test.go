@@ -131,6 +131,15 @@ func TestCheck(t *testing.T) {
 		{"unknown flag", []string{"-config", good, "-chek"}, nil, []string{"chek"}, ""},
 		{"stray argument", []string{"-config", good, "extra"}, nil, []string{"extra"}, ""},
 		{"bad log level", []string{"-config", good, "-check"}, map[string]string{"LOG_LEVEL": "loud"}, []string{"LOG_LEVEL"}, ""},
+		{"bad BRAIN_SQLITE_SYNC, with -check", []string{"-config", good, "-check"}, map[string]string{"BRAIN_SQLITE_SYNC": "bogus"}, []string{`env config: BRAIN_SQLITE_SYNC: want NORMAL or FULL, got "bogus"`}, ""},
+		{"bad BRAIN_SQLITE_SYNC, before the server is built", []string{"-config", good}, map[string]string{"BRAIN_SQLITE_SYNC": "bogus"}, []string{`env config: BRAIN_SQLITE_SYNC: want NORMAL or FULL, got "bogus"`}, ""},
+		{"BRAIN_SQLITE_SYNC in lower case", []string{"-config", good, "-check"}, map[string]string{"BRAIN_SQLITE_SYNC": "full"}, nil, "ok (2 tools"},
+		{"BRAIN_PUBLIC_URL not a URL", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "not a url"}, []string{`env config: BRAIN_PUBLIC_URL "not a url": must be an absolute http:// or https:// URL`}, ""},
+		{"BRAIN_PUBLIC_URL without host", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "http:///x"}, []string{`BRAIN_PUBLIC_URL "http:///x": has no host`}, ""},
+		{"BRAIN_PUBLIC_URL with a query", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example/?a=1"}, []string{`BRAIN_PUBLIC_URL "https://brain.example/?a=1": must not contain a query`}, ""},
+		{"BRAIN_PUBLIC_URL good", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example:8443/"}, nil, "ok (2 tools"},
+		{"-help lists -healthcheck", []string{"-help"}, nil, []string{"flag: help requested", "brain -healthcheck", "-healthcheck\n", "BRAIN_ADDR", "environment variables"}, ""},
+		{"unknown flag prints the usage", []string{"-bogus"}, nil, []string{"flag provided but not defined: -bogus", "brain -healthcheck"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

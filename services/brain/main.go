@@ -5,6 +5,10 @@
 //	brain -config brain.json [-check]
 //	brain -healthcheck       GET /healthz of the brain running at BRAIN_ADDR; exit 0 if 200 (container health check)
 //	brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
+//	brain -h                 usage on stdout, exit 0
+//
+// An unknown flag or a stray argument prints the error and the usage on
+// stderr and exits 2 (as pkg/service.Main); any other error exits 1.
 //
 // Environment: BRAIN_ADDR (listen address, default 127.0.0.1:8080),
 // BRAIN_DATA_DIR (SQLite state, default ./data), BRAIN_PUBLIC_URL (brain_url
@@ -56,21 +60,37 @@ type envConfig struct {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], service.Environ(), os.Stdout, os.Stderr)
+	code := exitCode(run(ctx, os.Args[1:], service.Environ(), os.Stdout, os.Stderr), os.Stderr)
 	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
+	os.Exit(code)
+}
+
+// usageError is a command line brain does not accept (unknown flag, stray
+// argument): the error and the usage are already on stderr; exit 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// exitCode maps run's error to the process exit status, as the tool
+// services' command line does (pkg/service.Main): 0 on nil and for -h/-help
+// (usage on stdout), 2 for a command line brain does not accept (error and
+// usage on stderr), 1 for any other error, which it prints on stderr.
+func exitCode(err error, stderr io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		return 2
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "brain:", err)
-		os.Exit(1)
-	}
+	fmt.Fprintln(stderr, "brain:", err)
+	return 1
 }
 
 // usage prints brain's command lines, flags and where the rest of its
-// configuration comes from, on fs's output.
-func usage(fs *flag.FlagSet) {
-	w := fs.Output()
+// configuration comes from, on w.
+func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, `Usage:
   brain -config brain.json [-check]   serve the host config (or only validate it)
   brain -healthcheck                  GET /healthz of the brain at BRAIN_ADDR; exit 0 if 200
@@ -83,7 +103,11 @@ services/brain/README.md and deploy/README.md.
 
 Flags:
 `)
+	out := fs.Output()
+	fs.SetOutput(w)
 	fs.PrintDefaults()
+	fs.SetOutput(out)
+	fmt.Fprintln(w, "  -h, -help\n    \tprint this help and exit")
 }
 
 // validate checks the settings env cannot, naming each variable, and
@@ -110,6 +134,9 @@ func (ec *envConfig) validate() (slog.Level, error) {
 // run is brain's whole life: flags, env config, host config, store, serve
 // until ctx ends. It prints "brain listening on ADDR" to stdout once it
 // accepts connections (tests on 127.0.0.1:0 read the port from it).
+// For -h or -help it prints the usage on stdout and returns flag.ErrHelp;
+// for a command line it does not accept it prints the error and the usage
+// on stderr and returns a *usageError (exitCode maps both).
 func run(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	if len(args) >= 2 && args[0] == "mcp" && args[1] == "discover" {
 		return mcpcall.RunDiscover(ctx, args[2:], func(k string) string { return environ[k] }, stdout, stderr)
@@ -119,12 +146,20 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	configPath := fs.String("config", "", "host config file (JSON): tool bindings and API keys")
 	check := fs.Bool("check", false, "validate the host config and exit")
 	healthcheck := fs.Bool("healthcheck", false, "check the brain running at BRAIN_ADDR (GET /healthz) and exit 0 if it answers 200 (container health check)")
-	fs.Usage = func() { usage(fs) }
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {} // printed below, on stdout for -help
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		usage(stdout, fs)
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	case err != nil:
+		// fs has printed the error on stderr.
+		usage(stderr, fs)
+		return &usageError{err}
+	case fs.NArg() > 0:
+		err := fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		fmt.Fprintf(stderr, "brain: %v\n", err)
+		usage(stderr, fs)
+		return &usageError{err}
 	}
 	if *healthcheck {
 		var ec envConfig

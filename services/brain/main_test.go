@@ -128,8 +128,6 @@ func TestCheck(t *testing.T) {
 		{"api key env unset", []string{"-config", good, "-check"}, map[string]string{"BRAIN_API_KEY": ""}, []string{"BRAIN_API_KEY"}, ""},
 		{"missing file", []string{"-config", filepath.Join(t.TempDir(), "none.json"), "-check"}, nil, []string{"none.json"}, ""},
 		{"no -config", []string{"-check"}, nil, []string{"-config", "required"}, ""},
-		{"unknown flag", []string{"-config", good, "-chek"}, nil, []string{"chek"}, ""},
-		{"stray argument", []string{"-config", good, "extra"}, nil, []string{"extra"}, ""},
 		{"bad log level", []string{"-config", good, "-check"}, map[string]string{"LOG_LEVEL": "loud"}, []string{"LOG_LEVEL"}, ""},
 		{"bad BRAIN_SQLITE_SYNC, with -check", []string{"-config", good, "-check"}, map[string]string{"BRAIN_SQLITE_SYNC": "bogus"}, []string{`env config: BRAIN_SQLITE_SYNC: want NORMAL or FULL, got "bogus"`}, ""},
 		{"bad BRAIN_SQLITE_SYNC, before the server is built", []string{"-config", good}, map[string]string{"BRAIN_SQLITE_SYNC": "bogus"}, []string{`env config: BRAIN_SQLITE_SYNC: want NORMAL or FULL, got "bogus"`}, ""},
@@ -138,8 +136,6 @@ func TestCheck(t *testing.T) {
 		{"BRAIN_PUBLIC_URL without host", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "http:///x"}, []string{`BRAIN_PUBLIC_URL "http:///x": has no host`}, ""},
 		{"BRAIN_PUBLIC_URL with a query", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example/?a=1"}, []string{`BRAIN_PUBLIC_URL "https://brain.example/?a=1": must not contain a query`}, ""},
 		{"BRAIN_PUBLIC_URL good", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example:8443/"}, nil, "ok (2 tools"},
-		{"-help lists -healthcheck", []string{"-help"}, nil, []string{"flag: help requested", "brain -healthcheck", "-healthcheck\n", "BRAIN_ADDR", "environment variables"}, ""},
-		{"unknown flag prints the usage", []string{"-bogus"}, nil, []string{"flag provided but not defined: -bogus", "brain -healthcheck"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,6 +160,89 @@ func TestCheck(t *testing.T) {
 					t.Errorf("error %q does not name %q", msg, w)
 				}
 			}
+		})
+	}
+}
+
+// commandLineCase is one command line of TestCommandLine.
+type commandLineCase struct {
+	name       string
+	args       []string
+	wantCode   int
+	wantStdout []string // each must appear; nil: stdout must be empty
+	wantStderr []string // each must appear; nil: stderr must be empty
+}
+
+// TestCommandLine: brain's command line answers as the tool services' does
+// (pkg/service.Main): -h/-help print the usage on stdout and exit 0; an
+// unknown flag or a stray argument prints the error and the usage on stderr
+// and exits 2 without starting; other errors exit 1. Each case runs in
+// process (run and exitCode) and as the real binary.
+func TestCommandLine(t *testing.T) {
+	t.Parallel()
+	ts := newToolService(t)
+	good := writeConfig(t, ts.URL, nil)
+	usage := []string{"Usage:", "brain -config brain.json [-check]", "brain -healthcheck", "brain mcp discover", "-healthcheck\n", "-h, -help", "BRAIN_ADDR", "environment variables"}
+	tests := []commandLineCase{
+		{"-h", []string{"-h"}, 0, usage, nil},
+		{"-help", []string{"-help"}, 0, usage, nil},
+		{"--help", []string{"--help"}, 0, usage, nil},
+		{"-help after -config", []string{"-config", good, "-help"}, 0, usage, nil},
+		{"unknown flag", []string{"-bogus"}, 2, nil, append([]string{"flag provided but not defined: -bogus"}, usage...)},
+		{"misspelt flag after -config", []string{"-config", good, "-chek"}, 2, nil, append([]string{"flag provided but not defined: -chek"}, usage...)},
+		{"flag without its value", []string{"-config"}, 2, nil, append([]string{"flag needs an argument: -config"}, usage...)},
+		{"stray argument", []string{"-config", good, "extra"}, 2, nil, append([]string{`brain: unexpected argument "extra"`}, usage...)},
+		{"mcp without discover", []string{"mcp"}, 2, nil, append([]string{`brain: unexpected argument "mcp"`}, usage...)},
+		{"-healthcheck with an argument", []string{"-healthcheck", "now"}, 2, nil, append([]string{`brain: unexpected argument "now"`}, usage...)},
+		{"no -config", []string{"-check"}, 1, nil, []string{"brain: -config: required"}},
+		{"-check of a good config", []string{"-config", good, "-check"}, 0, []string{"ok (2 tools, 1 API keys)"}, nil},
+		{"-healthcheck with nothing listening", []string{"-healthcheck"}, 1, nil, []string{"brain: ", "connection refused"}},
+		{"mcp discover -h, as before", []string{"mcp", "discover", "-h"}, 0, nil, []string{"usage: brain mcp discover URL"}},
+		{"mcp discover without URL, as before", []string{"mcp", "discover"}, 1, nil, []string{"brain: usage: brain mcp discover URL"}},
+	}
+	check := func(t *testing.T, code int, stdout, stderr string, tt commandLineCase) {
+		t.Helper()
+		if code != tt.wantCode {
+			t.Errorf("exit %d, want %d; stdout %q, stderr %q", code, tt.wantCode, stdout, stderr)
+		}
+		for _, out := range []struct {
+			name, got string
+			want      []string
+		}{{"stdout", stdout, tt.wantStdout}, {"stderr", stderr, tt.wantStderr}} {
+			if out.want == nil && out.got != "" {
+				t.Errorf("%s = %q, want empty", out.name, out.got)
+			}
+			for _, w := range out.want {
+				if !strings.Contains(out.got, w) {
+					t.Errorf("%s %q does not contain %q", out.name, out.got, w)
+				}
+			}
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := baseEnv(t.TempDir())
+			env["BRAIN_ADDR"] = "127.0.0.1:1" // nothing listens there
+			t.Run("in process", func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				code := exitCode(run(context.Background(), tt.args, env, &stdout, &stderr), &stderr)
+				check(t, code, stdout.String(), stderr.String(), tt)
+			})
+			t.Run("binary", func(t *testing.T) {
+				cmd := exec.Command(brainBinary(t), tt.args...)
+				for k, v := range env {
+					cmd.Env = append(cmd.Env, k+"="+v)
+				}
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				err := cmd.Run()
+				code := cmd.ProcessState.ExitCode()
+				if _, exited := err.(*exec.ExitError); err != nil && !exited {
+					t.Fatalf("run the binary: %v", err)
+				}
+				check(t, code, stdout.String(), stderr.String(), tt)
+			})
 		})
 	}
 }

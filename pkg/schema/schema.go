@@ -6,6 +6,7 @@ package schema
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -67,7 +68,44 @@ func (s *Schema) Validate(what string, doc []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: not valid JSON: %w", what, err)
 	}
+	if err := checkNumbers(what, v, ""); err != nil {
+		return err
+	}
 	return s.validate(what, v)
+}
+
+// MaxNumberLength is the longest number literal a document may hold, in
+// characters. The validator compares numbers exactly (as big rationals),
+// which costs time quadratic in their length: a megabyte of digits took
+// seconds. 400 characters hold any number an IEEE double can tell apart
+// and more; RFC 7493 (I-JSON) section 2.2 asks for no more than that.
+const MaxNumberLength = 400
+
+// checkNumbers refuses a number in v longer than MaxNumberLength, naming
+// it by its JSON pointer.
+func checkNumbers(what string, v any, at string) error {
+	switch v := v.(type) {
+	case json.Number:
+		if len(v) > MaxNumberLength {
+			if at == "" {
+				at = "/"
+			}
+			return fmt.Errorf("%s: at %s: number is %d characters long, more than the %d allowed (RFC 7493 I-JSON)", what, at, len(v), MaxNumberLength)
+		}
+	case map[string]any:
+		for k, e := range v {
+			if err := checkNumbers(what, e, at+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if err := checkNumbers(what, e, at+"/"+strconv.Itoa(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // ValidateObject is Validate for a document that must be a JSON object
@@ -82,6 +120,9 @@ func (s *Schema) ValidateObject(what string, doc []byte) error {
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return fmt.Errorf("%s: must be a JSON object", what)
+	}
+	if err := checkNumbers(what, v, ""); err != nil {
+		return err
 	}
 	return s.validate(what, v)
 }

@@ -69,3 +69,26 @@ func TestErrorsAreCapped(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestLongNumbers: a number literal past MaxNumberLength is refused, named
+// by its pointer, before the validator (which compares numbers exactly, in
+// time quadratic in their length) sees it; one at the limit is validated.
+func TestLongNumbers(t *testing.T) {
+	s, err := Compile("input_schema", []byte(`{"type":"object","properties":{"n":{"type":"integer","maximum":10},"l":{"type":"array"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("1", MaxNumberLength+1)
+	for _, tc := range []struct{ doc, want string }{
+		{`{"n":` + long + `}`, `arguments: at /n: number is 401 characters long`},
+		{`{"l":[1,2,` + long + `]}`, `arguments: at /l/2: number is 401`},
+		{`{"a/b~c":` + long + `}`, `at /a~1b~0c: number`},
+		{`{"n":` + long[:MaxNumberLength] + `}`, `maximum`},
+		{`{"n":1e` + strings.Repeat("9", 1<<20) + `}`, `number is 1048578 characters long`},
+	} {
+		err := s.ValidateObject("arguments", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.20s…: err %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+}

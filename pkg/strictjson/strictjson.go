@@ -102,8 +102,14 @@ func integer(dec *jsontext.Decoder, lo, hi *big.Int) (*big.Int, error) {
 		return nil, err
 	}
 	lit := string(val)
-	n, ok := new(big.Int).SetString(lit, 10)
-	if !ok {
+	var n *big.Int
+	if plain := !strings.ContainsAny(lit, ".eE"); plain && len(strings.TrimPrefix(lit, "-")) > 20 {
+		// JSON has no leading zeros: past 20 digits is past any Go integer,
+		// and a long literal is not parsed (big.Int parsing is quadratic).
+		return nil, &FieldError{Problem: fmt.Sprintf("number %s is out of range (%s to %s)", clip(lit), lo, hi)}
+	} else if plain {
+		n, _ = new(big.Int).SetString(lit, 10)
+	} else {
 		// A fraction or an exponent: an integer only if the value is one.
 		var fraction bool
 		if n, fraction = exactInteger(lit); fraction {
@@ -122,8 +128,8 @@ func integer(dec *jsontext.Decoder, lo, hi *big.Int) (*big.Int, error) {
 // exactInteger is the value of lit, a JSON number with a fraction or an
 // exponent (the decoder checked its syntax), when that value is an
 // integer; fraction reports one that is not. A value of more than 40
-// digits (past any Go integer) is nil without being built, so "1e999999999"
-// costs nothing.
+// digits (past any Go integer) is nil without being built, and nothing
+// long is parsed, so "1e999999999" or a megabyte of digits costs one scan.
 func exactInteger(lit string) (n *big.Int, fraction bool) {
 	neg := strings.HasPrefix(lit, "-")
 	lit = strings.TrimPrefix(lit, "-")
@@ -134,22 +140,34 @@ func exactInteger(lit string) (n *big.Int, fraction bool) {
 		return new(big.Int), false // zero, however it is written
 	}
 	trimmed := strings.TrimRight(digits, "0")
-	// value = trimmed × 10^scale
-	scale := big.NewInt(int64(len(digits) - len(trimmed) - len(frac)))
+	// value = trimmed × 10^scale; the mantissa's own part of scale is at
+	// most its length, a few million.
+	scale := int64(len(digits) - len(trimmed) - len(frac))
 	if expPart != "" {
-		e, ok := new(big.Int).SetString(strings.TrimPrefix(expPart, "+"), 10)
-		if !ok {
-			return nil, true
+		negExp := strings.HasPrefix(expPart, "-")
+		e := strings.TrimLeft(strings.TrimLeft(expPart, "+-"), "0")
+		if len(e) > 12 {
+			// |exponent| ≥ 10^12 outweighs any mantissa a body can hold.
+			if negExp {
+				return nil, true
+			}
+			return nil, false
 		}
-		scale.Add(scale, e)
+		if e != "" {
+			v, _ := strconv.ParseInt(e, 10, 64)
+			if negExp {
+				v = -v
+			}
+			scale += v
+		}
 	}
-	if scale.Sign() < 0 {
+	if scale < 0 {
 		return nil, true
 	}
-	if !scale.IsInt64() || int64(len(trimmed))+scale.Int64() > 40 {
+	if int64(len(trimmed))+scale > 40 {
 		return nil, false
 	}
-	n, _ = new(big.Int).SetString(trimmed+strings.Repeat("0", int(scale.Int64())), 10)
+	n, _ = new(big.Int).SetString(trimmed+strings.Repeat("0", int(scale)), 10)
 	if neg {
 		n.Neg(n)
 	}

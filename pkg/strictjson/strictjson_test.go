@@ -194,6 +194,11 @@ func TestIntegers(t *testing.T) {
 		{body: `{"i":0e999999999}`, want: nums{I: 0}},
 		{body: `{"i":120e-1}`, want: nums{I: 12}},
 		{body: `{"i":0.00012e5}`, want: nums{I: 12}},
+		{body: `{"i":1234567890123456789012345}`, field: "i", wantIn: "out of range"},
+		{body: `{"i":1e0000000000001}`, want: nums{I: 10}},
+		{body: `{"i":1e1234567890123}`, field: "i", wantIn: "out of range"},
+		{body: `{"i":1e-1234567890123}`, field: "i", wantIn: "want integer"},
+		{body: `{"i":0e1234567890123}`, want: nums{I: 0}},
 		{body: `{"p":12e-1}`, field: "p", wantIn: "want integer"},
 		{body: `{"l":[1,2.5]}`, field: "l[1]", wantIn: "want integer"},
 	}
@@ -253,5 +258,25 @@ func TestTooDeep(t *testing.T) {
 	fe, ok := err.(*FieldError)
 	if !ok || !strings.HasPrefix(fe.Field, "arguments.x.x") || len(fe.Field) > 130 || !strings.Contains(fe.Problem, "nested too deeply") || strings.Contains(fe.Problem, "malformed") {
 		t.Errorf("err %v, want a short field path under arguments and 'nested too deeply'", err)
+	}
+}
+
+// BenchmarkLongNumber: a megabyte of digits in an integer field is refused
+// in about the time it takes to scan it (it was seconds: big.Int parsing
+// is quadratic). Run: go test -run '^$' -bench LongNumber ./pkg/strictjson
+func BenchmarkLongNumber(b *testing.B) {
+	var v struct {
+		I int `json:"i"`
+	}
+	digits := strings.Repeat("1", 1<<20)
+	for _, lit := range []string{digits, "1e" + digits, "1.5e-" + digits, "0." + digits} {
+		body := []byte(`{"i":` + lit + `}`)
+		b.Run(lit[:3], func(b *testing.B) {
+			for b.Loop() {
+				if Unmarshal(body, &v) == nil {
+					b.Fatal("accepted")
+				}
+			}
+		})
 	}
 }

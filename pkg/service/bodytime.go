@@ -21,15 +21,29 @@ const BodyTimeout = 60 * time.Second
 // timeout (see IsTimeout); one the handler never reads (a refusal) is
 // drained by net/http within the same deadline, so a client that declares
 // a body and never sends it holds a connection for d at most.
+//
+// When the handler returns without reading the body to its end (a
+// refusal), the deadline is moved to now: net/http would otherwise wait
+// for up to 256 KiB of it, to keep the connection, before sending the
+// answer or closing; a body already received is still read from the
+// buffer, and one still to come ends the connection at once.
 func LimitBodyTime(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-			rc := http.NewResponseController(w)
-			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, clear: func() { _ = rc.SetReadDeadline(time.Time{}) }}
-			}
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
 		}
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body := &deadlineBody{ReadCloser: r.Body, clear: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		r.Body = body
 		next.ServeHTTP(w, r)
+		if !body.done {
+			_ = rc.SetReadDeadline(time.Now())
+		}
 	})
 }
 

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -82,15 +82,65 @@ func decodeRequest(data []byte, decodeArgs argsDecoder) (req tool.Request, args 
 		return req, nil, nil, nil
 	}
 	var fe *strictjson.FieldError
-	if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "arguments.") && !strings.HasPrefix(fe.Field, "arguments[") {
+	if !errors.As(err, &fe) || !insideArguments(fe) {
 		return req, nil, nil, err
 	}
-	req = tool.Request{}
-	if jsonv2.Unmarshal(data, &req, jsonv2.RejectUnknownMembers(true),
-		jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) != nil {
+	// The fault is inside the arguments. The envelope must still be sound
+	// on its own: judge it with the arguments replaced by {}.
+	start, end, ok := argumentsSpan(data)
+	if !ok {
 		return req, nil, nil, err
 	}
-	return req, nil, &strictjson.FieldError{Field: strings.TrimPrefix(fe.Field, "arguments."), Problem: fe.Problem}, nil
+	envelope := slices.Concat(data[:start], []byte("{}"), data[end:])
+	if eerr := strictjson.Unmarshal(envelope, &req); eerr != nil {
+		return req, nil, nil, eerr
+	}
+	req.Arguments = data[start:end]
+	field := strings.TrimPrefix(strings.TrimPrefix(fe.Field, "arguments"), ".")
+	return req, nil, &strictjson.FieldError{Field: field, Problem: fe.Problem}, nil
+}
+
+// insideArguments reports whether fe is about something inside the
+// arguments object rather than the envelope: a member or element under
+// it, or a name in it that is not valid UTF-8 (the decoder reports the
+// object itself); "arguments" written twice is the envelope's.
+func insideArguments(fe *strictjson.FieldError) bool {
+	switch {
+	case strings.HasPrefix(fe.Field, "arguments."), strings.HasPrefix(fe.Field, "arguments["):
+		return true
+	case fe.Field == "arguments":
+		return fe.Problem != "duplicate field"
+	}
+	return false
+}
+
+// argumentsSpan finds the value of the envelope's "arguments" member in
+// data, read leniently (duplicate names and invalid UTF-8 allowed): its
+// start and end offsets, when it is there once.
+func argumentsSpan(data []byte) (start, end int, ok bool) {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return 0, 0, false
+	}
+	found := 0
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return 0, 0, false
+		}
+		isArgs := tok.String() == "arguments"
+		from := dec.InputOffset()
+		if err := dec.SkipValue(); err != nil {
+			return 0, 0, false
+		}
+		if isArgs {
+			found++
+			v := data[from:dec.InputOffset()]
+			lead := len(v) - len(bytes.TrimLeft(v, ": \t\r\n"))
+			start, end = int(from)+lead, int(dec.InputOffset())
+		}
+	}
+	return start, end, found == 1
 }
 
 func decodeFast(data []byte, decodeArgs argsDecoder) (req tool.Request, args any, ok bool) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/bearer"
 	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/services/local/internal/approval"
 )
 
 // Cookie names. Both are HttpOnly and SameSite=Strict; Secure when the page
@@ -118,7 +119,7 @@ func newAuthenticator(shared string, named map[string]string) (*authenticator, e
 	}
 	seen := map[string]string{}
 	for name, tok := range named {
-		if err := checkName(name); err != nil {
+		if err := checkConfiguredName(name); err != nil {
 			return nil, fmt.Errorf("operator page: APPROVAL_OPERATORS: %w", err)
 		}
 		if len(tok) < MinTokenLength {
@@ -164,6 +165,11 @@ func (a *authenticator) operator(token, formName string) (string, error) {
 
 var errWrongToken = errors.New("wrong operator token")
 
+// checkName checks an operator's name as the decision log records it and
+// the page shows it: 1 to MaxNameChars characters, no control characters,
+// and not one of the names the log uses for decisions nobody signed in
+// made (approval.SystemOperator, approval.CallerOperator, in any case), which
+// the page shows differently.
 func checkName(name string) error {
 	if name == "" {
 		return errors.New("name: must not be empty")
@@ -175,6 +181,27 @@ func checkName(name string) error {
 		if unicode.IsControl(r) {
 			return errors.New("name: must not contain control characters")
 		}
+	}
+	for _, reserved := range []string{approval.SystemOperator, approval.CallerOperator} {
+		if strings.EqualFold(name, reserved) {
+			return fmt.Errorf("name: %q is reserved: the decision log uses it for decisions no operator made", name)
+		}
+	}
+	return nil
+}
+
+// checkConfiguredName checks a name of APPROVAL_OPERATORS: checkName, and
+// only ASCII letters, digits, '.', '_', '-' and '@'. The variable is
+// name:token pairs split at commas, so "alice:…, bob:…" would otherwise
+// configure an operator " bob" whom the page and the log show as "bob".
+func checkConfiguredName(name string) error {
+	for _, r := range name {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("._-@", r)) {
+			return fmt.Errorf("name %q: want 1 to %d ASCII letters, digits, '.', '_', '-' or '@', got %q (no spaces around a name:token pair)", name, MaxNameChars, r)
+		}
+	}
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("name %q: %s", name, strings.TrimPrefix(err.Error(), "name: "))
 	}
 	return nil
 }

@@ -44,7 +44,9 @@ type Config struct {
 	// least 16 bytes. Its holder names themself when signing in.
 	Token string `env:"APPROVAL_OPERATOR_TOKEN"`
 	// Operators are per-person tokens, name:token pairs separated by commas
-	// (env APPROVAL_OPERATORS). Either this or Token is required.
+	// without spaces (env APPROVAL_OPERATORS); a name is 1 to 64 ASCII
+	// letters, digits, '.', '_', '-' or '@', not system or caller. Either
+	// this or Token is required.
 	Operators map[string]string `env:"APPROVAL_OPERATORS" envSeparator:"," envKeyValSeparator:":"`
 	// SessionTTL is how long a sign-in lasts (env APPROVAL_OPERATOR_SESSION_TTL).
 	SessionTTL time.Duration `env:"APPROVAL_OPERATOR_SESSION_TTL" envDefault:"12h"`

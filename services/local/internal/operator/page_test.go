@@ -62,6 +62,8 @@ func TestSignIn(t *testing.T) {
 		{"empty token", url.Values{"csrf": {csrf}, "name": {"alice"}, "token": {""}}, http.StatusUnauthorized, "Wrong operator token."},
 		{"no name", url.Values{"csrf": {csrf}, "token": {operatorToken}}, http.StatusBadRequest, "Name: required with the shared operator token"},
 		{"long name", url.Values{"csrf": {csrf}, "name": {strings.Repeat("n", 65)}, "token": {operatorToken}}, http.StatusBadRequest, "Name: 65 characters, more than the limit of 64"},
+		{"name of the expiry entries", url.Values{"csrf": {csrf}, "name": {"system"}, "token": {operatorToken}}, http.StatusBadRequest, "Name: &#34;system&#34; is reserved"},
+		{"name of the caller's cancel entries", url.Values{"csrf": {csrf}, "name": {" Caller "}, "token": {operatorToken}}, http.StatusBadRequest, "Name: &#34;Caller&#34; is reserved"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +121,7 @@ func TestSignIn(t *testing.T) {
 }
 
 func TestNamedOperatorTokens(t *testing.T) {
-	s := newStack(t, Config{Operators: map[string]string{"Dana Ops": "dana-token-0123456789"}})
+	s := newStack(t, Config{Operators: map[string]string{"Dana.Ops": "dana-token-0123456789"}})
 	c := s.client()
 	csrf := c.signIn("someone else", "dana-token-0123456789")
 	p := s.requestApproval("c1", map[string]any{"action": "x"})
@@ -128,7 +130,7 @@ func TestNamedOperatorTokens(t *testing.T) {
 		t.Fatalf("decide: %d %s", a.status, a.body)
 	}
 	got, _ := s.svc.Store().Get(context.Background(), p.ID)
-	if got.Operator != "Dana Ops" {
+	if got.Operator != "Dana.Ops" {
 		t.Fatalf("operator %q, want the configured name", got.Operator)
 	}
 }
@@ -327,6 +329,21 @@ func TestConfigErrors(t *testing.T) {
 		{"ann:ann-token-0123456789,bo:ann-token-0123456789", `APPROVAL_OPERATORS: "`}, // "ann" and "bo" share a token, in map order
 		{"ann:ann-token-0123456789,bo:bo-token-01234567890", ""},
 		{"ann", "APPROVAL_OPERATORS"},
+		// A space after the comma is part of the next name.
+		{"alice:0123456789abcdef0123, bob:0123456789abcdef0124", `APPROVAL_OPERATORS: name " bob": want 1 to 64 ASCII letters, digits, '.', '_', '-' or '@', got ' '`},
+		{" alice:0123456789abcdef0123", `APPROVAL_OPERATORS: name " alice": want`},
+		{"alice :0123456789abcdef0123", `APPROVAL_OPERATORS: name "alice ": want`},
+		{"ann smith:0123456789abcdef0123", `APPROVAL_OPERATORS: name "ann smith": want`},
+		{"ann<b>:0123456789abcdef0123", `APPROVAL_OPERATORS: name "ann<b>": want 1 to 64 ASCII letters, digits, '.', '_', '-' or '@', got '<'`},
+		{"jos\u00e9:0123456789abcdef0123", `APPROVAL_OPERATORS: name "josé": want`},
+		{"ann\tb:0123456789abcdef0123", `APPROVAL_OPERATORS: name "ann\tb": want`},
+		{":0123456789abcdef0123", `APPROVAL_OPERATORS: name "": must not be empty`},
+		{strings.Repeat("n", 65) + ":0123456789abcdef0123", `APPROVAL_OPERATORS: name "nnnn`},
+		{"system:0123456789abcdef0123", `APPROVAL_OPERATORS: name "system": "system" is reserved`},
+		{"CALLER:0123456789abcdef0123", `APPROVAL_OPERATORS: name "CALLER": "CALLER" is reserved`},
+		// The edges of what is accepted.
+		{"a:0123456789abcdef0123,Z.9_-@x:0123456789abcdef0124", ""},
+		{strings.Repeat("n", 64) + ":0123456789abcdef0123,ann.lee@example.com:0123456789abcdef0124", ""},
 	} {
 		p, err := Open(context.Background(), map[string]string{"APPROVAL_OPERATORS": tt.operators}, svc, nil)
 		switch {

@@ -409,3 +409,33 @@ func TestHTMLFormatIsSafe(t *testing.T) {
 		}
 	}
 }
+
+// TestActiveLinksDropped: a javascript: (or vbscript:, data:) link, however
+// it is spelled, keeps its text and loses its target in every format.
+func TestActiveLinksDropped(t *testing.T) {
+	page := []byte("<html><body><article><h1>Links</h1><p>" +
+		`<a href="javascript:alert(1)">one</a>, <a href="JaVaScRiPt:alert(2)">two</a>, <a href="java` + "\t" + `script:alert(3)">three</a>, ` +
+		`<a href=" &#106;avascript:alert(4)">four</a>, <a href="vbscript:msgbox(5)">five</a>, <a href="data:text/html,&lt;script&gt;">six</a>, ` +
+		`<a href="/ok">fine</a> and <a href="mailto:a@example.com">mail</a>. ` +
+		`<img src="javascript:alert(7)" srcset="javascript:alert(8) 2x, /cat.png 1x" alt="cat">` +
+		"Enough words here for readability to take this paragraph as the article of the page, and a few more.</p></article></body></html>")
+	for _, f := range []Format{Markdown, TextFormat, HTMLFormat} {
+		for _, main := range []bool{true, false} {
+			d, err := New().Extract(context.Background(), Input{URL: mustURL(t, "https://site.example/p.html"), ContentType: "text/html", Body: page}, Options{Format: f, MainContent: main})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lower := strings.ToLower(d.Text)
+			for _, bad := range []string{"javascript", "vbscript", "data:text", "alert(", "msgbox"} {
+				if strings.Contains(lower, bad) {
+					t.Errorf("%s main=%v keeps %q:\n%s", f, main, bad, d.Text)
+				}
+			}
+			for _, good := range []string{"one", "two", "three", "four", "five", "six", "https://site.example/ok", "mailto:a@example.com"} {
+				if f != TextFormat && !strings.Contains(d.Text, good) || f == TextFormat && !strings.HasPrefix(good, "http") && !strings.HasPrefix(good, "mailto") && !strings.Contains(d.Text, good) {
+					t.Errorf("%s main=%v lost %q:\n%s", f, main, good, d.Text)
+				}
+			}
+		}
+	}
+}

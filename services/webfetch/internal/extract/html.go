@@ -421,9 +421,10 @@ func absolutize(doc *html.Node, base *url.URL) {
 		if !ok {
 			return true
 		}
-		for i := range n.Attr {
-			a := &n.Attr[i]
+		kept := n.Attr[:0]
+		for _, a := range n.Attr {
 			if a.Namespace != "" || !contains(names, a.Key) {
+				kept = append(kept, a)
 				continue
 			}
 			switch {
@@ -435,9 +436,15 @@ func absolutize(doc *html.Node, base *url.URL) {
 			case a.Key == "srcset":
 				a.Val = absSrcset(a.Val, base)
 			default:
-				a.Val = absURL(a.Val, base)
+				u, ok := absURL(a.Val, base)
+				if !ok {
+					continue // a javascript: (or other active) link: the text stays, the link goes
+				}
+				a.Val = u
 			}
+			kept = append(kept, a)
 		}
+		n.Attr = kept
 		return true
 	})
 }
@@ -456,34 +463,44 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func absURL(raw string, base *url.URL) string {
+// absURL resolves raw against base. ok is false for a URL that is not
+// http, https, mailto or tel once resolved (javascript:, vbscript:, data:
+// …) or that does not parse: such a link must not reach a reader that
+// renders the result. Tabs and line breaks are removed first, as browsers
+// do (WHATWG URL), so "java\tscript:" is seen for what it is.
+func absURL(raw string, base *url.URL) (string, bool) {
 	v := strings.TrimSpace(raw)
 	if v == "" {
-		return raw
+		return raw, true
 	}
-	lower := strings.ToLower(v)
-	if strings.HasPrefix(lower, "javascript:") || strings.HasPrefix(lower, "data:") || strings.HasPrefix(lower, "mailto:") || strings.HasPrefix(lower, "tel:") {
-		return v
-	}
+	v = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(v)
 	u, err := base.Parse(v)
 	if err != nil {
-		return v
+		return "", false
 	}
-	return u.String()
+	switch u.Scheme {
+	case "http", "https", "mailto", "tel":
+		return u.String(), true
+	}
+	return "", false
 }
 
 // absSrcset rewrites each candidate URL of a srcset ("a.png 1x, b.png 2x").
 func absSrcset(v string, base *url.URL) string {
-	parts := strings.Split(v, ",")
-	for i, p := range parts {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
 		f := strings.Fields(p)
 		if len(f) == 0 {
 			continue
 		}
-		f[0] = absURL(f[0], base)
-		parts[i] = strings.Join(f, " ")
+		u, ok := absURL(f[0], base)
+		if !ok {
+			continue
+		}
+		f[0] = u
+		out = append(out, strings.Join(f, " "))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(out, ", ")
 }
 
 func findBody(doc *html.Node) *html.Node {

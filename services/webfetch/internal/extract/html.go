@@ -463,6 +463,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// urlSpace removes what browsers remove from a URL before parsing it.
+var urlSpace = strings.NewReplacer("\t", "", "\n", "", "\r", "")
+
 // absURL resolves raw against base. ok is false for a URL that is not
 // http, https, mailto or tel once resolved (javascript:, vbscript:, data:
 // …) or that does not parse: such a link must not reach a reader that
@@ -473,7 +476,9 @@ func absURL(raw string, base *url.URL) (string, bool) {
 	if v == "" {
 		return raw, true
 	}
-	v = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(v)
+	if strings.ContainsAny(v, "\t\n\r") {
+		v = urlSpace.Replace(v)
+	}
 	u, err := base.Parse(v)
 	if err != nil {
 		return "", false

@@ -44,9 +44,11 @@ type Config struct {
 	// larger bodies get 413. Default 4 MiB.
 	MaxRequestBytes int64 `env:"MAX_REQUEST_BYTES" envDefault:"4194304"`
 	// ShutdownTimeout is how long in-flight calls may take to finish after
-	// SIGTERM before their contexts are cancelled (env SHUTDOWN_TIMEOUT).
+	// SIGTERM before their contexts are cancelled (env SHUTDOWN_TIMEOUT);
+	// must be positive.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
-	// Heartbeat is the interval of SSE comment heartbeats (env SSE_HEARTBEAT).
+	// Heartbeat is the interval of SSE comment heartbeats (env
+	// SSE_HEARTBEAT); must be positive.
 	Heartbeat time.Duration `env:"SSE_HEARTBEAT" envDefault:"15s"`
 	// StreamAfter is how long a call may run without progress before its
 	// response switches to SSE on its own, so the host's 30 s header limit
@@ -55,8 +57,9 @@ type Config struct {
 }
 
 // Validate reports settings that cannot work, each naming its variable: a
-// missing token without NoAuth, an empty ADDR, a non-positive size cap or
-// interval, SSE_STREAM_AFTER outside (0, 30s), a PUBLIC_URL that
+// missing token without NoAuth, an empty ADDR, a non-positive
+// MAX_REQUEST_BYTES, SHUTDOWN_TIMEOUT or SSE_HEARTBEAT, SSE_STREAM_AFTER
+// outside (0, 30s), a PUBLIC_URL that
 // CheckBaseURL refuses, a TOOL_TENANTS entry that CheckTenants refuses.
 func (c *Config) Validate() error {
 	var errs []error
@@ -68,6 +71,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestBytes <= 0 {
 		errs = append(errs, fmt.Errorf("MAX_REQUEST_BYTES must be positive, got %d", c.MaxRequestBytes))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT must be positive, got %s", c.ShutdownTimeout))
 	}
 	if c.Heartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("SSE_HEARTBEAT must be positive, got %s", c.Heartbeat))

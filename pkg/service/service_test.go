@@ -412,6 +412,19 @@ func TestConfigValidate(t *testing.T) {
 		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "TOOL_TENANTS": "a,b"}, ""},
 		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "TOOL_TENANTS": ""}, ""},
 		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "MAX_REQUEST_BYTES": "0"}, "MAX_REQUEST_BYTES"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "MAX_REQUEST_BYTES": "-1"}, "MAX_REQUEST_BYTES must be positive, got -1"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "MAX_REQUEST_BYTES": "1"}, ""},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SHUTDOWN_TIMEOUT": "-1s"}, "SHUTDOWN_TIMEOUT must be positive, got -1s"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SHUTDOWN_TIMEOUT": "0s"}, "SHUTDOWN_TIMEOUT must be positive, got 0s"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SHUTDOWN_TIMEOUT": "0"}, "SHUTDOWN_TIMEOUT must be positive, got 0s"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SHUTDOWN_TIMEOUT": "1ns"}, ""},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SHUTDOWN_TIMEOUT": "soon"}, "SHUTDOWN_TIMEOUT: cannot parse"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SSE_HEARTBEAT": "-1s"}, "SSE_HEARTBEAT must be positive, got -1s"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SSE_HEARTBEAT": "0s"}, "SSE_HEARTBEAT must be positive, got 0s"},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SSE_HEARTBEAT": "1ns"}, ""},
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SSE_STREAM_AFTER": "-1s"}, "SSE_STREAM_AFTER must be more than 0 and less than 30s (the host's header limit), got -1s"},
+		// Every problem is named at once.
+		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SHUTDOWN_TIMEOUT": "-1s", "SSE_HEARTBEAT": "-2s"}, "SHUTDOWN_TIMEOUT must be positive, got -1s\nSSE_HEARTBEAT must be positive, got -2s"},
 	}
 	for _, tt := range tests {
 		cfg, err := ParseEnv[Config](tt.env)

@@ -239,18 +239,68 @@ func TestCompose(t *testing.T) {
 	checkHostConfig(t, hc, ports)
 
 	// Presigned URLs work from this machine, with .env.example's values
-	// and with compose.yaml's own defaults (a .env holding only the tokens).
-	for name, env := range map[string]map[string]string{".env.example": env, "defaults": tokensOnly(t, root)} {
-		t.Run("presign with "+name, func(t *testing.T) {
+	// and with compose.yaml's own defaults (a .env holding only the tokens),
+	// and they follow VERSITYGW_PORT when only that is changed.
+	withPort := tokensOnly(t, root)
+	withPort["VERSITYGW_PORT"] = "17070"
+	presign := []struct {
+		name         string
+		env          map[string]string
+		wantEndpoint string
+	}{
+		{".env.example", env, "http://127.0.0.1:7070"},
+		{"defaults", tokensOnly(t, root), "http://127.0.0.1:7070"},
+		{"defaults and only VERSITYGW_PORT=17070", withPort, "http://127.0.0.1:17070"},
+		{".env.example with only VERSITYGW_PORT=17070", exampleEnvWith(t, root, "VERSITYGW_PORT", "17070"), "http://127.0.0.1:17070"},
+		{"STORAGE_PRESIGN_ENDPOINT set, kept as given", map[string]string{"VERSITYGW_PORT": "17070", "STORAGE_PRESIGN_ENDPOINT": "http://127.0.0.1:17070/"}, "http://127.0.0.1:17070/"},
+	}
+	for _, tt := range presign {
+		t.Run("presign with "+tt.name, func(t *testing.T) {
+			env := tokensOnly(t, root)
+			maps.Copy(env, tt.env)
 			p, err := loadCompose(root, env)
 			if err != nil {
 				t.Fatalf("load compose.yaml: %v", err)
+			}
+			if got := envOf(p.Services["storage"], "STORAGE_PRESIGN_ENDPOINT"); got != tt.wantEndpoint {
+				t.Errorf("storage: STORAGE_PRESIGN_ENDPOINT = %q, want %q", got, tt.wantEndpoint)
 			}
 			for _, err := range checkPresign(p) {
 				t.Error(err)
 			}
 		})
 	}
+}
+
+// exampleEnvWith is exampleEnv after a user changed one line of
+// .env.example to name=value, read as docker compose reads .env (later
+// lines that name ${name} follow it).
+func exampleEnvWith(t *testing.T, root, name, value string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, ".env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	changed := false
+	for i, line := range lines {
+		if strings.HasPrefix(line, name+"=") {
+			lines[i], changed = name+"="+value, true
+		}
+	}
+	if !changed {
+		t.Fatalf(".env.example has no line %s=", name)
+	}
+	env, err := dotenv.UnmarshalWithLookup(strings.Join(lines, "\n"), nil)
+	if err != nil {
+		t.Fatalf("read .env.example with %s=%s: %v", name, value, err)
+	}
+	for k, v := range env {
+		if v == "" {
+			env[k] = "test-" + strings.ToLower(k) + "-0123456789abcdef"
+		}
+	}
+	return env
 }
 
 // tokensOnly is a .env holding only the values .env.example leaves for the

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -53,7 +54,7 @@ func readRequest(r *http.Request, limit int64) ([]byte, error) {
 var bodyTimeout = BodyTimeout
 
 // errBodyTimeout is a body not sent within bodyTimeout.
-var errBodyTimeout = errors.New("the request body did not arrive in time")
+var errBodyTimeout = fmt.Errorf("request body did not arrive within %ds", int(BodyTimeout/time.Second))
 
 func readError(err error) error {
 	if IsTimeout(err) {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -195,7 +196,7 @@ func readBody(r *http.Request) ([]byte, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 	if service.IsTimeout(err) {
-		return nil, errorf(http.StatusRequestTimeout, codeTimeout, "body: did not arrive within %s", service.BodyTimeout)
+		return nil, errorf(http.StatusRequestTimeout, codeTimeout, "body: did not arrive within %ds", int(service.BodyTimeout/time.Second))
 	}
 	if err != nil {
 		return nil, badRequest("body: read: %v", err)

@@ -89,7 +89,8 @@ func decodeRequest(data []byte, decodeArgs argsDecoder) (req tool.Request, args 
 	// The fault is inside the arguments. The envelope must still be sound
 	// on its own: judge it with the arguments replaced by {}.
 	start, end, ok := argumentsSpan(data)
-	if !ok {
+	if !ok || data[start] != '{' {
+		// Not an object: the envelope's fault, which Validate names.
 		return req, nil, nil, err
 	}
 	envelope := slices.Concat(data[:start], []byte("{}"), data[end:])

@@ -145,6 +145,7 @@ func TestBadInput(t *testing.T) {
 		{"argument not UTF-8", "/tools/echo", "{\"tenant_id\":\"t\",\"session_id\":\"s\",\"call_id\":\"c\",\"arguments\":{\"text\":\"a\xffb\"}}", nil, 200, `invalid arguments: text: string is not valid UTF-8`},
 		{"argument with a lone surrogate", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"\ud800"}}`, nil, 200, `invalid arguments: text: string has an unpaired UTF-16 surrogate`},
 		{"argument name not UTF-8", "/tools/echo", "{\"tenant_id\":\"t\",\"session_id\":\"s\",\"call_id\":\"c\",\"arguments\":{\"te\xffxt\":\"a\"}}", nil, 200, `invalid arguments: string is not valid UTF-8`},
+		{"arguments a string that is not UTF-8", "/tools/echo", "{\"tenant_id\":\"t\",\"session_id\":\"s\",\"call_id\":\"c\",\"arguments\":\"\xbd\"}", nil, 400, `arguments: string is not valid UTF-8`},
 		{"envelope fault after a bad argument", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"a","text":"b"},"tenant_id":"u"}`, nil, 400, `tenant_id: duplicate field`},
 		{"envelope not UTF-8 after a bad argument", "/tools/echo", "{\"tenant_id\":\"t\",\"session_id\":\"s\",\"arguments\":{\"text\":\"a\",\"text\":\"b\"},\"call_id\":\"c\xff\"}", nil, 400, `call_id: string is not valid UTF-8`},
 		{"envelope field named twice", "/tools/echo", `{"tenant_id":"t","tenant_id":"u","session_id":"s","call_id":"c","arguments":{"text":"a"}}`, nil, 400, `tenant_id: duplicate field`},

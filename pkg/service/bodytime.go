@@ -14,6 +14,10 @@ import (
 // every long stream; this bounds the body alone.
 const BodyTimeout = 60 * time.Second
 
+// DrainGrace is how long a refused request's unread body may take to
+// arrive, so the connection can be answered and closed cleanly (1 s).
+const DrainGrace = time.Second
+
 // LimitBodyTime gives a request with a body d to send it: the connection's
 // read deadline is set when the handler starts and cleared as soon as the
 // body has been read to its end, so a handler that then works or streams
@@ -23,10 +27,11 @@ const BodyTimeout = 60 * time.Second
 // a body and never sends it holds a connection for d at most.
 //
 // When the handler returns without reading the body to its end (a
-// refusal), the deadline is moved to now: net/http would otherwise wait
-// for up to 256 KiB of it, to keep the connection, before sending the
-// answer or closing; a body already received is still read from the
-// buffer, and one still to come ends the connection at once.
+// refusal), net/http reads up to 256 KiB of the rest before it answers or
+// closes, so that a client still sending sees the answer rather than a
+// reset connection. The deadline then moves to DrainGrace from now: a
+// client that is sending finishes in that time, one that stalls is cut
+// off after it instead of after d.
 func LimitBodyTime(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
@@ -42,7 +47,7 @@ func LimitBodyTime(d time.Duration, next http.Handler) http.Handler {
 		r.Body = body
 		next.ServeHTTP(w, r)
 		if !body.done {
-			_ = rc.SetReadDeadline(time.Now())
+			_ = rc.SetReadDeadline(time.Now().Add(DrainGrace))
 		}
 	})
 }

@@ -20,16 +20,14 @@ import (
 // decoder into the tool's argument type (see TypedTool).
 type argsDecoder func(dec *jsontext.Decoder) (any, error)
 
-// readRequest reads the call's body. A body that declares its length is
-// refused at once when that is over limit, and otherwise read in one
-// allocation of that size (net/http ends the body there); a chunked body is
-// read up to limit+1 bytes.
+// readRequest reads the call's body. A body that declares a length within
+// limit is read in one allocation of that size (net/http ends the body
+// there); any other is read up to limit+1 bytes. A body over limit is read
+// that far, not refused on its declared length alone: a client still
+// sending when the connection closes may lose the 413 to a reset.
 func readRequest(r *http.Request, limit int64) ([]byte, error) {
 	n := r.ContentLength
-	if n > 0 {
-		if limit > 0 && n > limit {
-			return nil, &strictjson.TooLargeError{Limit: limit}
-		}
+	if n > 0 && (limit <= 0 || n <= limit) {
 		data := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, data); err != nil {
 			return nil, readError(err)

@@ -67,11 +67,6 @@ func Unauthorized(w http.ResponseWriter, r *http.Request) {
 	}
 	data, _ := json.Marshal(map[string]any{"error": body})
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-	if r.ContentLength != 0 {
-		// The body will not be read: close rather than wait for a client
-		// that may never send it.
-		w.Header().Set("Connection", "close")
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	_, _ = w.Write(append(data, '\n'))

@@ -26,8 +26,10 @@ const DrainGrace = time.Second
 // drained by net/http within the same deadline, so a client that declares
 // a body and never sends it holds a connection for d at most.
 //
-// When the handler returns without reading the body to its end (a
-// refusal), net/http reads up to 256 KiB of the rest before it answers or
+// An error answer (4xx, 5xx) written before the body was read to its end
+// says Connection: close, so it goes out at once instead of after the
+// rest of the body. When the handler returns without reading the body to
+// its end (a refusal), net/http reads up to 256 KiB of the rest before it answers or
 // closes, so that a client still sending sees the answer rather than a
 // reset connection. The deadline then moves to DrainGrace from now: a
 // client that is sending finishes in that time, one that stalls is cut
@@ -45,12 +47,32 @@ func LimitBodyTime(d time.Duration, next http.Handler) http.Handler {
 		}
 		body := &deadlineBody{ReadCloser: r.Body, clear: func() { _ = rc.SetReadDeadline(time.Time{}) }}
 		r.Body = body
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(&refusalWriter{ResponseWriter: w, body: body}, r)
 		if !body.done {
 			_ = rc.SetReadDeadline(time.Now().Add(DrainGrace))
 		}
 	})
 }
+
+// refusalWriter marks an error answer to a request whose body is unread
+// with Connection: close.
+type refusalWriter struct {
+	http.ResponseWriter
+	body *deadlineBody
+}
+
+func (w *refusalWriter) WriteHeader(code int) {
+	if code >= 400 && !w.body.done {
+		w.Header().Set("Connection", "close")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Flush and Unwrap keep streaming (http.Flusher, http.ResponseController)
+// working through the wrapper.
+func (w *refusalWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type deadlineBody struct {
 	io.ReadCloser

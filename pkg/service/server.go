@@ -288,7 +288,6 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 		case errors.As(err, &tl):
 			WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", "request "+err.Error())
 		case errors.Is(err, errBodyTimeout):
-			w.Header().Set("Connection", "close")
 			WriteError(w, http.StatusRequestTimeout, "request_timeout", err.Error())
 		default:
 			WriteError(w, http.StatusBadRequest, "invalid_request", bodyProblem(err))

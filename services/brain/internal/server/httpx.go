@@ -132,11 +132,6 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
 	}
-	if r.ContentLength != 0 && ae.status != http.StatusOK && (ae.status == http.StatusUnauthorized || ae.status == http.StatusRequestTimeout) {
-		// The body was not read, or not all of it arrived: close rather
-		// than wait for a client that may never send it.
-		w.Header().Set("Connection", "close")
-	}
 	type body struct {
 		Code      string `json:"code"`
 		Message   string `json:"message"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -423,7 +424,7 @@ func absolutize(doc *html.Node, base *url.URL) {
 		}
 		kept := n.Attr[:0]
 		for _, a := range n.Attr {
-			if a.Namespace != "" || !contains(names, a.Key) {
+			if a.Namespace != "" || !slices.Contains(names, a.Key) {
 				kept = append(kept, a)
 				continue
 			}
@@ -452,15 +453,6 @@ func absolutize(doc *html.Node, base *url.URL) {
 func isInlineData(v string) bool {
 	v = strings.TrimSpace(v)
 	return len(v) > 5 && strings.EqualFold(v[:5], "data:") && v != "data:,"
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // urlSpace removes what browsers remove from a URL before parsing it.

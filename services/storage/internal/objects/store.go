@@ -97,32 +97,27 @@ func (s *Store) Put(ctx context.Context, ns keys.Namespace, key string, body []b
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var ctype *string
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(s.bucket),
+		Key:           aws.String(full),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+		Metadata:      metadata,
+	}
 	if contentType != "" {
-		ctype = aws.String(contentType)
+		in.ContentType = aws.String(contentType)
 	}
 	var etag *string
 	if len(body) < PartSize {
-		out, err := s.c.api.PutObject(ctx, &s3.PutObjectInput{
-			Bucket:        aws.String(s.bucket),
-			Key:           aws.String(full),
-			Body:          bytes.NewReader(body),
-			ContentLength: aws.Int64(int64(len(body))),
-			ContentType:   ctype,
-			Metadata:      metadata,
-		})
+		out, err := s.c.api.PutObject(ctx, in)
 		if err != nil {
 			return Object{}, classify("put", key, ns, err)
 		}
 		etag = out.ETag
 	} else {
 		out, err := s.c.uploader.UploadObject(ctx, &transfermanager.UploadObjectInput{
-			Bucket:        aws.String(s.bucket),
-			Key:           aws.String(full),
-			Body:          bytes.NewReader(body),
-			ContentLength: aws.Int64(int64(len(body))),
-			ContentType:   ctype,
-			Metadata:      metadata,
+			Bucket: in.Bucket, Key: in.Key, Body: in.Body, ContentLength: in.ContentLength,
+			ContentType: in.ContentType, Metadata: in.Metadata,
 		})
 		if err != nil {
 			return Object{}, classify("put", key, ns, err)

@@ -305,8 +305,10 @@ func DecodeResult(data []byte) (*Result, error) {
 		}
 		r.Content[i] = c
 	}
-	if err := r.Validate(); err != nil {
-		return nil, fmt.Errorf("result: %w", err)
+	// Each block was validated as it was read, and the decoder checked
+	// structured_content's JSON: what Validate adds is the empty rule.
+	if len(r.Content) == 0 && !r.HasStructured() {
+		return nil, fmt.Errorf("result: %w", ErrEmptyResult)
 	}
 	return r, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
@@ -186,7 +187,9 @@ func decodeIDArgs(raw json.RawMessage, idField string, withWait bool, maxWait in
 	}
 	if w, ok := m["wait_seconds"]; ok && withWait {
 		var n int
-		if err := json.Unmarshal(w, &n); err != nil {
+		// strictjson reads integers as JSON Schema does (1e1 is 10), so a
+		// value brain validated against the schema also decodes here.
+		if err := strictjson.Unmarshal(w, &n); err != nil {
 			return tool.Errorf("invalid arguments: wait_seconds: must be an integer")
 		}
 		if n < 0 || n > maxWait {

@@ -189,6 +189,7 @@ func TestToolArgumentErrors(t *testing.T) {
 		{"wait over the cap", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": 21}, "wait_seconds: must be from 0 to 20, got 21"},
 		{"negative wait", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": -1}, "wait_seconds: must be from 0 to 20"},
 		{"wait not an integer", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": 1.5}, "wait_seconds: must be an integer"},
+		{"wait 1e1 is 10: over the cap of 20 only past it", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": json.RawMessage(`2.1e1`)}, "wait_seconds: must be from 0 to 20, got 21"},
 		{"cancel takes no wait", "sleep_cancel", map[string]any{"job_id": NewID(), "wait_seconds": 1}, "wait_seconds: unknown field"},
 		{"start refusal", "sleep_start", sleepArgs{Millis: -1}, "millis: must not be negative"},
 	}

@@ -429,7 +429,7 @@ func absolutize(doc *html.Node, base *url.URL) {
 				continue
 			}
 			switch {
-			case isInlineData(a.Val):
+			case isInlineData(a.Val) && a.Key != "href":
 				// An inline image is base64 that a reader cannot use and
 				// that can fill the whole page budget: keep the image (and
 				// its alt text) with an empty data URL (RFC 2397).

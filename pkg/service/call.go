@@ -50,7 +50,8 @@ type Call struct {
 	// Logger carries the call's tool, tenant, session and call IDs.
 	Logger   *slog.Logger
 	progress func(any) error
-	args     any // the arguments already decoded (TypedTool), or nil
+	args     any      // the arguments already decoded (TypedTool), or nil
+	written  []func() // OnWritten's functions
 }
 
 // NewCall builds a Call for a transport other than the built-in HTTP one
@@ -67,6 +68,15 @@ func (c *Call) Progress(v any) error {
 		return nil
 	}
 	return c.progress(v)
+}
+
+// OnWritten registers f to run once the built-in HTTP transport has
+// written the call's result to the host, or failed to: a handler uses it to
+// recycle a large buffer that its result's strings share (storage_get's
+// base64). Other transports (NewCall) never run f, so f may only return
+// memory to a pool, never do work the call needs.
+func (c *Call) OnWritten(f func()) {
+	c.written = append(c.written, f)
 }
 
 // Typed adapts a handler that takes its arguments as a struct: the call's

@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -321,6 +322,9 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 		auto.Stop()
 	}
 	resp.finish(result)
+	for _, f := range call.written {
+		f()
+	}
 
 	if result.IsError {
 		t.failed.Inc()
@@ -505,12 +509,15 @@ func zeroQuality(params string) bool {
 // WriteJSON encodes v, then writes status and the body; an encoding failure
 // becomes a clean 500.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
+	bp := outBuffers.Get().(*[]byte)
 	var data []byte
 	var err error
 	if r, ok := v.(*tool.Result); ok {
-		data, err = r.AppendJSON(make([]byte, 0, 512))
+		data, err = r.AppendJSON((*bp)[:0])
 	} else {
-		data, err = json.Marshal(v)
+		var m []byte
+		m, err = json.Marshal(v)
+		data = append((*bp)[:0], m...)
 	}
 	if err != nil {
 		w.Header().Set("Content-Type", "application/json")
@@ -518,10 +525,27 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 		_, _ = w.Write([]byte(`{"error":{"code":"internal_error","message":"internal error"}}` + "\n"))
 		return
 	}
+	data = append(data, '\n')
 	w.Header().Set("Content-Type", "application/json")
+	// A length lets the caller size its buffer once and spares the
+	// chunked framing of a large result.
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(data, '\n'))
+	_, _ = w.Write(data)
+	// Write does not keep data, so the buffer serves the next response;
+	// one grown past maxPooledBuffer is left to the collector.
+	if cap(data) <= maxPooledBuffer {
+		*bp = data[:0]
+		outBuffers.Put(bp)
+	}
 }
+
+// maxPooledBuffer bounds the response buffers WriteJSON keeps for reuse:
+// 4 MiB, twice brain's largest max_output_bytes.
+const maxPooledBuffer = 4 << 20
+
+// outBuffers are WriteJSON's response buffers.
+var outBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // WriteError writes {"error":{"code":code,"message":message,"request_id":...}}
 // with status; request_id repeats the response's X-Request-Id header.

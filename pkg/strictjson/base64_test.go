@@ -1,0 +1,96 @@
+package strictjson
+
+import (
+	"bytes"
+	"encoding/base64"
+	"strings"
+	"testing"
+)
+
+func TestBase64(t *testing.T) {
+	type args struct {
+		Data *Base64  `json:"data_base64"`
+		List []Base64 `json:"list"`
+	}
+	big := bytes.Repeat([]byte{0, 1, 2, 0xfe, 0xff}, 100_000)
+	tests := []struct {
+		name, body  string
+		want        []byte // for Data
+		null        bool   // Data stays nil
+		field, errs string
+	}{
+		{name: "bytes", body: `{"data_base64":"AAEC/v8="}`, want: []byte{0, 1, 2, 0xfe, 0xff}},
+		{name: "empty", body: `{"data_base64":""}`, want: []byte{}},
+		{name: "large", body: `{"data_base64":"` + base64.StdEncoding.EncodeToString(big) + `"}`, want: big},
+		{name: "escaped", body: `{"data_base64":"\u0041AEC\/v8="}`, want: []byte{0, 1, 2, 0xfe, 0xff}},
+		{name: "absent", body: `{}`, null: true},
+		{name: "null", body: `{"data_base64":null}`, null: true},
+		{name: "in a list", body: `{"list":["AA==","AQ==",null]}`, null: true},
+		{name: "unpadded", body: `{"data_base64":"AAEC/v8"}`, field: "data_base64", errs: "not standard base64"},
+		{name: "url alphabet", body: `{"data_base64":"AAEC_v8="}`, field: "data_base64", errs: "not standard base64: illegal base64 data at input byte 4"},
+		{name: "space", body: `{"data_base64":"AAEC /v8="}`, field: "data_base64", errs: "not standard base64"},
+		{name: "number", body: `{"data_base64":12}`, field: "data_base64", errs: "wrong type: got number, want string of base64"},
+		{name: "object", body: `{"data_base64":{"a":[1]}}`, field: "data_base64", errs: "wrong type: got object"},
+		{name: "list item", body: `{"list":["AA==",true]}`, field: "list[1]", errs: "wrong type: got bool"},
+		{name: "bad escape", body: `{"data_base64":"\ud800AA=="}`, field: "data_base64", errs: "surrogate"},
+		{name: "bad utf-8", body: "{\"data_base64\":\"AA\xff=\"}", field: "data_base64", errs: "not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got args
+			err := Unmarshal([]byte(tt.body), &got)
+			if tt.errs != "" {
+				fe, ok := err.(*FieldError)
+				if !ok || fe.Field != tt.field || !strings.Contains(fe.Problem, tt.errs) {
+					t.Fatalf("err %#v, want field %q with %q", err, tt.field, tt.errs)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.null && got.Data != nil:
+				t.Fatalf("Data = %v, want nil", *got.Data)
+			case !tt.null && (got.Data == nil || !bytes.Equal(*got.Data, tt.want) || *got.Data == nil):
+				t.Fatalf("Data = %v, want %d bytes", got.Data, len(tt.want))
+			}
+		})
+	}
+	var l args
+	if err := Unmarshal([]byte(`{"list":["AA==","AQI=",null]}`), &l); err != nil || len(l.List) != 3 || !bytes.Equal(l.List[1], []byte{1, 2}) || l.List[2] != nil {
+		t.Fatalf("list: %v %v", l.List, err)
+	}
+}
+
+func BenchmarkBase64(b *testing.B) {
+	data := make([]byte, 256<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	doc := []byte(`{"data_base64":"` + base64.StdEncoding.EncodeToString(data) + `"}`)
+	b.SetBytes(int64(len(doc)))
+	b.Run("Base64", func(b *testing.B) {
+		for b.Loop() {
+			var v struct {
+				Data *Base64 `json:"data_base64"`
+			}
+			if err := Unmarshal(doc, &v); err != nil || len(*v.Data) != len(data) {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("string then decode", func(b *testing.B) {
+		for b.Loop() {
+			var v struct {
+				Data *string `json:"data_base64"`
+			}
+			if err := Unmarshal(doc, &v); err != nil {
+				b.Fatal(err)
+			}
+			if out, err := base64.StdEncoding.DecodeString(*v.Data); err != nil || len(out) != len(data) {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -131,6 +132,12 @@ func (s *Store) Put(ctx context.Context, ns keys.Namespace, key string, body []b
 // The Object's Size is the whole object's size; data is shorter than n at
 // the end of the object and empty when offset is at or past the end.
 func (s *Store) Get(ctx context.Context, ns keys.Namespace, key string, offset, n int64) (Object, []byte, error) {
+	return s.GetInto(ctx, ns, key, offset, n, nil)
+}
+
+// GetInto is Get reading into buf's memory when it is large enough (a
+// buffer the caller recycles); data may share it.
+func (s *Store) GetInto(ctx context.Context, ns keys.Namespace, key string, offset, n int64, buf []byte) (Object, []byte, error) {
 	full, err := ns.Object(key)
 	if err != nil {
 		return Object{}, nil, &Error{Op: "get", Key: key, Kind: KindInvalid, Msg: "key " + err.Error()}
@@ -178,11 +185,12 @@ func (s *Store) Get(ctx context.Context, ns keys.Namespace, key string, offset, 
 	if cl := aws.ToInt64(out.ContentLength); cl >= 0 && cl < capacity {
 		capacity = cl
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, capacity))
-	if _, err := buf.ReadFrom(io.LimitReader(body, n)); err != nil {
+	// bytes.Buffer.ReadFrom wants MinRead bytes free before each read.
+	b := bytes.NewBuffer(slices.Grow(buf[:0], int(capacity)+bytes.MinRead))
+	if _, err := b.ReadFrom(io.LimitReader(body, n)); err != nil {
 		return Object{}, nil, classify("get", key, ns, err)
 	}
-	return obj, buf.Bytes(), nil
+	return obj, b.Bytes(), nil
 }
 
 // totalFromContentRange parses the complete length of "bytes a-b/total".

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -65,19 +67,29 @@ func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) *tool.Re
 	if a.MaxBytes != nil && *a.MaxBytes < want {
 		want = *a.MaxBytes
 	}
-	obj, data, err := t.store.Get(ctx, ns, a.Key, a.Offset, want)
+	bp := getBuffers.Get().(*[]byte)
+	obj, data, err := t.store.GetInto(ctx, ns, a.Key, a.Offset, want, *bp)
 	if err != nil {
+		getBuffers.Put(bp)
 		return failure(err, false)
 	}
+	// Every rendering copies data (text, image base64, base64), so its
+	// buffer serves the next call once the result is built.
+	defer func() {
+		if cap(data) <= maxPooledBytes {
+			*bp = data[:0]
+			getBuffers.Put(bp)
+		}
+	}()
 	// Spend on data what the rest of the result leaves of the limit, and
 	// shrink if the first estimate was off. Sizes are computed, not
 	// marshalled: the data is most of the result and encoding it twice
 	// would cost as much as the S3 calls.
 	limit := int(t.cfg.MaxOutputBytes) - sseMargin
-	skeleton, _ := render(obj, nil, a.Offset, 0)
+	skeleton, _ := render(call, obj, nil, a.Offset, 0)
 	budget := limit - encodedLen(skeleton) - 512
 	for range 4 {
-		r, dataLen := render(obj, data, a.Offset, budget)
+		r, dataLen := render(call, obj, data, a.Offset, budget)
 		n := skeletonLen(r) + dataLen
 		if n <= limit {
 			return r
@@ -101,7 +113,7 @@ func skeletonLen(r *tool.Result) int {
 // render builds storage_get's result for data read at offset of obj,
 // spending at most budget bytes of encoded output on the data itself, and
 // returns the data's encoded length (inside its JSON string).
-func render(obj objects.Object, data []byte, offset int64, budget int) (*tool.Result, int) {
+func render(call *service.Call, obj objects.Object, data []byte, offset int64, budget int) (*tool.Result, int) {
 	if budget < 0 {
 		budget = 0
 	}
@@ -133,7 +145,7 @@ func render(obj objects.Object, data []byte, offset int64, budget int) (*tool.Re
 		if max := budget / 4 * 3; len(data) > max {
 			data = data[:max]
 		}
-		payload = tool.Text(encodeBase64(data))
+		payload = tool.Text(encodeBase64(call, data))
 		encoded = len(payload.Text)
 	}
 	res.Length = int64(len(data))
@@ -192,13 +204,37 @@ func orUnknown(ct string) string {
 	return ct
 }
 
-// encodeBase64 is standard base64 of data, encoded into one buffer that
-// becomes the string without a copy (the buffer is never written again).
-func encodeBase64(data []byte) string {
+// encodeBase64 is standard base64 of data. Its string shares a pooled
+// buffer that goes back to the pool once call's result is written (call
+// nil: a fresh buffer), since the base64 of a large object is most of the
+// call's allocation.
+func encodeBase64(call *service.Call, data []byte) string {
 	if len(data) == 0 {
 		return ""
 	}
-	buf := make([]byte, b64.StdEncoding.EncodedLen(len(data)))
+	n := b64.StdEncoding.EncodedLen(len(data))
+	var buf []byte
+	if call == nil || n > maxPooledBytes {
+		buf = make([]byte, n)
+	} else {
+		bp := encodeBuffers.Get().(*[]byte)
+		buf = slices.Grow((*bp)[:0], n)[:n]
+		call.OnWritten(func() {
+			*bp = buf[:0]
+			encodeBuffers.Put(bp)
+		})
+	}
 	b64.StdEncoding.Encode(buf, data)
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
+}
+
+// maxPooledBytes bounds the buffers storage_get keeps for reuse: 4 MiB,
+// twice the largest output limit a binding may set.
+const maxPooledBytes = 4 << 20
+
+// getBuffers hold objects' bytes as read; encodeBuffers their base64.
+var getBuffers, encodeBuffers = newBufferPool(), newBufferPool()
+
+func newBufferPool() *sync.Pool {
+	return &sync.Pool{New: func() any { return new([]byte) }}
 }

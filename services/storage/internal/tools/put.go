@@ -2,14 +2,11 @@ package tools
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"mime"
 	"net/http"
 	"path"
 	"strings"
-
-	b64 "github.com/segmentio/asm/base64"
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -23,11 +20,11 @@ import (
 const MaxMetadataBytes = 2048
 
 type putArgs struct {
-	Key         string            `json:"key"`
-	Text        *string           `json:"text"`
-	DataBase64  *string           `json:"data_base64"`
-	ContentType string            `json:"content_type"`
-	Metadata    map[string]string `json:"metadata"`
+	Key         string             `json:"key"`
+	Text        *string            `json:"text"`
+	DataBase64  *strictjson.Base64 `json:"data_base64"`
+	ContentType string             `json:"content_type"`
+	Metadata    map[string]string  `json:"metadata"`
 }
 
 func (a *putArgs) Validate() error {
@@ -93,14 +90,7 @@ func (t *Tools) put(ctx context.Context, call *service.Call, a putArgs) *tool.Re
 			contentType = textType(a.Key)
 		}
 	} else {
-		if enc := base64.StdEncoding.DecodedLen(len(*a.DataBase64)); int64(enc) > t.cfg.MaxPutBytes+3 {
-			return t.tooLarge("data_base64", int64(enc))
-		}
-		var err error
-		body, err = b64.StdEncoding.DecodeString(*a.DataBase64)
-		if err != nil {
-			return fieldErr("data_base64", "not standard base64: %v", err)
-		}
+		body = *a.DataBase64
 		if contentType == "" {
 			contentType = binaryType(a.Key, body)
 		}

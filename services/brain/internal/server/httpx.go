@@ -87,12 +87,22 @@ func requestID(ctx context.Context) string {
 	return id
 }
 
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+// idEncoding is lower-case base32 with its alphabet in byte order, so that
+// IDs sort as the bytes they encode.
+var idEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadding(base32.NoPadding)
 
-// newID returns prefix_ and 128 random bits in lower-case base32.
+// newID returns prefix_ and 26 base32 characters: 48 bits of the Unix time
+// in milliseconds, then 80 random bits. IDs made later sort later, so the
+// rows a busy brain inserts and updates share the newest pages of the
+// tables keyed by ID instead of dirtying a random page each (fewer pages
+// written per commit). The random bits keep IDs unguessable.
 func newID(prefix string) string {
 	var b [16]byte
-	rand.Read(b[:])
+	ms := uint64(time.Now().UnixMilli())
+	for i := range 6 {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	rand.Read(b[6:])
 	return prefix + "_" + idEncoding.EncodeToString(b[:])
 }
 

@@ -67,8 +67,10 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./pkg/sse
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME) ./pkg/tool
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./pkg/tool
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestAppendJSON$$' -fuzztime $(FUZZTIME) ./pkg/tool
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./pkg/service
 	$(GO) test -run '^$$' -fuzz '^FuzzIntegers$$' -fuzztime $(FUZZTIME) ./pkg/strictjson
+	$(GO) test -run '^$$' -fuzz '^FuzzBase64$$' -fuzztime $(FUZZTIME) ./pkg/strictjson
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./services/brain/internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzResponse$$' -fuzztime $(FUZZTIME) ./services/brain/internal/invoke
 

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -363,10 +364,38 @@ func TestRequestAppendJSON(t *testing.T) {
 			t.Errorf("AppendJSON = %s, json.Marshal = %s", got, want)
 		}
 	}
-	for _, args := range []string{``, `{"a":`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{} {}`} {
+	for _, args := range []string{``, `{"a":`, "{\"a\":\"\xff\"}", `{} {}`, `{}, "tenant_id": "other"`, `{"a":1}}`, "{\"a\":\"\xed\xa0\x80\"}"} {
 		r := Request{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(args)}
 		if _, err := r.AppendJSON(nil); err == nil || !strings.Contains(err.Error(), "arguments") {
 			t.Errorf("arguments %q: err %v, want one naming arguments", args, err)
 		}
 	}
+}
+
+// FuzzRequestAppendJSON: AppendJSON accepts exactly the arguments that are
+// one JSON value in valid UTF-8 (encoding/json's Valid and utf8.Valid are
+// the oracle), and what it writes is an envelope whose identity fields are
+// the request's and whose arguments are the input: no argument can reach
+// outside its member.
+func FuzzRequestAppendJSON(f *testing.F) {
+	for _, s := range []string{`{}`, ` {"a": [1, 2]} `, `{"a":1,"a":2}`, `{}, "tenant_id": "other"`, `{"a":"\ud800"}`, "\"\xff\"", `{} {}`, `[1,]`, `"x"`, `{"a":1}}`, `01`, "{\"a\":\"\xed\xa0\x80\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		r := Request{TenantID: "t", SessionID: "s", CallID: "c", Arguments: args}
+		out, err := r.AppendJSON(nil)
+		if want := json.Valid(args) && utf8.Valid(args); (err == nil) != want {
+			t.Fatalf("%q: AppendJSON err %v, but encoding/json and utf8 say valid=%v", args, err, want)
+		}
+		if err != nil {
+			return
+		}
+		var env map[string]json.RawMessage
+		if err := json.Unmarshal(out, &env); err != nil || len(env) != 4 {
+			t.Fatalf("%q: envelope %s: %v", args, out, err)
+		}
+		if string(env["tenant_id"]) != `"t"` || string(env["session_id"]) != `"s"` || string(env["call_id"]) != `"c"` || string(env["arguments"]) != string(bytes.TrimSpace(args)) {
+			t.Fatalf("%q: envelope %s", args, out)
+		}
+	})
 }

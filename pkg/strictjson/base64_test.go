@@ -94,3 +94,32 @@ func BenchmarkBase64(b *testing.B) {
 		}
 	})
 }
+
+// FuzzBase64 holds Base64 to the slow path it replaces: decode the JSON
+// string, then encoding/base64's StdEncoding. Both succeed with the same
+// bytes or both fail.
+func FuzzBase64(f *testing.F) {
+	for _, s := range []string{"", "AAEC/v8=", "QQ==", "QQ", "QUJD\\n", "\\u0041QID", "AA\\/A", "\\ud800", "A===", "QU JD", "\xff", "QUJD\r\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		doc := []byte(`{"d":"` + raw + `"}`)
+		var ref struct {
+			D *string `json:"d"`
+		}
+		var got struct {
+			D *Base64 `json:"d"`
+		}
+		err := Unmarshal(doc, &got)
+		if rerr := Unmarshal(doc, &ref); rerr != nil {
+			if err == nil {
+				t.Fatalf("%q: Base64 decoded a document the string decoder refuses: %v", raw, rerr)
+			}
+			return
+		}
+		want, werr := base64.StdEncoding.DecodeString(*ref.D)
+		if (err == nil) != (werr == nil) || err == nil && !bytes.Equal(*got.D, want) {
+			t.Fatalf("%q: Base64 gives %v, %v; string then encoding/base64 gives %v, %v", raw, got.D, err, want, werr)
+		}
+	})
+}

@@ -64,15 +64,15 @@ test: deps lint ## lint, then every module's tests (-race, shuffled, uncached) a
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 10s)
-	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./pkg/sse
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME) ./pkg/tool
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./pkg/tool
-	$(GO) test -run '^$$' -fuzz '^FuzzRequestAppendJSON$$' -fuzztime $(FUZZTIME) ./pkg/tool
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./pkg/service
-	$(GO) test -run '^$$' -fuzz '^FuzzIntegers$$' -fuzztime $(FUZZTIME) ./pkg/strictjson
-	$(GO) test -run '^$$' -fuzz '^FuzzBase64$$' -fuzztime $(FUZZTIME) ./pkg/strictjson
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./services/brain/internal/config
-	$(GO) test -run '^$$' -fuzz '^FuzzResponse$$' -fuzztime $(FUZZTIME) ./services/brain/internal/invoke
+	@GO=$(GO) bash scripts/fuzz.sh FuzzRead ./pkg/sse $(FUZZTIME)
+	@GO=$(GO) bash scripts/fuzz.sh FuzzDecodeResult ./pkg/tool $(FUZZTIME)
+	@GO=$(GO) bash scripts/fuzz.sh FuzzAppendString ./pkg/tool $(FUZZTIME)
+	@GO=$(GO) bash scripts/fuzz.sh FuzzRequestAppendJSON ./pkg/tool $(FUZZTIME)
+	@GO=$(GO) bash scripts/fuzz.sh FuzzDecodeRequest ./pkg/service $(FUZZTIME)
+	@GO=$(GO) bash scripts/fuzz.sh FuzzIntegers ./pkg/strictjson $(FUZZTIME)
+	@GO=$(GO) bash scripts/fuzz.sh FuzzBase64 ./pkg/strictjson $(FUZZTIME)
+	@GO=$(GO) bash scripts/fuzz.sh FuzzParse ./services/brain/internal/config $(FUZZTIME)
+	@GO=$(GO) bash scripts/fuzz.sh FuzzResponse ./services/brain/internal/invoke $(FUZZTIME)
 
 .PHONY: bench
 bench: deps ## side-by-side benchmarks of every service against its anchor

@@ -98,8 +98,8 @@ func (r Request) String() string {
 // Arguments are not exactly one JSON value (RFC 8259) in valid UTF-8: that
 // check keeps them inside their member of the envelope. Finer rules, such
 // as duplicate names, are the tool's to refuse (pkg/service answers them
-// with an is_error result); brain refuses them before, when it validates
-// the arguments against the tool's input_schema.
+// with an is_error result); brain refuses them before, when it decodes the
+// body of POST /sessions/{id}/tool_calls.
 func (r *Request) AppendJSON(b []byte) ([]byte, error) {
 	if !validJSON(r.Arguments) {
 		return nil, &strictjson.FieldError{Field: "arguments", Problem: "not a valid JSON value"}

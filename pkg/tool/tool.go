@@ -123,12 +123,22 @@ func (r *Request) AppendJSON(b []byte) ([]byte, error) {
 }
 
 // validJSON reports whether data is one JSON value (RFC 8259 syntax, any
-// surrounding space) in valid UTF-8. segmentio/encoding checks the syntax
-// about ten times faster than jsontext.Value.IsValid on a long string (a
-// base64 upload); utf8.Valid adds the strict UTF-8 that it leaves out.
+// surrounding space) in valid UTF-8, nested at most 10,000 levels deep.
+// segmentio/encoding checks the syntax about ten times faster than
+// jsontext.Value.IsValid on a long string (a base64 upload); utf8.Valid
+// adds the strict UTF-8 that it leaves out. It has no nesting limit and
+// slows down on deep nesting, so a value with more than 10,000 brackets is
+// checked by jsontext instead, which refuses nesting past 10,000 levels as
+// strictjson and the tools do.
 func validJSON(data []byte) bool {
+	if bytes.Count(data, []byte("["))+bytes.Count(data, []byte("{")) > maxNesting {
+		return jsontext.Value(data).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) && utf8.Valid(data)
+	}
 	return sjson.Valid(data) && utf8.Valid(data)
 }
+
+// maxNesting is jsontext's limit on nested objects and arrays.
+const maxNesting = 10000
 
 func isObject(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)

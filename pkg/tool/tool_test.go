@@ -364,7 +364,13 @@ func TestRequestAppendJSON(t *testing.T) {
 			t.Errorf("AppendJSON = %s, json.Marshal = %s", got, want)
 		}
 	}
-	for _, args := range []string{``, `{"a":`, "{\"a\":\"\xff\"}", `{} {}`, `{}, "tenant_id": "other"`, `{"a":1}}`, "{\"a\":\"\xed\xa0\x80\"}"} {
+	deep := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
+	for _, args := range []string{deep(9999), deep(5000), `{"a":[` + strings.Repeat("[],", 20000) + `[]]}`} {
+		if _, err := (&Request{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(args)}).AppendJSON(nil); err != nil {
+			t.Errorf("%.20s… (%d bytes): %v", args, len(args), err)
+		}
+	}
+	for _, args := range []string{``, deep(10001), strings.Repeat("[", 1_000_000), `{"a":`, "{\"a\":\"\xff\"}", `{} {}`, `{}, "tenant_id": "other"`, `{"a":1}}`, "{\"a\":\"\xed\xa0\x80\"}"} {
 		r := Request{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(args)}
 		if _, err := r.AppendJSON(nil); err == nil || !strings.Contains(err.Error(), "arguments") {
 			t.Errorf("arguments %q: err %v, want one naming arguments", args, err)

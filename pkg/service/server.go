@@ -141,12 +141,16 @@ func (s *Server) build() {
 			s.serveCall(w, req, t)
 		})(w, req)
 	})
-	r.GET("/tools", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
-		s.authed(s.serveBindings)(w, req)
-	})
-	r.GET("/healthz", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { s.serveHealth(w, req) })
-	r.Handler(http.MethodGet, "/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
-	r.HEAD("/healthz", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { s.serveHealth(w, req) })
+	// Every GET route answers HEAD too (RFC 9110 section 9.3.2); net/http
+	// sends the headers without the body.
+	metrics := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		r.Handle(method, "/tools", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
+			s.authed(s.serveBindings)(w, req)
+		})
+		r.Handle(method, "/healthz", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { s.serveHealth(w, req) })
+		r.Handler(method, "/metrics", metrics)
+	}
 	if s.Routes != nil {
 		s.Routes(r)
 	}

@@ -157,10 +157,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		data, status = []byte(`{"error":{"code":"internal_error","message":"internal error: encode response"}}`), http.StatusInternalServerError
 	}
+	data = append(data, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(status)
-	w.Write(append(data, '\n'))
+	w.Write(data)
 }
 
 // decodeBody decodes a JSON request body strictly into v: Content-Type must be

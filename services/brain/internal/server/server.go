@@ -224,21 +224,23 @@ func (s *Server) routes() http.Handler {
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.writeError(w, req, fmt.Errorf("panic: %v", v))
 	}
-	r.GET("/healthz", s.handle(s.healthz))
-	// HEAD answers as GET with no body (net/http drops it), for load
-	// balancers and probes that check with HEAD.
-	r.HEAD("/healthz", s.handle(s.healthz))
-	r.Handler(http.MethodGet, "/metrics", s.metrics.handler())
-	r.GET("/catalog", s.handle(s.catalog))
+	// Each GET route but the event stream answers HEAD as GET with no body
+	// (net/http drops it; RFC 9110 section 9.3.2), for load balancers,
+	// probes and clients that check with HEAD.
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		r.Handle(method, "/healthz", s.handle(s.healthz))
+		r.Handler(method, "/metrics", s.metrics.handler())
+		r.Handle(method, "/catalog", s.handle(s.catalog))
+		r.Handle(method, "/sessions/:id", s.handle(s.getSession))
+		r.Handle(method, "/tool_calls", s.handle(s.listCalls))
+		r.Handle(method, "/tool_calls/:id", s.handle(s.getCall))
+	}
 	r.POST("/sessions", s.handle(s.createSession))
-	r.GET("/sessions/:id", s.handle(s.getSession))
 	r.DELETE("/sessions/:id", s.handle(s.closeSession))
 	r.POST("/sessions/:id/interrupt", s.handle(s.interruptSession))
 	r.POST("/sessions/:id/close", s.handle(s.closeSession))
 	r.GET("/sessions/:id/events", s.handle(s.events))
 	r.POST("/sessions/:id/tool_calls", s.handle(s.createCall))
-	r.GET("/tool_calls", s.handle(s.listCalls))
-	r.GET("/tool_calls/:id", s.handle(s.getCall))
 	r.POST("/tool_calls/:id/cancel", s.handle(s.cancelCall))
 	return withRequestID(service.LimitBodyTime(service.BodyTimeout, r))
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 func TestBase64(t *testing.T) {
@@ -124,4 +126,30 @@ func FuzzBase64(f *testing.F) {
 			t.Fatalf("%q: Base64 gives %v, %v; string then encoding/base64 gives %v, %v", raw, got.D, err, want, werr)
 		}
 	})
+}
+
+// TestAppendBase64: the bytes go after what dst holds, into its memory
+// when it has room; on an error dst comes back as it was.
+func TestAppendBase64(t *testing.T) {
+	buf := make([]byte, 3, 64)
+	copy(buf, "pre")
+	for _, tc := range []struct{ doc, want, err string }{
+		{`"AAEC"`, "pre\x00\x01\x02", ""},
+		{`""`, "pre", ""},
+		{`"AA="`, "pre", "not standard base64"},
+		{`7`, "pre", "wrong type: got number"},
+	} {
+		dec := jsontext.NewDecoder(strings.NewReader(tc.doc))
+		got, err := AppendBase64(buf, dec)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err %v, want %q", tc.doc, err, tc.err)
+			}
+		} else if err != nil {
+			t.Errorf("%s: %v", tc.doc, err)
+		}
+		if string(got) != tc.want || &got[0] != &buf[0] {
+			t.Errorf("%s: got %q (same memory %v), want %q", tc.doc, got, &got[0] == &buf[0], tc.want)
+		}
+	}
 }

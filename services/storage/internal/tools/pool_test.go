@@ -42,3 +42,24 @@ func TestConcurrentGetsKeepTheirBytes(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestConcurrentPutsKeepTheirBytes: storage_put decodes each upload into a
+// pooled buffer. Uploads running at once must each store their own bytes.
+func TestConcurrentPutsKeepTheirBytes(t *testing.T) {
+	h := newHarness(t, toolsConfig())
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for i := range 8 {
+				key := fmt.Sprintf("up-%d-%d.bin", w, i)
+				want := randomBytes(500 + (w*8+i)*9000)
+				h.call("acme", "s", "storage_put", map[string]any{"key": key, "data_base64": base64.StdEncoding.EncodeToString(want)})
+				if got := payload(t, h.call("acme", "s", "storage_get", map[string]any{"key": key})); !bytes.Equal(got, want) {
+					t.Errorf("%s: read %d bytes that differ from the %d written", key, len(got), len(want))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

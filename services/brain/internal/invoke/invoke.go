@@ -296,13 +296,15 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp 
 
 // readAll reads r to its end into a buffer sized from the response's
 // Content-Length (already checked against max_output_bytes), so a large
-// result is read without growing and copying the buffer step by step; -1
-// (unknown) starts small.
+// result is read in one allocation; -1 (unknown) starts small. The buffer
+// keeps bytes.MinRead spare: bytes.Buffer.ReadFrom wants that much room
+// before each read, the one that meets the end too, and would otherwise
+// copy a full buffer into one twice its size just to read EOF.
 func readAll(r io.Reader, contentLength int64) ([]byte, error) {
 	if contentLength <= 0 {
 		return io.ReadAll(r)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, contentLength+1))
+	buf := bytes.NewBuffer(make([]byte, 0, contentLength+bytes.MinRead))
 	_, err := buf.ReadFrom(r)
 	return buf.Bytes(), err
 }

@@ -43,7 +43,7 @@ func (h *harness) fastCall(tenant, session, name string, args []byte) *tool.Resu
 		h.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	buf := bytes.NewBuffer(make([]byte, 0, max(resp.ContentLength, 0)+1))
+	buf := bytes.NewBuffer(make([]byte, 0, max(resp.ContentLength, 0)+bytes.MinRead))
 	_, err = buf.ReadFrom(resp.Body)
 	body := buf.Bytes()
 	if err != nil || resp.StatusCode != http.StatusOK {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -102,24 +103,52 @@ func (r Request) String() string {
 // body of POST /sessions/{id}/tool_calls.
 func (r *Request) AppendJSON(b []byte) ([]byte, error) {
 	if !validJSON(r.Arguments) {
-		return nil, &strictjson.FieldError{Field: "arguments", Problem: "not a valid JSON value"}
+		return nil, errArguments()
 	}
-	str := func(name, v string) {
-		b = append(b, name...)
-		b, _ = appendString(b, v)
-	}
-	str(`{"tenant_id":`, r.TenantID)
-	str(`,"session_id":`, r.SessionID)
-	str(`,"call_id":`, r.CallID)
-	b = append(b, `,"arguments":`...)
+	b = r.appendHead(b)
 	b = append(b, bytes.TrimSpace(r.Arguments)...)
+	return r.appendTail(b), nil
+}
+
+// Body is AppendJSON's encoding as a reader of n bytes over three parts:
+// the identity fields, r.Arguments as they are (not copied, so a large
+// upload costs no second buffer) and the rest. r.Arguments must not change
+// until the reader is drained. Its error is AppendJSON's.
+func (r *Request) Body() (body io.Reader, n int64, err error) {
+	if !validJSON(r.Arguments) {
+		return nil, 0, errArguments()
+	}
+	head, args, tail := r.appendHead(nil), bytes.TrimSpace(r.Arguments), r.appendTail(nil)
+	return io.MultiReader(bytes.NewReader(head), bytes.NewReader(args), bytes.NewReader(tail)),
+		int64(len(head) + len(args) + len(tail)), nil
+}
+
+func errArguments() error {
+	return &strictjson.FieldError{Field: "arguments", Problem: "not a valid JSON value"}
+}
+
+// appendHead appends the encoding up to the arguments' value.
+func (r *Request) appendHead(b []byte) []byte {
+	b = append(b, `{"tenant_id":`...)
+	b, _ = appendString(b, r.TenantID)
+	b = append(b, `,"session_id":`...)
+	b, _ = appendString(b, r.SessionID)
+	b = append(b, `,"call_id":`...)
+	b, _ = appendString(b, r.CallID)
+	return append(b, `,"arguments":`...)
+}
+
+// appendTail appends the encoding after the arguments' value.
+func (r *Request) appendTail(b []byte) []byte {
 	if r.InspectionToken != "" {
-		str(`,"inspection_token":`, r.InspectionToken)
+		b = append(b, `,"inspection_token":`...)
+		b, _ = appendString(b, r.InspectionToken)
 	}
 	if r.BrainURL != "" {
-		str(`,"brain_url":`, r.BrainURL)
+		b = append(b, `,"brain_url":`...)
+		b, _ = appendString(b, r.BrainURL)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // validJSON reports whether data is one JSON value (RFC 8259 syntax, any

@@ -3,6 +3,7 @@ package tool
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -352,6 +353,11 @@ func TestRequestAppendJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if body, n, err := r.Body(); err != nil {
+			t.Fatal(err)
+		} else if b, _ := io.ReadAll(body); !bytes.Equal(b, got) || n != int64(len(got)) {
+			t.Errorf("Body = %s (n=%d), AppendJSON = %s", b, n, got)
+		}
 		var back Request
 		if err := strictjson.Unmarshal(got, &back); err != nil {
 			t.Fatalf("%s: %v", got, err)
@@ -393,8 +399,15 @@ func FuzzRequestAppendJSON(f *testing.F) {
 		if want := json.Valid(args) && utf8.Valid(args); (err == nil) != want {
 			t.Fatalf("%q: AppendJSON err %v, but encoding/json and utf8 say valid=%v", args, err, want)
 		}
+		body, n, berr := r.Body()
+		if (berr == nil) != (err == nil) {
+			t.Fatalf("%q: Body err %v, AppendJSON err %v", args, berr, err)
+		}
 		if err != nil {
 			return
+		}
+		if b, _ := io.ReadAll(body); !bytes.Equal(b, out) || int64(len(b)) != n {
+			t.Fatalf("%q: Body gives %q (n=%d), AppendJSON %q", args, b, n, out)
 		}
 		var env map[string]json.RawMessage
 		if err := json.Unmarshal(out, &env); err != nil || len(env) != 4 {

@@ -418,3 +418,22 @@ func FuzzRequestAppendJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeResultKeepsNothingOfData: the result shares no memory with the
+// bytes it was decoded from, so a caller may reuse them (brain recycles
+// its read buffers).
+func TestDecodeResultKeepsNothingOfData(t *testing.T) {
+	const doc = `{"content":[{"type":"text","text":"hello"},{"type":"image","data":"iVBORw0KGgo=","mime_type":"image/png"}],"structured_content":{"a":[1,"x"]},"is_error":true}`
+	data := []byte(doc)
+	r, err := DecodeResult(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(r)
+	for i := range data {
+		data[i] = 'X'
+	}
+	if got, _ := json.Marshal(r); !bytes.Equal(got, want) {
+		t.Fatalf("after the input was overwritten the result reads %s, was %s", got, want)
+	}
+}

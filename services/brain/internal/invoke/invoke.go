@@ -30,7 +30,9 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -213,7 +215,8 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 	if err := ctx.Err(); err != nil {
 		return cancelled(t, false, err)
 	}
-	body, err := req.AppendJSON(nil)
+	// The body streams the arguments from the call; they are not copied.
+	body, bodyLen, err := req.Body()
 	if err != nil {
 		return refused(CodeInvalidArguments, fmt.Sprintf("tool %s: encode request: %v", t.Name, err))
 	}
@@ -233,10 +236,11 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 	})
 	sent := func() bool { return wrote.Load() || !gotConn.Load() }
 
-	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL, body)
 	if err != nil {
 		return refused(CodeConnectionFailed, fmt.Sprintf("tool %s: build request: %v", t.Name, describe(err)))
 	}
+	hreq.ContentLength = bodyLen
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json, text/event-stream")
 	if t.Token != "" {
@@ -283,6 +287,9 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp 
 			return c.readFailure(ctx, reqCtx, t, true, err)
 		}
 		r, err := tool.DecodeResult(data)
+		// The result and any error message are copies: the buffer can
+		// serve the next response.
+		recycle(data)
 		if err != nil {
 			return failed(CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid %v", t.Name, err))
 		}
@@ -304,9 +311,22 @@ func readAll(r io.Reader, contentLength int64) ([]byte, error) {
 	if contentLength <= 0 {
 		return io.ReadAll(r)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, contentLength+bytes.MinRead))
+	buf := bytes.NewBuffer(slices.Grow(*readBuffers.Get().(*[]byte), int(contentLength)+bytes.MinRead))
 	_, err := buf.ReadFrom(r)
 	return buf.Bytes(), err
+}
+
+// readBuffers recycle result buffers (readAll, recycle); a result larger
+// than 4 MiB, twice the largest max_output_bytes, is not kept.
+var readBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// recycle hands data, read by readAll and no longer used, to the next
+// readAll.
+func recycle(data []byte) {
+	if cap(data) <= 4<<20 {
+		b := data[:0]
+		readBuffers.Put(&b)
+	}
 }
 
 // readStream reads an SSE response: zero or more progress events (JSON

@@ -141,8 +141,9 @@ func (s *Server) build() {
 			s.serveCall(w, req, t)
 		})(w, req)
 	})
-	// Every GET route answers HEAD too (RFC 9110 section 9.3.2); net/http
-	// sends the headers without the body.
+	// The runtime's GET routes answer HEAD too (RFC 9110 section 9.3.2);
+	// net/http sends the headers without the body. Routes a service adds
+	// (Routes) register HEAD themselves where it makes sense.
 	metrics := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
 		r.Handle(method, "/tools", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {

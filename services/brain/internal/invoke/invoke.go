@@ -241,6 +241,13 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		return refused(CodeConnectionFailed, fmt.Sprintf("tool %s: build request: %v", t.Name, describe(err)))
 	}
 	hreq.ContentLength = bodyLen
+	// A request the tool never received (a dead keep-alive connection, an
+	// HTTP/2 stream refused or cut by GOAWAY unprocessed) is sent again by
+	// the transport only when it can rewind the body.
+	hreq.GetBody = func() (io.ReadCloser, error) {
+		b, _, err := req.Body()
+		return io.NopCloser(b), err
+	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json, text/event-stream")
 	if t.Token != "" {

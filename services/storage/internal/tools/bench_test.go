@@ -36,6 +36,10 @@ func (h *harness) fastCall(tenant, session, name string, args []byte) *tool.Resu
 	}
 	hr, _ := http.NewRequest(http.MethodPost, h.url+"/tools/"+name, body)
 	hr.ContentLength = n
+	hr.GetBody = func() (io.ReadCloser, error) {
+		b, _, err := req.Body()
+		return io.NopCloser(b), err
+	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json, text/event-stream")
 	hr.Header.Set("Authorization", "Bearer "+token)

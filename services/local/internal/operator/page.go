@@ -154,22 +154,26 @@ func New(ctx context.Context, cfg Config, svc *approval.Service, logger *slog.Lo
 //	POST /operator/signin           sign in (csrf, name, token, next)
 //	POST /operator/signout          sign out (csrf)
 //	GET  /operator/static/*file     stylesheet and live script
+//
+// Each GET but the live stream also answers HEAD (RFC 9110 section 9.3.2).
 func (p *Page) Routes(r *httprouter.Router) {
-	r.GET("/approvals", p.wrap(p.list))
-	r.GET("/approvals/rows", p.wrap(p.rows))
-	r.GET("/approvals/live", p.wrap(p.live))
-	r.GET("/approval/:id", p.wrap(p.detail))
-	r.POST("/approval/:id/decision", p.wrap(p.decide))
-	r.GET("/operator/signin", p.wrap(p.signinForm))
-	r.POST("/operator/signin", p.wrap(p.signin))
-	r.POST("/operator/signout", p.wrap(p.signout))
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.StripPrefix("/operator/static/", http.FileServer(http.FS(static)))
-	r.GET("/operator/static/*file", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Cache-Control", "no-cache")
-		files.ServeHTTP(w, r)
-	})
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		r.Handle(method, "/approvals", p.wrap(p.list))
+		r.Handle(method, "/approvals/rows", p.wrap(p.rows))
+		r.Handle(method, "/approval/:id", p.wrap(p.detail))
+		r.Handle(method, "/operator/signin", p.wrap(p.signinForm))
+		r.Handle(method, "/operator/static/*file", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.Header().Set("Cache-Control", "no-cache")
+			files.ServeHTTP(w, r)
+		})
+	}
+	r.GET("/approvals/live", p.wrap(p.live))
+	r.POST("/approval/:id/decision", p.wrap(p.decide))
+	r.POST("/operator/signin", p.wrap(p.signin))
+	r.POST("/operator/signout", p.wrap(p.signout))
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params)
@@ -238,7 +242,7 @@ func (p *Page) signedIn(w http.ResponseWriter, r *http.Request) (*session, bool)
 	if sess, _, ok := p.current(r); ok {
 		return sess, true
 	}
-	if r.Method == http.MethodGet && r.URL.Path != "/approvals/rows" && r.URL.Path != "/approvals/live" {
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path != "/approvals/rows" && r.URL.Path != "/approvals/live" {
 		http.Redirect(w, r, "/operator/signin?next="+r.URL.Path, http.StatusSeeOther)
 		return nil, false
 	}

@@ -236,8 +236,8 @@ func (p *Page) message(w http.ResponseWriter, r *http.Request, status int, title
 	p.render(w, status, "message", d)
 }
 
-// signedIn returns the session, or answers: a GET goes to the sign-in form,
-// anything else gets 401.
+// signedIn returns the session, or answers: a GET or HEAD of a page goes to
+// the sign-in form, anything else gets 401.
 func (p *Page) signedIn(w http.ResponseWriter, r *http.Request) (*session, bool) {
 	if sess, _, ok := p.current(r); ok {
 		return sess, true

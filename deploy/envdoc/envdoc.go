@@ -145,25 +145,31 @@ func Service(repoRoot, name string) ([]Setting, error) {
 // service's own roots do not reach, or one under pkg/ that no service
 // reaches. The errors are joined.
 func Check(repoRoot string) error {
-	return check(repoRoot, Module, Services)
+	_, err := check(repoRoot, Module, Services)
+	return err
 }
 
-func check(repoRoot, module string, specs []Spec) error {
+// check is Check over specs, also returning each service's settings (by
+// name), so Render need not parse the source again.
+func check(repoRoot, module string, specs []Spec) (map[string][]Setting, error) {
 	w := newWalker(repoRoot, module)
 	var errs []error
+	settings := map[string][]Setting{}
 	reachedBy := map[typeKey][]string{}
 	for _, spec := range specs {
 		w.reached = map[typeKey]bool{}
-		if _, err := w.service(spec); err != nil {
+		s, err := w.service(spec)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		settings[spec.Name] = s
 		for k := range w.reached {
 			reachedBy[k] = append(reachedBy[k], spec.Name)
 		}
 	}
 	tagged, err := w.taggedStructs()
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return nil, errors.Join(append(errs, err)...)
 	}
 	for _, k := range tagged {
 		owner := ""
@@ -178,7 +184,10 @@ func check(repoRoot, module string, specs []Spec) error {
 			errs = append(errs, fmt.Errorf("envdoc: %s.%s has env tags but no service's roots reach it: add it to envdoc.Services", k.dir, k.name))
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return settings, nil
 }
 
 // typeKey names a type: package directory (relative, slash-separated) and

@@ -240,7 +240,7 @@ type Ignored struct {
 	}
 	root := writeTree(t, files)
 	specs := []Spec{{Name: "a", Roots: []Root{{"services/a", "Config"}}}}
-	err := check(root, fixModule, specs)
+	_, err := check(root, fixModule, specs)
 	if err == nil {
 		t.Fatal("check passed with two unreachable structs")
 	}
@@ -257,7 +257,7 @@ type Ignored struct {
 	}
 
 	specs[0].Roots = append(specs[0].Roots, Root{"services/a/internal/extra", "Config"}, Root{"pkg/unused", "Orphan"})
-	if err := check(root, fixModule, specs); err != nil {
+	if _, err := check(root, fixModule, specs); err != nil {
 		t.Errorf("check with every struct reached: %v", err)
 	}
 }

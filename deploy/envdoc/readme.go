@@ -74,15 +74,12 @@ func Markers(service string) (begin, end string) {
 // Check(repoRoot) passed. Every service of Services must have its markers,
 // once each, begin before end; text outside the markers is kept as is.
 func Render(repoRoot string, readme []byte) ([]byte, error) {
-	if err := Check(repoRoot); err != nil {
+	settings, err := check(repoRoot, Module, Services)
+	if err != nil {
 		return nil, err
 	}
 	tables := map[string]string{}
-	for _, name := range Names() {
-		s, err := Service(repoRoot, name)
-		if err != nil {
-			return nil, err
-		}
+	for name, s := range settings {
 		tables[name] = Table(s)
 	}
 	return Splice(readme, tables)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
@@ -70,6 +71,21 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// settingsCache holds envdoc.Service's answer per repository root and
+// service: the tests here ask for the same services' settings again and
+// again (TestCompose, allowedEnv and defaultPort, each suiteInputs call),
+// and every envdoc.Service call parses the services' source anew.
+var settingsCache sync.Map // [2]string{root, name} → func() ([]envdoc.Setting, error)
+
+// serviceSettings is envdoc.Service(root, name), computed once per test
+// binary. Callers must not modify the slice.
+func serviceSettings(root, name string) ([]envdoc.Setting, error) {
+	f, _ := settingsCache.LoadOrStore([2]string{root, name}, sync.OnceValues(func() ([]envdoc.Setting, error) {
+		return envdoc.Service(root, name)
+	}))
+	return f.(func() ([]envdoc.Setting, error))()
 }
 
 // exampleEnv reads .env.example, the committed template of .env, and fills
@@ -172,7 +188,7 @@ func TestCompose(t *testing.T) {
 			if !ok {
 				t.Fatalf("no service %s in compose.yaml", s.name)
 			}
-			settings, err := envdoc.Service(root, s.name)
+			settings, err := serviceSettings(root, s.name)
 			if err != nil {
 				t.Fatalf("envdoc: %v", err)
 			}

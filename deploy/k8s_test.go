@@ -330,7 +330,7 @@ func allowedEnv(t *testing.T, root string) map[string]map[string]bool {
 	t.Helper()
 	out := map[string]map[string]bool{}
 	for _, name := range envdoc.Names() {
-		settings, err := envdoc.Service(root, name)
+		settings, err := serviceSettings(root, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +377,7 @@ func addrVar(service string) string {
 // the code (envdoc: envDefault or the default set in main).
 func defaultPort(t *testing.T, root, service string) string {
 	t.Helper()
-	settings, err := envdoc.Service(root, service)
+	settings, err := serviceSettings(root, service)
 	if err != nil {
 		t.Fatal(err)
 	}

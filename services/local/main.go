@@ -45,6 +45,10 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	if err := cfg.Config.Validate(); err != nil {
 		return err
 	}
+	// Checked before the approval store opens: a bad list touches no file.
+	if err := inspect.CheckBrainURLs(cfg.InspectBrainURLs); err != nil {
+		return fmt.Errorf("INSPECT_BRAIN_URLS: %w", err)
+	}
 	approvals, err := approval.Open(ctx, environ, cfg.Addr, cfg.PublicURL, logger)
 	if err != nil {
 		return err
@@ -53,9 +57,6 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	page, err := operator.Open(ctx, environ, approvals, logger)
 	if err != nil {
 		return err
-	}
-	if err := inspect.CheckBrainURLs(cfg.InspectBrainURLs); err != nil {
-		return fmt.Errorf("INSPECT_BRAIN_URLS: %w", err)
 	}
 	tools := append([]service.Tool{echo.Tool(), inspect.Tool(inspect.Options{BrainURLs: cfg.InspectBrainURLs})}, approvals.Tools()...)
 	srv := &service.Server{

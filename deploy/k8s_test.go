@@ -339,21 +339,7 @@ func allowedEnv(t *testing.T, root string) map[string]map[string]bool {
 			out[name][s.Name] = true
 		}
 	}
-	var hc struct {
-		APIKeys []struct {
-			Env string `json:"env"`
-		} `json:"api_keys"`
-		Tools []struct {
-			TokenEnv string `json:"token_env"`
-		} `json:"tools"`
-	}
-	data, err := os.ReadFile("brain.compose.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &hc); err != nil {
-		t.Fatal(err)
-	}
+	hc := readHostConfig(t, root)
 	for _, k := range hc.APIKeys {
 		out["brain"][k.Env] = true
 	}

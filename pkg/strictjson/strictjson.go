@@ -11,7 +11,6 @@
 package strictjson
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"go/token"
@@ -20,7 +19,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"unsafe"
 
 	json "github.com/go-json-experiment/json"
@@ -189,37 +187,18 @@ func clip(s string) string {
 // every error other than *TooLargeError is a *FieldError.
 func Decode(r io.Reader, limit int64, v any) error {
 	if limit > 0 {
-		r = &capReader{r: r, left: limit + 1, limit: limit}
+		r = io.LimitReader(r, limit+1)
 	}
-	buf := buffers.Get().(*bytes.Buffer)
-	defer putBuffer(buf)
-	if _, err := buf.ReadFrom(r); err != nil {
-		var tl *TooLargeError
-		if errors.As(err, &tl) {
-			return tl
-		}
+	// Read whole, then decode: decoding from the reader grows and copies
+	// the decoder's own buffer in small steps.
+	data, err := io.ReadAll(r)
+	if err != nil {
 		return &FieldError{Problem: "read body: " + err.Error()}
 	}
-	// The decoder copies every string and raw value it keeps, so the
-	// buffer is free for the next body once Unmarshal returns.
-	return translate(json.Unmarshal(buf.Bytes(), v, options), v)
-}
-
-// buffers hold request bodies while they are decoded; a body read whole
-// then decoded costs less than decoding from the reader, which grows and
-// copies its own buffer in small steps.
-var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxPooled is the largest buffer kept for reuse (1 MiB): a rare huge body
-// does not pin its memory.
-const maxPooled = 1 << 20
-
-func putBuffer(b *bytes.Buffer) {
-	if b.Cap() > maxPooled {
-		return
+	if limit > 0 && int64(len(data)) > limit {
+		return &TooLargeError{Limit: limit}
 	}
-	b.Reset()
-	buffers.Put(b)
+	return translate(json.Unmarshal(data, v, options), v)
 }
 
 // Unmarshal is Decode over a byte slice without a size cap.
@@ -462,27 +441,4 @@ func typeName(t reflect.Type) string {
 		return "object"
 	}
 	return t.String()
-}
-
-// capReader fails with *TooLargeError once more than limit bytes were read,
-// so the cap holds without buffering the excess.
-type capReader struct {
-	r     io.Reader
-	left  int64
-	limit int64
-}
-
-func (c *capReader) Read(p []byte) (int, error) {
-	if c.left <= 0 {
-		return 0, &TooLargeError{Limit: c.limit}
-	}
-	if int64(len(p)) > c.left {
-		p = p[:c.left]
-	}
-	n, err := c.r.Read(p)
-	c.left -= int64(n)
-	if c.left <= 0 {
-		return n, &TooLargeError{Limit: c.limit}
-	}
-	return n, err
 }

@@ -137,8 +137,8 @@ func TestStrictNames(t *testing.T) {
 	}
 }
 
-// TestDecodeKeepsNothingOfItsBuffer: Decode reuses its read buffer, so
-// whatever it decoded must not point into it.
+// TestDecodeKeepsNothingOfItsBuffer: whatever Decode decoded must not
+// point into its read buffer, which a caller's pool may reuse.
 func TestDecodeKeepsNothingOfItsBuffer(t *testing.T) {
 	type doc struct {
 		Name string          `json:"name"`

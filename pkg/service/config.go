@@ -59,8 +59,8 @@ type Config struct {
 // Validate reports settings that cannot work, each naming its variable: a
 // missing token without NoAuth, an empty ADDR, a non-positive
 // MAX_REQUEST_BYTES, SHUTDOWN_TIMEOUT or SSE_HEARTBEAT, SSE_STREAM_AFTER
-// outside (0, 30s), a PUBLIC_URL that
-// CheckBaseURL refuses, a TOOL_TENANTS entry that CheckTenants refuses.
+// outside (0, 30s), a PUBLIC_URL that CheckBaseURL refuses, a TOOL_TENANTS
+// entry that is empty, has surrounding spaces or is listed twice.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Token == "" && !c.NoAuth {
@@ -86,7 +86,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("PUBLIC_URL %q: %w", c.PublicURL, err))
 		}
 	}
-	if err := CheckTenants(c.Tenants); err != nil {
+	if err := checkTenants(c.Tenants); err != nil {
 		errs = append(errs, fmt.Errorf("TOOL_TENANTS %q: %w", strings.Join(c.Tenants, ","), err))
 	}
 	return errors.Join(errs...)
@@ -130,13 +130,13 @@ func validPort(p string) bool {
 	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == p
 }
 
-// CheckTenants checks the tenant names a service publishes in its bindings
+// checkTenants checks the tenant names a service publishes in its bindings
 // (TOOL_TENANTS; unset, it is "local"; a Config built in code may leave
 // it empty when every tool names its own tenants): each non-empty (tool.Binding.Validate
 // refuses an empty one), without surrounding spaces ("a, b" would publish
 // " b", which no tenant_id matches) and listed once (brain refuses a
 // binding that lists a tenant twice).
-func CheckTenants(tenants []string) error {
+func checkTenants(tenants []string) error {
 	seen := make(map[string]bool, len(tenants))
 	for i, t := range tenants {
 		switch {

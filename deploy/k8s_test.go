@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/brain-tools/suite/deploy/envdoc"
@@ -242,14 +243,24 @@ type rendered struct {
 	objs []any
 }
 
+// builds holds kustomize's output per directory: TestCheckSuiteCatches
+// needs a fresh decoding of k8s/base to break for each case, not a fresh
+// kustomize run.
+var builds sync.Map // dir → func() ([]byte, error)
+
+// render builds dir with kustomize (once per test binary) and decodes the
+// output afresh, so the caller may modify the objects.
 func render(t *testing.T, dir string) *rendered {
 	t.Helper()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	out, err := rm.AsYaml()
+	build, _ := builds.LoadOrStore(dir, sync.OnceValues(func() ([]byte, error) {
+		k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+		rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
+		if err != nil {
+			return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+		}
+		return rm.AsYaml()
+	}))
+	out, err := build.(func() ([]byte, error))()
 	if err != nil {
 		t.Fatal(err)
 	}

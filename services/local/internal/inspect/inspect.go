@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,22 +66,26 @@ func CheckBrainURLs(urls []string) error {
 	return nil
 }
 
-// sameBase reports whether u is the base URL allowed, ignoring the case of
-// scheme and host, a default port and a trailing slash.
-func sameBase(u *url.URL, allowed string) bool {
-	a, err := brainBase(allowed)
-	if err != nil {
-		return false
+// baseKey is u as the allow-list compares it: scheme and host in lower
+// case, no default port, no trailing slash.
+func baseKey(u *url.URL) string {
+	port := u.Port()
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
 	}
-	norm := func(u *url.URL) string {
-		host := strings.ToLower(u.Hostname())
-		port := u.Port()
-		if port == "" || (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
-			port = ""
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port) + strings.TrimRight(u.EscapedPath(), "/")
+}
+
+// allowedBases is the set of baseKey of the entries of urls that are
+// plain http(s) base URLs (CheckBrainURLs refuses the others).
+func allowedBases(urls []string) map[string]bool {
+	set := make(map[string]bool, len(urls))
+	for _, raw := range urls {
+		if u, err := brainBase(raw); err == nil {
+			set[baseKey(u)] = true
 		}
-		return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(host, port) + strings.TrimRight(u.EscapedPath(), "/")
 	}
-	return norm(u) == norm(a)
+	return set
 }
 
 // Binding is inspect_session's binding: inspect_session must be true so
@@ -163,12 +166,14 @@ func Tool(opts Options) service.Tool {
 	if opts.MaxEvents <= 0 {
 		opts.MaxEvents = DefaultMaxEvents
 	}
+	// The allow-list is parsed once, not on every call.
+	allowed := allowedBases(opts.BrainURLs)
 	return service.Tool{Binding: Binding, Handler: service.Typed(func(ctx context.Context, call *service.Call, a Args) *tool.Result {
-		return inspect(ctx, opts, call, a)
+		return inspect(ctx, opts, allowed, call, a)
 	})}
 }
 
-func inspect(ctx context.Context, opts Options, call *service.Call, a Args) *tool.Result {
+func inspect(ctx context.Context, opts Options, allowed map[string]bool, call *service.Call, a Args) *tool.Result {
 	if call.InspectionToken == "" {
 		return tool.Errorf("inspect_session: brain sent no inspection_token; set \"inspect_session\": true on this tool's binding in the host config")
 	}
@@ -176,7 +181,7 @@ func inspect(ctx context.Context, opts Options, call *service.Call, a Args) *too
 	if err != nil {
 		return tool.Errorf("inspect_session: brain_url: %v", err)
 	}
-	if len(opts.BrainURLs) > 0 && !slices.ContainsFunc(opts.BrainURLs, func(a string) bool { return sameBase(base, a) }) {
+	if len(opts.BrainURLs) > 0 && !allowed[baseKey(base)] {
 		// The token is not sent anywhere the operator did not name.
 		return tool.Errorf("inspect_session: brain_url %s is not one of this service's INSPECT_BRAIN_URLS", base.Redacted())
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -68,7 +69,7 @@ func (s *Schema) Validate(what string, doc []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: not valid JSON: %w", what, err)
 	}
-	if err := checkNumbers(what, v, ""); err != nil {
+	if err := checkNumbers(what, v); err != nil {
 		return err
 	}
 	return s.validate(what, v)
@@ -83,29 +84,43 @@ const MaxNumberLength = 400
 
 // checkNumbers refuses a number in v longer than MaxNumberLength, naming
 // it by its JSON pointer.
-func checkNumbers(what string, v any, at string) error {
+func checkNumbers(what string, v any) error {
+	loc, n := longNumber(v)
+	if n == 0 {
+		return nil
+	}
+	slices.Reverse(loc)
+	at := jsonPointer(loc)
+	if at == "" {
+		at = "/"
+	}
+	return fmt.Errorf("%s: at %s: number is %d characters long, more than the %d allowed (RFC 7493 I-JSON)", what, at, n, MaxNumberLength)
+}
+
+// longNumber finds a number in v longer than MaxNumberLength and returns
+// its length n and its location, innermost token first. The location is
+// built only for the number found, so a document within the limit costs a
+// walk and no allocation.
+func longNumber(v any) (loc []string, n int) {
 	switch v := v.(type) {
 	case json.Number:
 		if len(v) > MaxNumberLength {
-			if at == "" {
-				at = "/"
-			}
-			return fmt.Errorf("%s: at %s: number is %d characters long, more than the %d allowed (RFC 7493 I-JSON)", what, at, len(v), MaxNumberLength)
+			return nil, len(v)
 		}
 	case map[string]any:
 		for k, e := range v {
-			if err := checkNumbers(what, e, at+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")); err != nil {
-				return err
+			if loc, n := longNumber(e); n > 0 {
+				return append(loc, k), n
 			}
 		}
 	case []any:
 		for i, e := range v {
-			if err := checkNumbers(what, e, at+"/"+strconv.Itoa(i)); err != nil {
-				return err
+			if loc, n := longNumber(e); n > 0 {
+				return append(loc, strconv.Itoa(i)), n
 			}
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // ValidateObject is Validate for a document that must be a JSON object
@@ -121,7 +136,7 @@ func (s *Schema) ValidateObject(what string, doc []byte) error {
 	if _, ok := v.(map[string]any); !ok {
 		return fmt.Errorf("%s: must be a JSON object", what)
 	}
-	if err := checkNumbers(what, v, ""); err != nil {
+	if err := checkNumbers(what, v); err != nil {
 		return err
 	}
 	return s.validate(what, v)
@@ -164,13 +179,19 @@ func pointer(loc []string) string {
 	if len(loc) == 0 {
 		return "(root)"
 	}
+	return strconv.Quote(jsonPointer(loc))
+}
+
+// jsonPointer renders loc's tokens as a JSON pointer (RFC 6901), "" for
+// the whole document.
+func jsonPointer(loc []string) string {
 	var b strings.Builder
 	for _, tok := range loc {
 		b.WriteByte('/')
 		tok = strings.ReplaceAll(tok, "~", "~0")
 		b.WriteString(strings.ReplaceAll(tok, "/", "~1"))
 	}
-	return strconv.Quote(b.String())
+	return b.String()
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

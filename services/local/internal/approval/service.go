@@ -95,13 +95,16 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	switch {
-	case cfg.pageURLFrom != pageURLFromAddr && service.CheckBaseURL(cfg.PageURL) != nil:
-		from := cfg.pageURLFrom
-		if from == "" {
-			from = "APPROVAL_PAGE_URL"
+	if cfg.pageURLFrom != pageURLFromAddr {
+		if err := service.CheckBaseURL(cfg.PageURL); err != nil {
+			from := cfg.pageURLFrom
+			if from == "" {
+				from = "APPROVAL_PAGE_URL"
+			}
+			return nil, fmt.Errorf("approvals: %s %q: %w", from, cfg.PageURL, err)
 		}
-		return nil, fmt.Errorf("approvals: %s %q: %w", from, cfg.PageURL, service.CheckBaseURL(cfg.PageURL))
+	}
+	switch {
 	case cfg.SweepInterval <= 0:
 		return nil, fmt.Errorf("approvals: APPROVAL_SWEEP_INTERVAL must be positive, got %s", cfg.SweepInterval)
 	case cfg.MaxPendingPerTenant < 0:

@@ -62,17 +62,21 @@ test: deps lint ## lint, then every module's tests (-race, shuffled, uncached) a
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
 	$(MAKE) --no-print-directory fuzz
 
+# FUZZ_TARGETS are the fuzz targets `make fuzz` runs, each as Target:package.
+FUZZ_TARGETS = \
+	FuzzRead:./pkg/sse \
+	FuzzDecodeResult:./pkg/tool \
+	FuzzAppendString:./pkg/tool \
+	FuzzRequestAppendJSON:./pkg/tool \
+	FuzzDecodeRequest:./pkg/service \
+	FuzzIntegers:./pkg/strictjson \
+	FuzzBase64:./pkg/strictjson \
+	FuzzParse:./services/brain/internal/config \
+	FuzzResponse:./services/brain/internal/invoke
+
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 10s)
-	@GO=$(GO) bash scripts/fuzz.sh FuzzRead ./pkg/sse $(FUZZTIME)
-	@GO=$(GO) bash scripts/fuzz.sh FuzzDecodeResult ./pkg/tool $(FUZZTIME)
-	@GO=$(GO) bash scripts/fuzz.sh FuzzAppendString ./pkg/tool $(FUZZTIME)
-	@GO=$(GO) bash scripts/fuzz.sh FuzzRequestAppendJSON ./pkg/tool $(FUZZTIME)
-	@GO=$(GO) bash scripts/fuzz.sh FuzzDecodeRequest ./pkg/service $(FUZZTIME)
-	@GO=$(GO) bash scripts/fuzz.sh FuzzIntegers ./pkg/strictjson $(FUZZTIME)
-	@GO=$(GO) bash scripts/fuzz.sh FuzzBase64 ./pkg/strictjson $(FUZZTIME)
-	@GO=$(GO) bash scripts/fuzz.sh FuzzParse ./services/brain/internal/config $(FUZZTIME)
-	@GO=$(GO) bash scripts/fuzz.sh FuzzResponse ./services/brain/internal/invoke $(FUZZTIME)
+	@set -e; for t in $(FUZZ_TARGETS); do GO=$(GO) bash scripts/fuzz.sh $${t%%:*} $${t#*:} $(FUZZTIME); done
 
 .PHONY: bench
 bench: deps ## side-by-side benchmarks of every service against its anchor

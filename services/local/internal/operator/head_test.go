@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"io"
 	"net/http"
 	"testing"
 
@@ -13,23 +12,13 @@ import (
 func TestHeadLikeGet(t *testing.T) {
 	s := newStack(t, Config{})
 	c := s.client()
-	head := func(path string) answer {
-		req, _ := http.NewRequest(http.MethodHead, c.base+path, nil)
-		resp, err := c.http.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return answer{resp.StatusCode, resp.Header, string(b)}
-	}
 	for _, path := range []string{"/approvals", "/approval/" + jobs.NewID(), "/approvals/rows", "/operator/signin", "/operator/static/page.css", "/operator/static/nope"} {
-		g, h := c.get(path), head(path)
+		g, h := c.get(path), c.head(path)
 		if g.status != h.status || h.body != "" || g.header.Get("Content-Type") != h.header.Get("Content-Type") || g.header.Get("Location") != h.header.Get("Location") {
 			t.Errorf("%s: GET %d %q, HEAD %d %q with %d bytes of body", path, g.status, g.header.Get("Content-Type"), h.status, h.header.Get("Content-Type"), len(h.body))
 		}
 	}
-	if h := head("/approvals/live"); h.status != http.StatusMethodNotAllowed {
+	if h := c.head("/approvals/live"); h.status != http.StatusMethodNotAllowed {
 		t.Errorf("HEAD /approvals/live: %d, want 405", h.status)
 	}
 }

@@ -161,13 +161,14 @@ type answer struct {
 
 func (c *client) get(path string) answer {
 	c.t.Helper()
-	resp, err := c.http.Get(c.base + path)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	req, _ := http.NewRequest(http.MethodGet, c.base+path, nil)
+	return c.do(req)
+}
+
+func (c *client) head(path string) answer {
+	c.t.Helper()
+	req, _ := http.NewRequest(http.MethodHead, c.base+path, nil)
+	return c.do(req)
 }
 
 func (c *client) post(path string, form url.Values, header ...string) answer {
@@ -177,6 +178,12 @@ func (c *client) post(path string, form url.Values, header ...string) answer {
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	return c.do(req)
+}
+
+// do sends req and reads the whole answer.
+func (c *client) do(req *http.Request) answer {
+	c.t.Helper()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		c.t.Fatal(err)

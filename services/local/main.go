@@ -45,9 +45,12 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	if err := cfg.Config.Validate(); err != nil {
 		return err
 	}
-	// Checked before the approval store opens: a bad list touches no file.
+	// Checked before the approval store opens: a bad setting touches no file.
 	if err := inspect.CheckBrainURLs(cfg.InspectBrainURLs); err != nil {
 		return fmt.Errorf("INSPECT_BRAIN_URLS: %w", err)
+	}
+	if err := operator.Check(environ); err != nil {
+		return err
 	}
 	approvals, err := approval.Open(ctx, environ, cfg.Addr, cfg.PublicURL, logger)
 	if err != nil {

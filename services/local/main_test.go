@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,12 @@ func TestRunRefusesBadConfig(t *testing.T) {
 			[]string{`APPROVAL_OPERATORS: "alice" is listed more than once`}, ""},
 		{"SSE_STREAM_AFTER zero", map[string]string{"SSE_STREAM_AFTER": "0s"},
 			[]string{"SSE_STREAM_AFTER must be more than 0 and less than 30s"}, ""},
+		{"APPROVAL_OPERATOR_TOKEN short", map[string]string{"APPROVAL_OPERATOR_TOKEN": "short"},
+			[]string{"APPROVAL_OPERATOR_TOKEN is 5 bytes"}, ""},
+		{"APPROVAL_OPERATOR_SESSION_TTL negative", map[string]string{"APPROVAL_OPERATOR_SESSION_TTL": "-1s"},
+			[]string{"APPROVAL_OPERATOR_SESSION_TTL must be positive"}, ""},
+		{"INSPECT_BRAIN_URLS not a URL", map[string]string{"INSPECT_BRAIN_URLS": "brain"},
+			[]string{"INSPECT_BRAIN_URLS"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,6 +72,10 @@ func TestRunRefusesBadConfig(t *testing.T) {
 			}
 			if tt.mustNot != "" && strings.Contains(err.Error(), tt.mustNot) {
 				t.Errorf("error %q blames %s", err, tt.mustNot)
+			}
+			// Refused before the approval store opens: no file made.
+			if files, _ := os.ReadDir(env["APPROVAL_DATA_DIR"]); len(files) > 0 {
+				t.Errorf("refused start left %d files in APPROVAL_DATA_DIR (%s)", len(files), files[0].Name())
 			}
 		})
 	}

@@ -79,15 +79,46 @@ type Page struct {
 // Open parses the page's variables from environ and returns the page.
 // Live streams end when ctx does (the service shutting down).
 func Open(ctx context.Context, environ map[string]string, svc *approval.Service, logger *slog.Logger) (*Page, error) {
-	cfg, err := service.ParseEnv[Config](environ)
+	cfg, err := parseConfig(environ)
 	if err != nil {
 		return nil, err
 	}
+	return New(ctx, cfg, svc, logger)
+}
+
+// Check refuses what Open would refuse in the page's own settings, without
+// an approval service: local calls it before the approval store opens, so
+// a bad setting touches no file.
+func Check(environ map[string]string) error {
+	cfg, err := parseConfig(environ)
+	if err == nil {
+		_, err = cfg.authenticator()
+	}
+	return err
+}
+
+func parseConfig(environ map[string]string) (Config, error) {
+	cfg, err := service.ParseEnv[Config](environ)
+	if err != nil {
+		return cfg, err
+	}
 	// The map keeps the last token of a name given twice; refuse instead.
 	if name := repeatedOperator(environ["APPROVAL_OPERATORS"]); name != "" {
-		return nil, fmt.Errorf("operator page: APPROVAL_OPERATORS: %q is listed more than once: give each operator one name:token pair", name)
+		return cfg, fmt.Errorf("operator page: APPROVAL_OPERATORS: %q is listed more than once: give each operator one name:token pair", name)
 	}
-	return New(ctx, cfg, svc, logger)
+	return cfg, nil
+}
+
+// authenticator checks the tokens and the session TTL.
+func (cfg Config) authenticator() (*authenticator, error) {
+	auth, err := newAuthenticator(cfg.Token, cfg.Operators)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.SessionTTL <= 0 {
+		return nil, fmt.Errorf("operator page: APPROVAL_OPERATOR_SESSION_TTL must be positive, got %s", cfg.SessionTTL)
+	}
+	return auth, nil
 }
 
 // repeatedOperator returns the first name that APPROVAL_OPERATORS
@@ -112,12 +143,9 @@ func New(ctx context.Context, cfg Config, svc *approval.Service, logger *slog.Lo
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	auth, err := newAuthenticator(cfg.Token, cfg.Operators)
+	auth, err := cfg.authenticator()
 	if err != nil {
 		return nil, err
-	}
-	if cfg.SessionTTL <= 0 {
-		return nil, fmt.Errorf("operator page: APPROVAL_OPERATOR_SESSION_TTL must be positive, got %s", cfg.SessionTTL)
 	}
 	secure := strings.HasPrefix(svc.PageURL(), "https://")
 	if cfg.Secure != nil {

@@ -219,8 +219,13 @@ func TestBrainInspectSession(t *testing.T) {
 	if !strings.Contains(c.Result.Content[0].Text, "3 tool calls, oldest first") {
 		t.Fatalf("text %q", c.Result.Content[0].Text)
 	}
-	// The local service logs the call but never the token it carried.
+	// The local service logs the call but never the token it carried. It
+	// logs after it has answered, so the line may lag the answer a little.
 	logs := l.p.out.String()
+	for deadline := time.Now().Add(5 * time.Second); len(readLines(logs, `"tool":"inspect_session"`)) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		logs = l.p.out.String()
+	}
 	if len(readLines(logs, `"tool":"inspect_session"`)) == 0 {
 		t.Fatalf("no log line for the call:\n%s", logs)
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"go/token"
 	"io"
+	"math"
 	"math/big"
 	"reflect"
 	"strconv"
@@ -186,7 +187,7 @@ func clip(s string) string {
 // invalid UTF-8, trailing data after the value and an empty body are errors;
 // every error other than *TooLargeError is a *FieldError.
 func Decode(r io.Reader, limit int64, v any) error {
-	if limit > 0 {
+	if limit > 0 && limit < math.MaxInt64 {
 		r = io.LimitReader(r, limit+1)
 	}
 	// Read whole, then decode: decoding from the reader grows and copies

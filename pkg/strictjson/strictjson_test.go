@@ -3,6 +3,7 @@ package strictjson
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"math/big"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ func TestDecode(t *testing.T) {
 		tooLarge  bool
 	}{
 		{name: "ok", body: `{"name":"a","count":2}`},
+		{name: "ok under the largest limit", body: `{"name":"a"}`, limit: math.MaxInt64},
 		{name: "ok with trailing whitespace", body: "{\"name\":\"a\"}\n\t "},
 		{name: "unknown field", body: `{"name":"a","nope":1}`, wantField: "nope", wantIn: "unknown field"},
 		{name: "wrong type top", body: `{"count":"two"}`, wantField: "count", wantIn: "got string, want integer"},

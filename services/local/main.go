@@ -21,7 +21,8 @@ import (
 type Config struct {
 	service.Config
 	// InspectBrainURLs are the brain base URLs inspect_session may send
-	// its inspection token to, comma-separated (http://brain:8080); a call
+	// its inspection token to, comma-separated without spaces
+	// (http://brain:8080,http://127.0.0.1:8080); a call
 	// naming another brain_url is refused. Empty: any http(s) brain_url,
 	// since only a holder of BRAIN_TOOLS_KEY can send one.
 	InspectBrainURLs []string `env:"INSPECT_BRAIN_URLS" envSeparator:","`

@@ -67,9 +67,13 @@ func CheckBrainURLs(urls []string) error {
 }
 
 // baseKey is u as the allow-list compares it: scheme and host in lower
-// case, no default port, no trailing slash.
+// case, the port as a number and none when it is the default, no trailing
+// slash.
 func baseKey(u *url.URL) string {
 	port := u.Port()
+	if n, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(n) // 08080 is 8080
+	}
 	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
 		port = ""
 	}
@@ -216,6 +220,11 @@ func brainBase(raw string) (*url.URL, error) {
 		return nil, errors.New("has no host")
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		return nil, errors.New("must be a plain base URL (no credentials, query or fragment)")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("port %q is not 1 to 65535", p)
+		}
 	}
 	return u, nil
 }

@@ -238,6 +238,7 @@ func TestBrainURLAllowList(t *testing.T) {
 		{"listed", []string{"http://brain.internal:8080", ts.URL}, ts.URL, true},
 		{"listed with a trailing slash", []string{ts.URL + "/"}, ts.URL, true},
 		{"listed in upper case", []string{"HTTP://" + strings.ToUpper(u.Host)}, ts.URL, true},
+		{"listed with a leading zero in the port", []string{"http://" + u.Hostname() + ":0" + u.Port()}, ts.URL, true},
 		{"not listed", []string{"http://brain.internal:8080"}, ts.URL, false},
 		{"same host, other port", []string{"http://" + u.Hostname() + ":1"}, ts.URL, false},
 		{"same host, other scheme", []string{"https://" + u.Host}, ts.URL, false},
@@ -261,5 +262,10 @@ func TestBrainURLAllowList(t *testing.T) {
 	}
 	if err := CheckBrainURLs([]string{"http://brain:8080", "ftp://x"}); err == nil || !strings.Contains(err.Error(), `"ftp://x"`) {
 		t.Errorf("CheckBrainURLs = %v, want an error naming ftp://x", err)
+	}
+	for _, bad := range []string{"http://brain:99999", "http://brain:0"} {
+		if err := CheckBrainURLs([]string{bad}); err == nil || !strings.Contains(err.Error(), "not 1 to 65535") {
+			t.Errorf("CheckBrainURLs(%s) = %v, want a port out of range", bad, err)
+		}
 	}
 }

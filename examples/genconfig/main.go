@@ -72,6 +72,9 @@ func run(out io.Writer, tenant, keyEnv string, services []string, token string) 
 		if err != nil {
 			return fmt.Errorf("GET %s/tools: %w", base, err)
 		}
+		if len(got.Tools) == 0 {
+			return fmt.Errorf("GET %s/tools: publishes no tools", base)
+		}
 		for _, b := range got.Tools {
 			if other, dup := seen[b.Name]; dup {
 				return fmt.Errorf("tool %q is published by both %s and %s", b.Name, other, base)

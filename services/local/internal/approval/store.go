@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
@@ -87,7 +88,7 @@ func OpenStore(ctx context.Context, path string) (*Store, error) {
 		if mode == "ro" {
 			q.Set("_query_only", "1")
 		}
-		return "file:" + path + "?" + q.Encode()
+		return "file:" + uriPath.Replace(path) + "?" + q.Encode()
 	}
 	w, err := sql.Open("sqlite", dsn("rw"))
 	if err != nil {
@@ -385,3 +386,8 @@ func (s *Store) Log(ctx context.Context, id string) ([]LogEntry, error) {
 	}
 	return out, nil
 }
+
+// uriPath escapes the characters a file: URI gives a meaning (RFC 8089,
+// SQLite's URI filenames), so that a data directory named "d#x" or
+// "d?mode=ro" holds the database instead of changing where it goes.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")

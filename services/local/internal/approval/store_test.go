@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -257,5 +258,25 @@ func TestMaxPendingPerTenant(t *testing.T) {
 	s.Decide(ctx, a.ID, Denied, "alice", "")
 	if _, _, err := s.Create(ctx, newReq("c3"), 2); err != nil {
 		t.Fatalf("after a decision: %v", err)
+	}
+}
+
+// TestOpenStorePathWithURICharacters: a directory whose name holds
+// characters a file: URI gives a meaning (#, ?, %) still holds the store.
+func TestOpenStorePathWithURICharacters(t *testing.T) {
+	for _, name := range []string{"d#x", "d?mode=ro", "d%41"} {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "approvals.db")
+		s, err := OpenStore(context.Background(), path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		s.Close()
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s: the store is not at %s: %v", name, path, err)
+		}
 	}
 }

@@ -117,7 +117,7 @@ func Open(path string, opts Options) (*DB, error) {
 		if txlock != "" {
 			q.Set("_txlock", txlock)
 		}
-		return "file:" + path + "?" + q.Encode()
+		return "file:" + uriPath.Replace(path) + "?" + q.Encode()
 	}
 	write, err := sql.Open("sqlite", dsn("immediate"))
 	if err != nil {
@@ -765,3 +765,8 @@ func fromUnixNano(n int64) time.Time {
 	}
 	return time.Unix(0, n).UTC()
 }
+
+// uriPath escapes the characters a file: URI gives a meaning (RFC 8089,
+// SQLite's URI filenames), so that a data directory named "d#x" or
+// "d?mode=ro" holds the database instead of changing where it goes.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -312,5 +313,25 @@ func TestMigrateEventsToPerSessionIDs(t *testing.T) {
 	}
 	if ev.ID != 3 {
 		t.Errorf("next ses_b event got ID %d, want 3", ev.ID)
+	}
+}
+
+// TestOpenPathWithURICharacters: a directory whose name holds characters a
+// file: URI gives a meaning (#, ?, %) still holds the database.
+func TestOpenPathWithURICharacters(t *testing.T) {
+	for _, name := range []string{"d#x", "d?mode=ro", "d%41"} {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "brain.db")
+		db, err := Open(path, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		db.Close()
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s: the database is not at %s: %v", name, path, err)
+		}
 	}
 }

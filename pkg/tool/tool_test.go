@@ -348,6 +348,8 @@ func TestRequestAppendJSON(t *testing.T) {
 		{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(`{"text":"<b>héllo</b>\n"}`)},
 		{TenantID: "t\"q", SessionID: "s", CallID: "c", Arguments: json.RawMessage(" {\"a\": [1, 2]}\n"), InspectionToken: "tok", BrainURL: "http://127.0.0.1:8080"},
 		{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(`{}`)},
+		{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(`{"a":"` + strings.Repeat("x", SmallBody-64) + `"}`)},
+		{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(`{"a":"` + strings.Repeat("x", SmallBody) + `"}`)},
 	} {
 		got, err := r.AppendJSON(nil)
 		if err != nil {
@@ -355,8 +357,15 @@ func TestRequestAppendJSON(t *testing.T) {
 		}
 		if body, n, err := r.Body(); err != nil {
 			t.Fatal(err)
-		} else if b, _ := io.ReadAll(body); !bytes.Equal(b, got) || n != int64(len(got)) {
-			t.Errorf("Body = %s (n=%d), AppendJSON = %s", b, n, got)
+		} else {
+			// net/http sends headers and body in one write only for a
+			// reader it knows holds the body in memory.
+			if _, one := body.(*bytes.Reader); one != (n <= SmallBody) {
+				t.Errorf("Body of %d bytes is %T, want one *bytes.Reader exactly up to %d", n, body, SmallBody)
+			}
+			if b, _ := io.ReadAll(body); !bytes.Equal(b, got) || n != int64(len(got)) {
+				t.Errorf("Body = %.80s (n=%d), AppendJSON = %.80s", b, n, got)
+			}
 		}
 		var back Request
 		if err := strictjson.Unmarshal(got, &back); err != nil {

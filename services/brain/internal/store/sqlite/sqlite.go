@@ -72,15 +72,24 @@ type DB struct {
 	stmts map[string]*sql.Stmt // writer's prepared statements
 	reads map[string]*sql.Stmt // prepared on the read pool
 
-	// The writer goroutine's record of each session's last event ID, so an
-	// append needs no lookup: lastSeq holds committed numbers, batchSeq
-	// those of the transaction in progress (merged on commit, dropped on
-	// rollback). A session not in lastSeq is looked up once.
-	lastSeq, batchSeq map[string]int64
+	// The writer goroutine's record of what it knows of each session, so
+	// that a tool call's writes need no lookup: known holds what committed,
+	// batch what the transaction in progress changed (merged into known on
+	// commit, dropped on rollback). A session not in known is looked up
+	// once. Only the writer writes the database, so the record stays true.
+	known, batch map[string]sessionState
 }
 
-// maxSeqCache bounds lastSeq; past it the record starts again empty.
-const maxSeqCache = 100_000
+// sessionState is the writer's record of one session. seq is the ID of its
+// last event, 0 when not known yet (looked up on the next append); status
+// and tenantID are "" when not known yet (looked up on the next check).
+type sessionState struct {
+	seq              int64
+	tenantID, status string
+}
+
+// maxKnown bounds DB.known; past it the record starts again empty.
+const maxKnown = 100_000
 
 var _ store.Store = (*DB)(nil)
 
@@ -152,8 +161,8 @@ func Open(path string, opts Options) (*DB, error) {
 		reads:    map[string]*sql.Stmt{},
 		stopCkpt: make(chan struct{}),
 		ckptDone: make(chan struct{}),
-		lastSeq:  map[string]int64{},
-		batchSeq: map[string]int64{},
+		known:    map[string]sessionState{},
+		batch:    map[string]sessionState{},
 	}
 	for name, q := range writeStmts {
 		st, err := write.Prepare(q)
@@ -269,7 +278,7 @@ var writeStmts = map[string]string{
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	"finishCall": `UPDATE tool_calls SET status = ?, finished_at = ?, error_code = ?, error_message = ?, unknown_outcome = ?, result = ?
 		WHERE id = ? AND status IN ('queued', 'running', 'requires_input')`,
-	"sessionStatus": `SELECT status FROM sessions WHERE id = ? AND tenant_id = ?`,
+	"sessionStatus": `SELECT tenant_id, status FROM sessions WHERE id = ?`,
 	"callStatus":    `SELECT status FROM tool_calls WHERE id = ?`,
 }
 
@@ -361,7 +370,7 @@ func refusal(err error) bool {
 // runBatch runs ops in one transaction; refused ops keep their error, any
 // other error rolls everything back and is returned.
 func (db *DB) runBatch(batch []*op) error {
-	clear(db.batchSeq)
+	clear(db.batch)
 	tx, err := db.write.Begin()
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -385,11 +394,11 @@ func (db *DB) runBatch(batch []*op) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	if len(db.lastSeq)+len(db.batchSeq) > maxSeqCache {
-		clear(db.lastSeq)
+	if len(db.known)+len(db.batch) > maxKnown {
+		clear(db.known)
 	}
-	for session, seq := range db.batchSeq {
-		db.lastSeq[session] = seq
+	for id, st := range db.batch {
+		db.known[id] = st
 	}
 	return nil
 }
@@ -449,21 +458,48 @@ func (db *DB) stmt(tx *sql.Tx, name string) *sql.Stmt {
 	return tx.Stmt(db.stmts[name])
 }
 
+// state returns the writer's record of session id, as the transaction in
+// progress sees it.
+func (db *DB) state(id string) sessionState {
+	if st, ok := db.batch[id]; ok {
+		return st
+	}
+	return db.known[id]
+}
+
+// sessionStatus returns the status of session id of tenantID, or
+// store.ErrNotFound.
+func (db *DB) sessionStatus(tx *sql.Tx, tenantID, id string) (string, error) {
+	st := db.state(id)
+	if st.status == "" {
+		err := db.stmt(tx, "sessionStatus").QueryRow(id).Scan(&st.tenantID, &st.status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", store.ErrNotFound
+		}
+		if err != nil {
+			return "", err
+		}
+		db.batch[id] = st
+	}
+	if st.tenantID != tenantID {
+		return "", store.ErrNotFound
+	}
+	return st.status, nil
+}
+
 func (db *DB) appendEvent(tx *sql.Tx, ev *store.Event) error {
-	seq, ok := db.batchSeq[ev.SessionID]
-	if !ok {
-		if seq, ok = db.lastSeq[ev.SessionID]; !ok {
-			if err := db.stmt(tx, "lastSeq").QueryRow(ev.SessionID).Scan(&seq); err != nil {
-				return fmt.Errorf("append %s event: %w", ev.Type, err)
-			}
+	st := db.state(ev.SessionID)
+	if st.seq == 0 {
+		if err := db.stmt(tx, "lastSeq").QueryRow(ev.SessionID).Scan(&st.seq); err != nil {
+			return fmt.Errorf("append %s event: %w", ev.Type, err)
 		}
 	}
-	seq++
-	if _, err := db.stmt(tx, "insertEvent").Exec(ev.SessionID, seq, ev.CallID, ev.Type, ev.Time.UnixNano(), string(ev.Data)); err != nil {
+	st.seq++
+	if _, err := db.stmt(tx, "insertEvent").Exec(ev.SessionID, st.seq, ev.CallID, ev.Type, ev.Time.UnixNano(), string(ev.Data)); err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Type, err)
 	}
-	db.batchSeq[ev.SessionID] = seq
-	ev.ID = seq
+	db.batch[ev.SessionID] = st
+	ev.ID = st.seq
 	return nil
 }
 
@@ -478,6 +514,9 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session, evs ...*store
 			s.CreatedAt.UnixNano(), s.UpdatedAt.UnixNano()); err != nil {
 			return nil, fmt.Errorf("create session: %w", err)
 		}
+		st := db.state(s.ID)
+		st.tenantID, st.status = s.TenantID, s.Status
+		db.batch[s.ID] = st
 		for _, ev := range evs {
 			if err := db.appendEvent(tx, ev); err != nil {
 				return nil, fmt.Errorf("create session: %w", err)
@@ -490,12 +529,11 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session, evs ...*store
 // SetSessionStatus implements store.Store.
 func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []string, to string, at time.Time, ev *store.Event) error {
 	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
-		var cur string
-		err := db.stmt(tx, "sessionStatus").QueryRow(id, tenantID).Scan(&cur)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, store.ErrNotFound
-		}
+		cur, err := db.sessionStatus(tx, tenantID, id)
 		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("set session status: %w", err)
 		}
 		ok := false
@@ -508,6 +546,9 @@ func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []
 		if _, err := tx.Exec(`UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?`, to, at.UnixNano(), id); err != nil {
 			return nil, fmt.Errorf("set session status: %w", err)
 		}
+		st := db.state(id)
+		st.status = to
+		db.batch[id] = st
 		if err := db.appendEvent(tx, ev); err != nil {
 			return nil, fmt.Errorf("set session status: %w", err)
 		}
@@ -519,12 +560,11 @@ func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []
 // the ID of its tool.call event.
 func (db *DB) CreateCall(ctx context.Context, c *store.Call, ev *store.Event) error {
 	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
-		var cur string
-		err := db.stmt(tx, "sessionStatus").QueryRow(c.SessionID, c.TenantID).Scan(&cur)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, store.ErrNotFound
-		}
+		cur, err := db.sessionStatus(tx, c.TenantID, c.SessionID)
 		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("create tool call: %w", err)
 		}
 		if cur != store.SessionActive {

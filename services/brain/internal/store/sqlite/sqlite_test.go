@@ -335,3 +335,48 @@ func TestOpenPathWithURICharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionStateAfterReopen: the writer's record of sessions starts empty
+// in a new process, so status, tenant and the last event ID come from the
+// file, and a refused write leaves the record as it was.
+func TestSessionStateAfterReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "brain.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ses_open", "ses_closed"} {
+		s, ev := newSession(id, "t1")
+		if err := db.CreateSession(ctx, s, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.SetSessionStatus(ctx, "t1", "ses_closed", []string{store.SessionActive}, store.SessionClosed, t0,
+		&store.Event{Type: store.EventSessionClosed, SessionID: "ses_closed", Data: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	db = open(t, path, nil)
+	var se *store.StateError
+	c, ev := newCall("call_c", "ses_closed", "t1")
+	if err := db.CreateCall(ctx, c, ev); !errors.As(err, &se) || se.Status != store.SessionClosed {
+		t.Errorf("CreateCall in closed session after reopen = %v, want StateError closed", err)
+	}
+	c, ev = newCall("call_t2", "ses_open", "t2")
+	if err := db.CreateCall(ctx, c, ev); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("CreateCall in other tenant's session after reopen = %v, want ErrNotFound", err)
+	}
+	if err := db.SetSessionStatus(ctx, "t1", "ses_closed", []string{store.SessionActive}, store.SessionInterrupted, t0,
+		&store.Event{Type: store.EventSessionInterrupted, SessionID: "ses_closed", Data: json.RawMessage(`{}`)}); !errors.As(err, &se) {
+		t.Errorf("interrupt of closed session = %v, want StateError", err)
+	}
+	c, ev = newCall("call_ok", "ses_open", "t1")
+	if err := db.CreateCall(ctx, c, ev); err != nil {
+		t.Fatalf("CreateCall in open session after reopen: %v", err)
+	}
+	if ev.ID != 2 {
+		t.Errorf("tool.call event ID %d, want 2 (after session.created)", ev.ID)
+	}
+}

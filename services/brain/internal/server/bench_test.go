@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
 )
 
@@ -114,9 +116,14 @@ func post(client *http.Client, url, token string, body []byte, want int) error {
 // BenchmarkToolCall measures, side by side in one run, a direct POST to a
 // pkg/service echo tool and the same call through brain (POST
 // /sessions/{id}/tool_calls with wait_seconds, durable events in SQLite in a
-// temp dir), at concurrency 1 and 32. A third path, "relay", is a bare HTTP
-// handler that forwards the request to the tool and copies the answer back:
-// the cost of the extra hop alone, the ceiling for any host in between.
+// temp dir), at concurrency 1 and 32. Two more paths split brain's cost:
+//   - "relay" is a bare HTTP handler that forwards the request to the tool
+//     and copies the answer back: the cost of the extra hop alone, the
+//     ceiling for any host in between;
+//   - "relay+store" is the relay plus the two durable writes brain must make
+//     per call (the call and its tool.call event before sending, the result
+//     and its tool.result event after), through brain's own SQLite store:
+//     the ceiling for any host that records calls as the contract asks.
 //
 // The paths run interleaved in rounds, so load from other processes on the
 // machine hits them alike. Each sub-benchmark reports calls/s and p50/p99 per
@@ -159,6 +166,52 @@ func BenchmarkToolCall(b *testing.B) {
 	}))
 	defer relay.Close()
 
+	// relay+store: the relay plus the two durable writes brain makes per
+	// call (CreateCall and FinishCall with their events, group-committed in
+	// their own SQLite file): the ceiling for a host that records each call
+	// before sending it and its result after.
+	sdb, err := sqlite.Open(filepath.Join(b.TempDir(), "relay.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sdb.Close()
+	t0 := time.Now().UTC()
+	if err := sdb.CreateSession(context.Background(), &store.Session{ID: "ses_r", TenantID: "t1", Status: store.SessionActive, Tools: []string{"echo"},
+		Config: json.RawMessage(`{}`), CreatedAt: t0, UpdatedAt: t0},
+		&store.Event{Type: store.EventSessionCreated, SessionID: "ses_r", Time: t0, Data: json.RawMessage(`{}`)}); err != nil {
+		b.Fatal(err)
+	}
+	relayStore := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		now := time.Now().UTC()
+		c := &store.Call{ID: newID("call"), SessionID: "ses_r", TenantID: "t1", Tool: "echo", Status: store.CallRunning,
+			Arguments: json.RawMessage(`{"text":"hello"}`), CreatedAt: now, StartedAt: now}
+		if err := sdb.CreateCall(r.Context(), c, &store.Event{Type: store.EventToolCall, SessionID: "ses_r", CallID: c.ID, Time: now,
+			Data: json.RawMessage(`{"tool":"echo","arguments":{"text":"hello"}}`)}); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), "POST", echo.URL+"/tools/echo", bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		res, err := relayClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		out, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		c.Status, c.FinishedAt, c.Result = store.CallSucceeded, time.Now().UTC(), out
+		if err := sdb.FinishCall(r.Context(), c, &store.Event{Type: store.EventToolResult, SessionID: "ses_r", CallID: c.ID, Time: c.FinishedAt,
+			Data: out}); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
+		w.WriteHeader(res.StatusCode)
+		w.Write(out)
+	}))
+	defer relayStore.Close()
+
 	sessBody := []byte(`{"config":{"tools":["echo"]}}`)
 	req, _ := http.NewRequest("POST", brainURL+"/sessions", bytes.NewReader(sessBody))
 	req.Header.Set("Content-Type", "application/json")
@@ -182,6 +235,7 @@ func BenchmarkToolCall(b *testing.B) {
 	}{
 		{"direct", func() error { return post(client, echo.URL+"/tools/echo", toolsKey, toolBody(), http.StatusOK) }},
 		{"relay", func() error { return post(client, relay.URL+"/tools/echo", toolsKey, toolBody(), http.StatusOK) }},
+		{"relay+store", func() error { return post(client, relayStore.URL+"/tools/echo", toolsKey, toolBody(), http.StatusOK) }},
 		{"brain", func() error {
 			return post(client, brainURL+"/sessions/"+sess.ID+"/tool_calls", apiKeys["t1"], callBody, http.StatusOK)
 		}},
@@ -211,17 +265,18 @@ func BenchmarkToolCall(b *testing.B) {
 				b.ReportMetric(float64(res[i].p50.Microseconds()), p.name+"-p50-µs")
 				b.ReportMetric(float64(res[i].p99.Microseconds()), p.name+"-p99-µs")
 			}
-			direct, relay, brain := res[0], res[1], res[2]
+			direct, relay, stored, brain := res[0], res[1], res[2], res[3]
 			b.ReportMetric(float64((brain.p50 - direct.p50).Microseconds()), "brain-added-p50-µs")
 			b.ReportMetric(100*brain.rate()/direct.rate(), "brain-%-of-direct")
 			b.ReportMetric(100*relay.rate()/direct.rate(), "relay-%-of-direct")
+			b.ReportMetric(100*stored.rate()/direct.rate(), "relay+store-%-of-direct")
 			if tx1 > tx0 {
 				b.ReportMetric(float64(ops1-ops0)/float64(tx1-tx0), "writes/commit")
 			}
 			b.ReportMetric(0, "ns/op")
-			fmt.Printf("c%d: direct %.0f calls/s p50 %v p99 %v | relay %.0f calls/s p50 %v p99 %v | brain %.0f calls/s p50 %v p99 %v | brain adds %v p50, keeps %.0f%% of direct throughput (relay %.0f%%)\n",
-				conc, direct.rate(), direct.p50, direct.p99, relay.rate(), relay.p50, relay.p99, brain.rate(), brain.p50, brain.p99,
-				brain.p50-direct.p50, 100*brain.rate()/direct.rate(), 100*relay.rate()/direct.rate())
+			fmt.Printf("c%d: direct %.0f calls/s p50 %v p99 %v | relay %.0f calls/s p50 %v | relay+store %.0f calls/s p50 %v | brain %.0f calls/s p50 %v p99 %v | brain adds %v p50, keeps %.0f%% of direct throughput (relay %.0f%%, relay+store %.0f%%)\n",
+				conc, direct.rate(), direct.p50, direct.p99, relay.rate(), relay.p50, stored.rate(), stored.p50, brain.rate(), brain.p50, brain.p99,
+				brain.p50-direct.p50, 100*brain.rate()/direct.rate(), 100*relay.rate()/direct.rate(), 100*stored.rate()/direct.rate())
 		})
 	}
 }

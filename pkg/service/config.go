@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
@@ -66,8 +67,8 @@ func (c *Config) Validate() error {
 	if c.Token == "" && !c.NoAuth {
 		errs = append(errs, errors.New("BRAIN_TOOLS_KEY is not set: set it to the token brain sends, or set INSECURE_NO_AUTH=true to run without auth"))
 	}
-	if c.Addr == "" {
-		errs = append(errs, errors.New("ADDR is empty"))
+	if err := CheckListenAddr(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("ADDR %q: %w", c.Addr, err))
 	}
 	if c.MaxRequestBytes <= 0 {
 		errs = append(errs, fmt.Errorf("MAX_REQUEST_BYTES must be positive, got %d", c.MaxRequestBytes))
@@ -121,6 +122,26 @@ func CheckBaseURL(raw string) error {
 		return errors.New("must not contain a query")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return errors.New("must not contain a fragment")
+	}
+	return nil
+}
+
+// CheckListenAddr checks a listen address (ADDR, brain's BRAIN_ADDR) before
+// anything is opened, so that a typo fails at start with the variable named
+// instead of after a data file was created: host:port, the host possibly
+// empty (all interfaces), the port a decimal number from 0 (any free port)
+// to 65535. The error says what is wrong, for the caller to prefix with the
+// variable's name.
+func CheckListenAddr(addr string) error {
+	if addr == "" {
+		return errors.New("is empty")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port: %w", err)
+	}
+	if port != "0" && !validPort(port) {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
 	}
 	return nil
 }

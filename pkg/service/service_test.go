@@ -424,6 +424,16 @@ func TestConfigValidate(t *testing.T) {
 		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SSE_HEARTBEAT": "0s"}, "SSE_HEARTBEAT must be positive, got 0s"},
 		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SSE_HEARTBEAT": "1ns"}, ""},
 		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SSE_STREAM_AFTER": "-1s"}, "SSE_STREAM_AFTER must be more than 0 and less than 30s (the host's header limit), got -1s"},
+		{map[string]string{"ADDR": "", "BRAIN_TOOLS_KEY": "k"}, `ADDR "": is empty`},
+		{map[string]string{"ADDR": "nonsense", "BRAIN_TOOLS_KEY": "k"}, `ADDR "nonsense": want host:port`},
+		{map[string]string{"ADDR": "127.0.0.1:65536", "BRAIN_TOOLS_KEY": "k"}, `ADDR "127.0.0.1:65536": port "65536" is not a number from 0 to 65535`},
+		{map[string]string{"ADDR": "127.0.0.1:8081x", "BRAIN_TOOLS_KEY": "k"}, `port "8081x"`},
+		{map[string]string{"ADDR": "127.0.0.1:", "BRAIN_TOOLS_KEY": "k"}, `port ""`},
+		{map[string]string{"ADDR": "127.0.0.1:080", "BRAIN_TOOLS_KEY": "k"}, `port "080"`},
+		{map[string]string{"ADDR": "127.0.0.1:65535", "BRAIN_TOOLS_KEY": "k"}, ""},
+		{map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "k"}, ""},
+		{map[string]string{"ADDR": "[::1]:8081", "BRAIN_TOOLS_KEY": "k"}, ""},
+		{map[string]string{"ADDR": ":8081", "BRAIN_TOOLS_KEY": "k"}, ""},
 		// Every problem is named at once.
 		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k", "SHUTDOWN_TIMEOUT": "-1s", "SSE_HEARTBEAT": "-2s"}, "SHUTDOWN_TIMEOUT must be positive, got -1s\nSSE_HEARTBEAT must be positive, got -2s"},
 	}

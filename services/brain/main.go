@@ -128,6 +128,9 @@ func (ec *envConfig) validate() (slog.Level, error) {
 			errs = append(errs, fmt.Errorf("BRAIN_PUBLIC_URL %q: %w", ec.PublicURL, err))
 		}
 	}
+	if err := service.CheckListenAddr(ec.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("BRAIN_ADDR %q: %w", ec.Addr, err))
+	}
 	return level, errors.Join(errs...)
 }
 

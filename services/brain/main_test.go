@@ -135,6 +135,8 @@ func TestCheck(t *testing.T) {
 		{"BRAIN_PUBLIC_URL not a URL", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "not a url"}, []string{`env config: BRAIN_PUBLIC_URL "not a url": must be an absolute http:// or https:// URL`}, ""},
 		{"BRAIN_PUBLIC_URL without host", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "http:///x"}, []string{`BRAIN_PUBLIC_URL "http:///x": has no host`}, ""},
 		{"BRAIN_PUBLIC_URL with a query", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example/?a=1"}, []string{`BRAIN_PUBLIC_URL "https://brain.example/?a=1": must not contain a query`}, ""},
+		{"BRAIN_ADDR without a port", []string{"-config", good, "-check"}, map[string]string{"BRAIN_ADDR": "127.0.0.1"}, []string{`env config: BRAIN_ADDR "127.0.0.1": want host:port`}, ""},
+		{"BRAIN_ADDR port out of range", []string{"-config", good, "-check"}, map[string]string{"BRAIN_ADDR": "127.0.0.1:70000"}, []string{`BRAIN_ADDR "127.0.0.1:70000": port "70000" is not a number from 0 to 65535`}, ""},
 		{"BRAIN_PUBLIC_URL good", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example:8443/"}, nil, "ok (2 tools"},
 	}
 	for _, tt := range tests {

@@ -45,6 +45,10 @@ func TestRunRefusesBadConfig(t *testing.T) {
 			[]string{"APPROVAL_OPERATOR_SESSION_TTL must be positive"}, ""},
 		{"INSPECT_BRAIN_URLS not a URL", map[string]string{"INSPECT_BRAIN_URLS": "brain"},
 			[]string{"INSPECT_BRAIN_URLS"}, ""},
+		{"ADDR without a port", map[string]string{"ADDR": "nonsense"},
+			[]string{`ADDR "nonsense": want host:port`}, ""},
+		{"ADDR port out of range", map[string]string{"ADDR": "127.0.0.1:99999"},
+			[]string{`ADDR "127.0.0.1:99999": port "99999"`}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,10 +56,15 @@ type Options struct {
 }
 
 // CheckBrainURLs checks an allow-list for Options.BrainURLs: each entry is
-// a plain http(s) base URL. The error names the entry at fault.
+// a plain http(s) base URL, written as strictly as BRAIN_PUBLIC_URL and
+// PUBLIC_URL (service.CheckBaseURL: no empty port, no leading zeros). The
+// error names the entry at fault.
 func CheckBrainURLs(urls []string) error {
 	for _, raw := range urls {
 		if _, err := brainBase(raw); err != nil {
+			return fmt.Errorf("brain URL %q: %v", raw, err)
+		}
+		if err := service.CheckBaseURL(raw); err != nil {
 			return fmt.Errorf("brain URL %q: %v", raw, err)
 		}
 	}

@@ -268,4 +268,13 @@ func TestBrainURLAllowList(t *testing.T) {
 			t.Errorf("CheckBrainURLs(%s) = %v, want a port out of range", bad, err)
 		}
 	}
+	// As strict as BRAIN_PUBLIC_URL, which says what brain sends.
+	for bad, want := range map[string]string{"http://brain:": "has an empty port", "http://brain:08080": `port "08080"`} {
+		if err := CheckBrainURLs([]string{bad}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckBrainURLs(%s) = %v, want %q", bad, err, want)
+		}
+	}
+	if err := CheckBrainURLs([]string{"http://brain:8080", "https://Brain.example/base/"}); err != nil {
+		t.Errorf("CheckBrainURLs of good URLs = %v", err)
+	}
 }

@@ -18,6 +18,27 @@ import (
 // TestRunRefusesBadConfig runs the service's run func with settings it
 // must refuse before it listens, and checks the error names the variable
 // the operator set.
+// TestRunNamesTheDataDir: a data directory the store cannot use (here a
+// regular file) fails the start with an error naming APPROVAL_DATA_DIR.
+func TestRunNamesTheDataDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"ADDR":                    "127.0.0.1:0",
+		"BRAIN_TOOLS_KEY":         "tools-key-0123456789",
+		"APPROVAL_OPERATOR_TOKEN": "operator-token-0123456789",
+		"APPROVAL_DATA_DIR":       file,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := run(ctx, env, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), `APPROVAL_DATA_DIR "`+file+`"`) {
+		t.Fatalf("run with a file as data dir = %v, want an error naming APPROVAL_DATA_DIR", err)
+	}
+}
+
 func TestRunRefusesBadConfig(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -116,7 +116,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	}
 	store, err := OpenStore(ctx, strings.TrimRight(cfg.DataDir, "/")+"/approvals.db")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("APPROVAL_DATA_DIR %q: %w", cfg.DataDir, err)
 	}
 	// When ctx ends (SIGTERM), waiting streams answer at once and leave
 	// their approvals pending, so the shutdown is not held up by them.

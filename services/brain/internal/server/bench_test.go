@@ -44,6 +44,40 @@ func echoService(b *testing.B) *httptest.Server {
 	return hs
 }
 
+// forwardFunc sends the request being relayed and returns the answer.
+type forwardFunc func() (*http.Response, []byte, error)
+
+// relayHandler forwards each request to url and copies the answer back.
+// around, when set, runs the forward (relay+store records the call around
+// it); an error answers 502.
+func relayHandler(client *http.Client, url string, around func(context.Context, forwardFunc) (*http.Response, []byte, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		forward := func() (*http.Response, []byte, error) {
+			req, _ := http.NewRequestWithContext(r.Context(), "POST", url, bytes.NewReader(body))
+			req.Header = r.Header.Clone()
+			res, err := client.Do(req)
+			if err != nil {
+				return nil, nil, err
+			}
+			defer res.Body.Close()
+			out, err := io.ReadAll(res.Body)
+			return res, out, err
+		}
+		if around == nil {
+			around = func(_ context.Context, f forwardFunc) (*http.Response, []byte, error) { return f() }
+		}
+		res, out, err := around(r.Context(), forward)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
+		w.WriteHeader(res.StatusCode)
+		w.Write(out)
+	}
+}
+
 // benchResult is one measured run.
 type benchResult struct {
 	calls    int
@@ -150,20 +184,7 @@ func BenchmarkToolCall(b *testing.B) {
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 128}}
 	relayClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 128}}
-	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequestWithContext(r.Context(), "POST", echo.URL+"/tools/echo", bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		res, err := relayClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer res.Body.Close()
-		w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
-		w.WriteHeader(res.StatusCode)
-		io.Copy(w, res.Body)
-	}))
+	relay := httptest.NewServer(relayHandler(relayClient, echo.URL+"/tools/echo", nil))
 	defer relay.Close()
 
 	// relay+store: the relay plus the two durable writes brain makes per
@@ -181,34 +202,21 @@ func BenchmarkToolCall(b *testing.B) {
 		&store.Event{Type: store.EventSessionCreated, SessionID: "ses_r", Time: t0, Data: json.RawMessage(`{}`)}); err != nil {
 		b.Fatal(err)
 	}
-	relayStore := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+	relayStore := httptest.NewServer(relayHandler(relayClient, echo.URL+"/tools/echo", func(ctx context.Context, forward forwardFunc) (*http.Response, []byte, error) {
 		now := time.Now().UTC()
 		c := &store.Call{ID: newID("call"), SessionID: "ses_r", TenantID: "t1", Tool: "echo", Status: store.CallRunning,
 			Arguments: json.RawMessage(`{"text":"hello"}`), CreatedAt: now, StartedAt: now}
-		if err := sdb.CreateCall(r.Context(), c, &store.Event{Type: store.EventToolCall, SessionID: "ses_r", CallID: c.ID, Time: now,
+		if err := sdb.CreateCall(ctx, c, &store.Event{Type: store.EventToolCall, SessionID: "ses_r", CallID: c.ID, Time: now,
 			Data: json.RawMessage(`{"tool":"echo","arguments":{"text":"hello"}}`)}); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
+			return nil, nil, err
 		}
-		req, _ := http.NewRequestWithContext(r.Context(), "POST", echo.URL+"/tools/echo", bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		res, err := relayClient.Do(req)
+		res, out, err := forward()
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
+			return nil, nil, err
 		}
-		out, _ := io.ReadAll(res.Body)
-		res.Body.Close()
 		c.Status, c.FinishedAt, c.Result = store.CallSucceeded, time.Now().UTC(), out
-		if err := sdb.FinishCall(r.Context(), c, &store.Event{Type: store.EventToolResult, SessionID: "ses_r", CallID: c.ID, Time: c.FinishedAt,
-			Data: out}); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
-		w.WriteHeader(res.StatusCode)
-		w.Write(out)
+		err = sdb.FinishCall(ctx, c, &store.Event{Type: store.EventToolResult, SessionID: "ses_r", CallID: c.ID, Time: c.FinishedAt, Data: out})
+		return res, out, err
 	}))
 	defer relayStore.Close()
 

@@ -171,8 +171,7 @@ func (s *Store) Create(ctx context.Context, n NewApproval, maxPending int) (a Ap
 		return Approval{}, false, fmt.Errorf("create approval: %w", err)
 	}
 	defer tx.Rollback()
-	existing, err := scanApproval(tx.QueryRowContext(ctx, `SELECT `+columns+` FROM approvals WHERE tenant_id = ? AND session_id = ? AND call_id = ?`,
-		n.TenantID, n.SessionID, n.CallID))
+	existing, err := scanApproval(tx.QueryRowContext(ctx, byCallQuery, n.TenantID, n.SessionID, n.CallID))
 	switch {
 	case err == nil:
 		return existing, false, nil
@@ -197,6 +196,25 @@ func (s *Store) Create(ctx context.Context, n NewApproval, maxPending int) (a Ap
 		return Approval{}, false, fmt.Errorf("create approval: commit: %w", err)
 	}
 	return a, true, nil
+}
+
+// byCallQuery finds the approval one call created; the UNIQUE (tenant_id,
+// session_id, call_id) constraint is its index.
+const byCallQuery = `SELECT ` + columns + ` FROM approvals WHERE tenant_id = ? AND session_id = ? AND call_id = ?`
+
+// GetByCall returns the approval that call callID (request_approval or
+// approval_start) of tenant's session created, and ErrNotFound when there
+// is none: a call of another session or another tenant is not found, so
+// an agent can only reach its own session's approvals this way.
+func (s *Store) GetByCall(ctx context.Context, tenant, session, callID string) (Approval, error) {
+	a, err := scanApproval(s.r.QueryRowContext(ctx, byCallQuery, tenant, session, callID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Approval{}, ErrNotFound
+	}
+	if err != nil {
+		return Approval{}, fmt.Errorf("get approval of call %s: %w", callID, err)
+	}
+	return a, nil
 }
 
 // Get returns the approval id, for any tenant: the operator page's view.

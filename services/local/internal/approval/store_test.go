@@ -280,3 +280,89 @@ func TestOpenStorePathWithURICharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestGetByCall finds an approval by the call that created it, scoped to
+// the tenant and session, before and after the store is closed and opened
+// again (a restart of the service).
+func TestGetByCall(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approvals.db")
+	ctx := context.Background()
+	s1 := openTestStore(t, path)
+	mine, _, err := s1.Create(ctx, newReq("c1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same call_id in another session and another tenant: other
+	// approvals, never the one of t1/s1.
+	otherSession, _, _ := s1.Create(ctx, NewApproval{TenantID: "t1", SessionID: "s2", CallID: "c1", Action: "x", Timeout: time.Minute}, 0)
+	otherTenant, _, _ := s1.Create(ctx, NewApproval{TenantID: "t2", SessionID: "s1", CallID: "c1", Action: "x", Timeout: time.Minute}, 0)
+	// Calls made only elsewhere: c3 in t1's session s3, c9 in t2's s9.
+	for _, n := range []NewApproval{
+		{TenantID: "t1", SessionID: "s3", CallID: "c3", Action: "x", Timeout: time.Minute},
+		{TenantID: "t2", SessionID: "s9", CallID: "c9", Action: "x", Timeout: time.Minute},
+	} {
+		if _, _, err := s1.Create(ctx, n, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tests := []struct {
+		name                    string
+		tenant, session, callID string
+		want                    string // approval ID; "" for ErrNotFound
+	}{
+		{"same tenant, session and call", "t1", "s1", "c1", mine.ID},
+		{"same call in another session of the tenant", "t1", "s2", "c1", otherSession.ID},
+		{"same call of another tenant", "t2", "s1", "c1", otherTenant.ID},
+		{"call made in another session of the tenant", "t1", "s1", "c3", ""},
+		{"call made in another tenant's session", "t1", "s1", "c9", ""},
+		{"another tenant's session and call", "t1", "s9", "c9", ""},
+		{"unknown call", "t1", "s1", "c2", ""},
+		{"call_id is not a prefix match", "t1", "s1", "c", ""},
+		{"call_id is case-sensitive", "t1", "s1", "C1", ""},
+	}
+	s2 := s1
+	for round, name := range []string{"open", "reopened"} {
+		if round == 1 {
+			s1.Close() // DB.Close is idempotent: the cleanup's second Close is a no-op
+			s2 = openTestStore(t, path)
+		}
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				a, err := s2.GetByCall(ctx, tt.tenant, tt.session, tt.callID)
+				if tt.want == "" {
+					if !errors.Is(err, ErrNotFound) {
+						t.Fatalf("GetByCall = %+v, %v; want ErrNotFound", a, err)
+					}
+					return
+				}
+				if err != nil || a.ID != tt.want || a.TenantID != tt.tenant || a.SessionID != tt.session || a.Status != Pending {
+					t.Fatalf("GetByCall = %+v, %v; want %s", a, err, tt.want)
+				}
+			})
+		}
+	}
+}
+
+// TestGetByCallUsesTheIndex: the lookup by call is a search of the unique
+// (tenant_id, session_id, call_id) index, not a scan of every approval.
+func TestGetByCallUsesTheIndex(t *testing.T) {
+	s := openTestStore(t, "")
+	rows, err := s.r.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+byCallQuery, "t1", "s1", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if len(plan) != 1 || !strings.Contains(plan[0], "SEARCH approvals USING INDEX") || !strings.Contains(plan[0], "call_id=?") {
+		t.Fatalf("query plan %q: want one index search on tenant_id, session_id and call_id", plan)
+	}
+}

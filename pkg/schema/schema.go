@@ -9,11 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -154,17 +157,31 @@ func (s *Schema) validate(what string, v any) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	var leaves []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
+	var walk func(e *jsonschema.ValidationError, at, prefix string)
+	walk = func(e *jsonschema.ValidationError, at, prefix string) {
+		if at == "" {
+			at = pointer(e.InstanceLocation)
+		}
 		if len(e.Causes) == 0 {
-			leaves = append(leaves, fmt.Sprintf("at %s: %s", pointer(e.InstanceLocation), oneLine(e.ErrorKind.LocalizedString(printer))))
+			leaves = append(leaves, fmt.Sprintf("at %s: %s%s", at, prefix, kindMessage(e.ErrorKind)))
+			return
+		}
+		if pn, ok := e.ErrorKind.(*kind.PropertyNames); ok {
+			// The causes judge the name, a value with no place in the
+			// document: say which name, at the object's place. jsonschema
+			// v6.0.3 reports that place wrongly (santhosh-tekuri/jsonschema
+			// issue 258: it keeps a buffer a later sibling overwrites), so
+			// it is read from the schema's path instead.
+			for _, c := range e.Causes {
+				walk(c, propertyNamesAt(e.SchemaURL), fmt.Sprintf("property name %s: ", strconv.Quote(pn.Property)))
+			}
 			return
 		}
 		for _, c := range e.Causes {
-			walk(c)
+			walk(c, "", prefix)
 		}
 	}
-	walk(ve)
+	walk(ve, "", "")
 	extra := ""
 	if len(leaves) > MaxErrors {
 		extra = fmt.Sprintf("; and %d more", len(leaves)-MaxErrors)
@@ -182,6 +199,37 @@ func pointer(loc []string) string {
 	return strconv.Quote(jsonPointer(loc))
 }
 
+// propertyNamesAt is the place of the object a propertyNames keyword at
+// schemaURL checked, when the schema's path says it: a chain of
+// properties/<name> from the root ("#/properties/env/propertyNames" is
+// "/env"). Through items, a $ref or the like it cannot be told, and the
+// answer is "an object".
+func propertyNamesAt(schemaURL string) string {
+	_, frag, _ := strings.Cut(schemaURL, "#")
+	rest, ok := strings.CutSuffix(frag, "/propertyNames")
+	if !ok {
+		return "an object"
+	}
+	var loc []string
+	for rest != "" {
+		var name string
+		rest, ok = strings.CutPrefix(rest, "/properties/")
+		if !ok {
+			return "an object"
+		}
+		name, rest, _ = strings.Cut(rest, "/")
+		if rest != "" {
+			rest = "/" + rest
+		}
+		if u, err := url.PathUnescape(name); err == nil {
+			name = u
+		}
+		name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
+		loc = append(loc, name)
+	}
+	return pointer(loc)
+}
+
 // jsonPointer renders loc's tokens as a JSON pointer (RFC 6901), "" for
 // the whole document.
 func jsonPointer(loc []string) string {
@@ -195,3 +243,75 @@ func jsonPointer(loc []string) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// kindMessage is k's message on one line, in jsonschema's words but with
+// numbers as JSON writes them: the English printer writes "3,601" (two
+// numbers, to a reader) and 1e6 as "1×10⁰⁶".
+func kindMessage(k jsonschema.ErrorKind) string {
+	bounds := func(name string, got, want *big.Rat) string {
+		return fmt.Sprintf("%s: got %s, want %s", name, ratString(got), ratString(want))
+	}
+	counts := func(name string, got, want int) string { return fmt.Sprintf("%s: got %d, want %d", name, got, want) }
+	switch k := k.(type) {
+	case *kind.Minimum:
+		return bounds("minimum", k.Got, k.Want)
+	case *kind.Maximum:
+		return bounds("maximum", k.Got, k.Want)
+	case *kind.ExclusiveMinimum:
+		return bounds("exclusiveMinimum", k.Got, k.Want)
+	case *kind.ExclusiveMaximum:
+		return bounds("exclusiveMaximum", k.Got, k.Want)
+	case *kind.MultipleOf:
+		return bounds("multipleOf", k.Got, k.Want)
+	case *kind.MinLength:
+		return counts("minLength", k.Got, k.Want)
+	case *kind.MaxLength:
+		return counts("maxLength", k.Got, k.Want)
+	case *kind.MinItems:
+		return counts("minItems", k.Got, k.Want)
+	case *kind.MaxItems:
+		return counts("maxItems", k.Got, k.Want)
+	case *kind.MinProperties:
+		return counts("minProperties", k.Got, k.Want)
+	case *kind.MaxProperties:
+		return counts("maxProperties", k.Got, k.Want)
+	}
+	return ungroup(oneLine(k.LocalizedString(printer)))
+}
+
+// ratString writes r exactly, in decimal: a JSON number's value always has
+// a finite decimal form.
+func ratString(r *big.Rat) string {
+	if r == nil {
+		return "?"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	s := strings.TrimRight(r.FloatString(MaxNumberLength), "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// ungroup drops each comma between a digit and exactly three digits,
+// outside the single-quoted values jsonschema writes (where a backslash
+// escapes the next byte), so that user data keeps its commas.
+func ungroup(s string) string {
+	digit := func(i int) bool { return i >= 0 && i < len(s) && s[i] >= '0' && s[i] <= '9' }
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(s):
+			b.WriteByte(c)
+			i++
+			c = s[i]
+		case c == '\'':
+			quoted = !quoted
+		case !quoted && c == ',' && digit(i-1) && digit(i+1) && digit(i+2) && digit(i+3) && !digit(i+4):
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}

@@ -92,3 +92,57 @@ func TestLongNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestMessages: a property name that fails propertyNames is reported at
+// its object's place (read from the schema's path while jsonschema reports
+// it wrongly), and numbers carry no thousands separators, while quoted
+// values keep their commas.
+func TestMessages(t *testing.T) {
+	s, err := Compile("input_schema", []byte(`{"type":"object","$defs":{"names":{"type":"object","propertyNames":{"pattern":"^[A-Z]+$"}}},
+		"properties":{
+			"env":{"type":"object","propertyNames":{"pattern":"^[A-Z_]+$"}},
+			"a b":{"type":"object","properties":{"x/y":{"type":"object","propertyNames":{"maxLength":2}}}},
+			"list":{"type":"array","items":{"type":"object","propertyNames":{"maxLength":1}}},
+			"ref":{"$ref":"#/$defs/names"},
+			"n":{"type":"integer","maximum":3600},
+			"f":{"type":"number","exclusiveMaximum":0.25,"multipleOf":0.01},
+			"big":{"type":"integer","minimum":1000000},
+			"s":{"type":"string","maxLength":1000},
+			"e":{"enum":["1,000"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ doc, want string }{
+		{`{"env":{"A=B":"c"},"n":1}`, `at "/env": property name "A=B": 'A=B' does not match pattern '^[A-Z_]+$'`},
+		// Another failing member after it used to overwrite the place.
+		{`{"env":{"A=B":"c"},"n":3601}`, `at "/env": property name "A=B":`},
+		{`{"a b":{"x/y":{"abc":1}}}`, `at "/a b/x~1y": property name "abc": maxLength: got 3, want 2`},
+		{`{"list":[{"ab":1}]}`, `at an object: property name "ab": maxLength: got 2, want 1`},
+		{`{"ref":{"a":1}}`, `at an object: property name "a":`},
+		{`{"n":3601}`, `at "/n": maximum: got 3601, want 3600`},
+		{`{"big":999999}`, `at "/big": minimum: got 999999, want 1000000`},
+		{`{"s":"` + strings.Repeat("x", 1001) + `"}`, `maxLength: got 1001, want 1000`},
+		{`{"e":"2,000"}`, `value must be '1,000'`},
+		{`{"n":3600.5}`, `at "/n": got number, want integer`},
+		{`{"n":1e4}`, `maximum: got 10000, want 3600`},
+		{`{"f":0.5}`, `exclusiveMaximum: got 0.5, want 0.25`},
+		{`{"f":0.125}`, `multipleOf: got 0.125, want 0.01`},
+	}
+	for _, tt := range tests {
+		err := s.ValidateObject("arguments", []byte(tt.doc))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%.60s: err = %v, want %q", tt.doc, err, tt.want)
+		}
+	}
+	for in, want := range map[string]string{
+		"got 3,601, want 3,600":       "got 3601, want 3600",
+		"got 1,000,000.5":             "got 1000000.5",
+		"value 'a,123' and 1,2345":    "value 'a,123' and 1,2345",
+		`value 'it\'s 1,000' and 1,0`: `value 'it\'s 1,000' and 1,0`,
+		"subschemas 0, 1 matched":     "subschemas 0, 1 matched",
+	} {
+		if got := ungroup(in); got != want {
+			t.Errorf("ungroup(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -35,10 +35,18 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 // createSessionRequest is the body of POST /sessions. harness and
 // config.model are stored and returned; config.tools enables tools by name.
 type createSessionRequest struct {
-	Harness *string        `json:"harness"`
-	Config  *sessionConfig `json:"config"`
+	Harness *string            `json:"harness"`
+	Config  *sessionConfigBody `json:"config"`
 }
 
+// sessionConfigBody is config as sent: a tool name may be null there (a
+// []string would read it as ""), to be refused as such.
+type sessionConfigBody struct {
+	Model *string   `json:"model"`
+	Tools []*string `json:"tools"`
+}
+
+// sessionConfig is config as stored and returned.
 type sessionConfig struct {
 	Model *string  `json:"model,omitempty"`
 	Tools []string `json:"tools"`
@@ -56,12 +64,15 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
-	cfg := req.Config
-	if cfg == nil {
-		cfg = &sessionConfig{}
-	}
-	if cfg.Tools == nil {
-		cfg.Tools = []string{}
+	cfg := &sessionConfig{Tools: []string{}}
+	if req.Config != nil {
+		cfg.Model = req.Config.Model
+		for i, name := range req.Config.Tools {
+			if name == nil {
+				return badRequest("config.tools[%d]: must be a tool name, got null", i)
+			}
+			cfg.Tools = append(cfg.Tools, *name)
+		}
 	}
 	var harness string
 	if req.Harness != nil {

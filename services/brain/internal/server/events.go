@@ -24,7 +24,7 @@ const (
 // events answers GET /sessions/{id}/events: an SSE stream (stored events
 // after Last-Event-ID or ?after=, then live ones, with heartbeat comments),
 // or with Accept: application/json one page {"events":[...],"has_more":bool}
-// (?after=&limit=). The caller is the session's tenant or holds an
+// (after Last-Event-ID or ?after=, up to ?limit=). The caller is the session's tenant or holds an
 // inspection token issued for this session; such a stream ends when the
 // token's call returns. See stream for when a stream ends.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
@@ -51,7 +51,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Par
 			return err
 		}
 	}
-	if v := r.Header.Get("Last-Event-ID"); v != "" && !asJSON {
+	// Both forms read Last-Event-ID, which wins over ?after= (a client
+	// that reconnects sends the newest it saw).
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if after, err = eventID("last-event-id", v); err != nil {
 			return err
 		}

@@ -180,6 +180,35 @@ func TestEventPage(t *testing.T) {
 			}
 		})
 	}
+	// The JSON page reads Last-Event-ID as the stream does: it wins over
+	// ?after=, and garbage is refused, not ignored.
+	for _, tc := range []struct {
+		hdr, query string
+		ids        []string
+		want       string
+	}{
+		{all[4].ID, "", []string{all[5].ID, all[6].ID}, ""},
+		{all[4].ID, "?after=0", []string{all[5].ID, all[6].ID}, ""},
+		{"garbage", "", nil, `last-event-id: want an event id (a non-negative integer; 0 = from the start), got "garbage"`},
+		{"1.5", "?after=1", nil, `last-event-id: want an event id`},
+	} {
+		r := b.do("GET", "/sessions/"+s.ID+"/events"+tc.query, "t1", nil, "Accept", "application/json", "Last-Event-ID", tc.hdr)
+		if tc.want != "" {
+			wantRefusal(t, r, 400, codeInvalidRequest, tc.want)
+			continue
+		}
+		var page struct {
+			Events []EventJSON `json:"events"`
+		}
+		r.json(t, &page)
+		var ids []string
+		for _, e := range page.Events {
+			ids = append(ids, e.ID)
+		}
+		if !cmp.Equal(ids, tc.ids) {
+			t.Errorf("JSON page after Last-Event-ID %s%s: ids %v, want %v", tc.hdr, tc.query, ids, tc.ids)
+		}
+	}
 	// Refusals of the event stream (no Accept: application/json) say what
 	// to do instead; none prints an internal bound.
 	for _, tc := range []struct {

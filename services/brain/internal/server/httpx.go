@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -54,8 +55,37 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.message }
 
+// errorf builds a refusal. A string or error among args longer than
+// maxEcho bytes is cut there (with "…"), so that a client sending a huge
+// ID, header or field name does not get it back whole.
 func errorf(status int, code, format string, args ...any) *apiError {
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			args[i] = clip(v)
+		case error:
+			if m := v.Error(); len(m) > maxEcho {
+				args[i] = clip(m)
+			}
+		}
+	}
 	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// maxEcho is the most bytes of one value a refusal repeats.
+const maxEcho = 512
+
+// clip cuts s to at most maxEcho bytes, at a UTF-8 boundary, marking the
+// cut with "…".
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func badRequest(format string, args ...any) *apiError {

@@ -294,3 +294,32 @@ func TestSessionEventsAfterContextDone(t *testing.T) {
 		t.Errorf("bad Last-Event-ID: %d", r.status)
 	}
 }
+
+// TestRefusalsDoNotEchoHugeInput: a refusal repeats at most maxEcho bytes of
+// any one value the client sent (a path ID, a header, a field name).
+func TestRefusalsDoNotEchoHugeInput(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "echo")
+	huge := strings.Repeat("x", 10_000)
+	for _, tc := range []struct {
+		name       string
+		r          resp
+		status     int
+		code, want string
+	}{
+		{"session id", b.do("GET", "/sessions/ses_"+huge, "t1", nil), 404, codeNotFound, `session "ses_xxx`},
+		{"call id", b.do("GET", "/tool_calls/call_"+huge, "t1", nil), 404, codeNotFound, `tool call "call_xxx`},
+		{"last-event-id", b.do("GET", "/sessions/"+s.ID+"/events", "t1", nil, "Accept", "application/json", "Last-Event-ID", huge), 400, codeInvalidRequest, `last-event-id: want an event id`},
+		{"field name", b.do("POST", "/sessions", "t1", []byte(`{"`+huge+`":1}`)), 400, codeInvalidRequest, "unknown field"},
+		{"exactly maxEcho is kept whole", b.do("GET", "/sessions/"+strings.Repeat("y", maxEcho), "t1", nil), 404, codeNotFound, strings.Repeat("y", maxEcho) + `"`},
+	} {
+		wantRefusal(t, tc.r, tc.status, tc.code, tc.want)
+		if len(tc.r.body) > 2*maxEcho {
+			t.Errorf("%s: refusal of %d bytes: %.200s", tc.name, len(tc.r.body), tc.r.body)
+		}
+		if tc.name != "exactly maxEcho is kept whole" && !strings.Contains(string(tc.r.body), "…") {
+			t.Errorf("%s: refusal does not mark the cut: %.200s", tc.name, tc.r.body)
+		}
+	}
+}

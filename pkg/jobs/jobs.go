@@ -8,10 +8,15 @@
 // call from another tenant gets ErrNotFound, the same answer as for an ID
 // that never existed, so IDs of other tenants cannot even be confirmed.
 //
-// Manager runs jobs as goroutines in memory. A service whose jobs must
-// survive a restart (the approvals of the local service) keeps them in its
-// own store and implements Backend; Tools builds the status and cancel tools
-// over either.
+// Manager runs jobs as goroutines in memory, so its jobs end with the
+// process. Its job IDs also name the Manager that issued them (see NewID
+// for the shape), so that after a restart a status or cancel call for a job
+// of the earlier process gets ErrOtherInstance — the job ended with that
+// process and its outcome is unknown — rather than ErrNotFound, which would
+// read as "ended long ago and forgotten". Nothing is persisted for this. A
+// service whose jobs must survive a restart (the approvals of the local
+// service) keeps them in its own store and implements Backend; Tools builds
+// the status and cancel tools over either.
 //
 // Source: the contract's "Handle errors, timeouts, and long jobs" section
 // (shared/seeds/000_*.txt) and the ToolCall lifecycle of the peer platform
@@ -23,6 +28,8 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/tool"
@@ -60,7 +67,8 @@ type Status struct {
 
 // ErrNotFound is the answer for a job ID that does not exist, has been
 // forgotten after its retention, or belongs to another tenant. The three
-// cases are deliberately indistinguishable.
+// cases are deliberately indistinguishable. (For a well-formed ID it did
+// not issue, a Manager answers ErrOtherInstance instead.)
 var ErrNotFound = errors.New("job not found")
 
 // ErrTooManyJobs is returned by Manager.Start when the tenant already has
@@ -79,14 +87,113 @@ type Backend interface {
 	Cancel(ctx context.Context, tenant, id string) (Status, error)
 }
 
-// IDBits is the number of random bits in an ID from NewID.
+// ErrOtherInstance is what errors.Is finds in a Manager's answer for a
+// well-formed job ID that the Manager did not issue; the error is an
+// *InstanceError.
+var ErrOtherInstance = errors.New("job was not started by this instance of the service")
+
+// InstanceError is a Manager's Status and Cancel answer for a well-formed
+// job ID that it did not issue: one whose run tag is another Manager's, or
+// an untagged ID (NewID's shape, which job IDs had before they were
+// tagged). In a service that runs one process at a time such an ID comes
+// from before the service last restarted: the job, if it existed, ended
+// with that process — a running one was stopped with it — and its outcome
+// is unknown here. The answer is the same for every tenant, as the ID's
+// tag is all it is based on: it confirms nothing about the job.
+type InstanceError struct {
+	// ID is the job ID asked about.
+	ID string
+	// IssuerStart is the start of the Manager that issued ID, read from the
+	// ID's run tag (millisecond precision); zero for an untagged ID.
+	IssuerStart time.Time
+	// Start is the start of the Manager that answers.
+	Start time.Time
+}
+
+// Restarted reports whether ID comes from before this Manager started: an
+// untagged ID, or a tag naming an earlier start. It is false only for a tag
+// naming this Manager's start or a later one — another process running
+// now, a clock set back between two runs, or a made-up ID.
+func (e *InstanceError) Restarted() bool {
+	return e.IssuerStart.IsZero() || e.IssuerStart.Before(e.Start)
+}
+
+func (e *InstanceError) Error() string {
+	if e.IssuerStart.IsZero() {
+		return fmt.Sprintf("job %s: no run tag, so not started by this instance of the service (started %s)", e.ID, stamp(e.Start))
+	}
+	return fmt.Sprintf("job %s: started by the instance of the service that started %s, not by this one (started %s)", e.ID, stamp(e.IssuerStart), stamp(e.Start))
+}
+
+// Is makes errors.Is(err, ErrOtherInstance) true.
+func (e *InstanceError) Is(target error) bool { return target == ErrOtherInstance }
+
+// Explain tells the caller of a status or cancel tool what became of the
+// job, for an is_error answer with unknown_outcome: which run of the
+// service started it, that the service keeps no jobs across a restart, then
+// ifRunning (what became of the job if it was still running at the
+// restart: "it was stopped with the service" for a Manager's own jobs),
+// then that its outcome is unknown. noun names a job ("command"); service
+// names the service ("the sandbox service").
+func (e *InstanceError) Explain(noun, service, ifRunning string) string {
+	const outcome = " Its outcome is unknown: whatever it did may have happened, and no result or output of it was kept."
+	switch {
+	case e.IssuerStart.IsZero():
+		return fmt.Sprintf("%s %s was started before %s restarted at %s: its ID has no run tag, so this run did not issue it, and the service keeps no %ss across a restart. If it was still running then, %s.%s",
+			noun, e.ID, service, stamp(e.Start), noun, ifRunning, outcome)
+	case e.Restarted():
+		return fmt.Sprintf("%s %s was started by an earlier run of %s (started %s); the service restarted at %s, after the %s started, and keeps no %ss across a restart. If it was still running then, %s.%s",
+			noun, e.ID, service, stamp(e.IssuerStart), stamp(e.Start), noun, noun, ifRunning, outcome)
+	default:
+		return fmt.Sprintf("%s %s was started by another run of %s (started %s), not by this one (started %s), which cannot see or stop it.%s",
+			noun, e.ID, service, stamp(e.IssuerStart), stamp(e.Start), outcome)
+	}
+}
+
+// stamp writes t in UTC with milliseconds, the precision of a run tag.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// IDBits is the number of random bits in an ID from NewID, and so in a
+// Manager's job ID.
 const IDBits = 128
 
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+// Shapes of IDs. A job ID is a token of 26 characters, optionally followed
+// by "_" and a run tag of 9 characters; all of them a-z and 2-7.
+const (
+	// IDPattern is the JSON Schema pattern (and regexp) of what ValidID
+	// accepts.
+	IDPattern = "^[a-z2-7]{26}(_[a-z2-7]{9})?$"
+	// IDShape describes IDPattern in words, for error messages.
+	IDShape = "26 characters of a-z and 2-7, then optionally _ and 9 more"
+)
 
-// NewID returns a new unguessable ID: 128 bits from crypto/rand in
+const (
+	tokenLen = 26 // base32 of IDBits
+	tagLen   = 9  // base32 of tagBits
+	tagBits  = 5 * tagLen
+)
+
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
+
+// NewID returns a new unguessable token: 128 bits from crypto/rand in
 // lower-case base32 without padding (26 characters of a-z and 2-7), safe in
-// URLs, file names and HTML without escaping.
+// URLs, file names and HTML without escaping. It is an ID by itself (the
+// local service's approval IDs, which outlive the process) and the random
+// part of a Manager's job IDs, which are
+//
+//	<token>_<tag>   e.g. "qlc2ckkmk5gh64ngwthcixlysq_bts3t2nms"
+//
+// 36 characters: the token, then "_" and the issuing Manager's run tag, its
+// start as Unix milliseconds in 9 characters of the same base32 alphabet,
+// most significant first (45 bits, up to the year 3084; the example's tag
+// is 2026-03-04T05:06:07.890Z). The tag is not
+// secret and adds no randomness: the 128 random bits alone make the ID
+// unguessable. It tells a Manager whether it issued an ID (InstanceError).
+// Managers of one process get distinct starts (a later one moves to the
+// next millisecond if needed); two processes share a tag only if they
+// started in the same millisecond.
 func NewID() string {
 	var b [IDBits / 8]byte
 	// crypto/rand.Read never returns an error since Go 1.24; it crashes the
@@ -95,13 +202,61 @@ func NewID() string {
 	return idEncoding.EncodeToString(b[:])
 }
 
-// ValidID reports whether s has the shape NewID produces. Callers use it to
-// refuse malformed IDs early with a clear message; a well-formed ID that does
-// not exist is still ErrNotFound.
+// ValidID reports whether s has a shape NewID or a Manager produces
+// (IDPattern): a token, or a token with a run tag. Callers use it to refuse
+// malformed IDs early with a clear message; a well-formed ID that does not
+// exist is still ErrNotFound (or, at a Manager, ErrOtherInstance).
 func ValidID(s string) bool {
-	if len(s) != idEncoding.EncodedLen(IDBits/8) {
+	token, tag, tagged := strings.Cut(s, "_")
+	if len(token) != tokenLen {
 		return false
 	}
-	_, err := idEncoding.DecodeString(s)
-	return err == nil
+	if _, err := idEncoding.DecodeString(token); err != nil {
+		return false
+	}
+	if !tagged {
+		return true
+	}
+	_, ok := decodeTag(tag)
+	return ok
+}
+
+// IssuerStart returns the start of the Manager that issued the job ID id,
+// read from its run tag, and false for an ID without a tag or a malformed
+// one.
+func IssuerStart(id string) (time.Time, bool) {
+	if !ValidID(id) {
+		return time.Time{}, false
+	}
+	_, tag, tagged := strings.Cut(id, "_")
+	if !tagged {
+		return time.Time{}, false
+	}
+	ms, _ := decodeTag(tag)
+	return time.UnixMilli(ms), true
+}
+
+// encodeTag writes ms (0 <= ms < 2^45) as a run tag.
+func encodeTag(ms int64) string {
+	var b [tagLen]byte
+	for i := tagLen - 1; i >= 0; i-- {
+		b[i] = idAlphabet[ms&31]
+		ms >>= 5
+	}
+	return string(b[:])
+}
+
+func decodeTag(tag string) (int64, bool) {
+	if len(tag) != tagLen {
+		return 0, false
+	}
+	var ms int64
+	for i := range len(tag) {
+		v := strings.IndexByte(idAlphabet, tag[i])
+		if v < 0 {
+			return 0, false
+		}
+		ms = ms<<5 | int64(v)
+	}
+	return ms, true
 }

@@ -3,7 +3,9 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/tool"
@@ -28,10 +30,14 @@ type Options struct {
 }
 
 // Manager runs jobs in memory. The zero value is not usable; use
-// NewManager. Jobs do not survive the process.
+// NewManager. Jobs do not survive the process; their IDs carry the
+// Manager's run tag (see NewID), so that the Manager of a later process
+// answers ErrOtherInstance for them, not ErrNotFound.
 type Manager struct {
 	opts   Options
 	now    func() time.Time
+	start  time.Time // when the Manager was made, in its run tag
+	tag    string    // run tag of its job IDs
 	ctx    context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -62,8 +68,35 @@ func NewManager(opts Options) *Manager {
 		opts.CancelWait = 5 * time.Second
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Manager{opts: opts, now: time.Now, ctx: ctx, stop: stop, jobs: map[string]*job{}}
+	start := instanceStart()
+	return &Manager{opts: opts, now: time.Now, start: start, tag: encodeTag(start.UnixMilli()), ctx: ctx, stop: stop, jobs: map[string]*job{}}
 }
+
+// lastStart is the latest start (Unix ms) given to a Manager of this
+// process, so that no two of them share a run tag.
+var lastStart atomic.Int64
+
+// instanceStart returns now to the millisecond, or the millisecond after
+// the last Manager's start if that is not earlier.
+func instanceStart() time.Time {
+	for {
+		prev := lastStart.Load()
+		ms := max(time.Now().UnixMilli(), prev+1, 0)
+		if ms >= 1<<tagBits {
+			panic("jobs: clock past the year 3084, beyond a run tag")
+		}
+		if lastStart.CompareAndSwap(prev, ms) {
+			return time.UnixMilli(ms)
+		}
+	}
+}
+
+// StartedAt is when m was made, to the millisecond: the start its job IDs
+// carry in their run tag.
+func (m *Manager) StartedAt() time.Time { return m.start }
+
+// Retention is how long m keeps an ended job readable (Options.Retention).
+func (m *Manager) Retention() time.Duration { return m.opts.Retention }
 
 // Start runs fn as a new job of tenant and returns its running status at
 // once. It fails with ErrTooManyJobs when the tenant is at its cap, and
@@ -90,7 +123,7 @@ func (m *Manager) Start(tenant string, fn Func) (Status, error) {
 	ctx, cancel := context.WithCancel(m.ctx)
 	j := &job{
 		tenant:   tenant,
-		status:   Status{ID: NewID(), State: Running, CreatedAt: m.now()},
+		status:   Status{ID: NewID() + "_" + m.tag, State: Running, CreatedAt: m.now()},
 		cancel:   cancel,
 		done:     make(chan struct{}),
 		finished: make(chan struct{}),
@@ -152,7 +185,17 @@ func (m *Manager) finishLocked(j *job, s State, res *tool.Result) {
 	close(j.finished)
 }
 
+// lookupLocked finds the tenant's job id: ErrNotFound for a malformed ID
+// or one of m's that is unknown or another tenant's, *InstanceError for a
+// well-formed ID that m did not issue (whatever the tenant).
 func (m *Manager) lookupLocked(tenant, id string) (*job, error) {
+	if !ValidID(id) {
+		return nil, ErrNotFound
+	}
+	if _, tag, _ := strings.Cut(id, "_"); tag != m.tag {
+		issuer, _ := IssuerStart(id)
+		return nil, &InstanceError{ID: id, IssuerStart: issuer, Start: m.start}
+	}
 	m.purgeLocked()
 	j, ok := m.jobs[id]
 	if !ok || j.tenant != tenant {
@@ -172,7 +215,8 @@ func (m *Manager) purgeLocked() {
 }
 
 // Status returns the tenant's job id, waiting up to wait for it to end
-// first. ErrNotFound for unknown IDs and for other tenants' jobs.
+// first. ErrNotFound for unknown IDs and for other tenants' jobs; an
+// *InstanceError (ErrOtherInstance) for an ID that m did not issue.
 func (m *Manager) Status(ctx context.Context, tenant, id string, wait time.Duration) (Status, error) {
 	m.mu.Lock()
 	j, err := m.lookupLocked(tenant, id)
@@ -197,7 +241,7 @@ func (m *Manager) Status(ctx context.Context, tenant, id string, wait time.Durat
 // Cancel ends the tenant's running job id as cancelled and cancels the
 // context of its Func, then waits up to the CancelWait option (or until ctx
 // ends) for the Func to return so that its result is the one reported.
-// Cancelling an ended job returns its status unchanged.
+// Cancelling an ended job returns its status unchanged. Errors as Status.
 func (m *Manager) Cancel(ctx context.Context, tenant, id string) (Status, error) {
 	m.mu.Lock()
 	j, err := m.lookupLocked(tenant, id)

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,22 +30,211 @@ func TestNewIDShapeAndUniqueness(t *testing.T) {
 }
 
 func TestValidID(t *testing.T) {
+	m := NewManager(Options{})
+	defer m.Close(context.Background())
+	job, _ := m.Start("t", func(context.Context) *tool.Result { return tool.TextResult("x") })
+	token := strings.Repeat("a", 26)
 	tests := []struct {
 		id   string
 		want bool
 	}{
-		{NewID(), true},
+		{NewID(), true}, // untagged: a token, or a job ID from before run tags
+		{job.ID, true},  // a Manager's job ID
+		{token + "_" + strings.Repeat("7", 9), true},
 		{"", false},
 		{strings.Repeat("a", 25), false},
 		{strings.Repeat("a", 27), false},
 		{strings.Repeat("A", 26), false}, // upper case is not what NewID writes
 		{strings.Repeat("1", 26), false}, // 0, 1, 8, 9 are outside the alphabet
 		{"../../../../etc/passwd/aaaa", false},
+		{token + "_", false},
+		{token + "_" + strings.Repeat("a", 8), false},
+		{token + "_" + strings.Repeat("a", 10), false},
+		{token + "_" + strings.Repeat("A", 9), false},
+		{token + "_aaaaaaaa1", false},
+		{token + "-" + strings.Repeat("a", 9), false},
+		{token + "_" + strings.Repeat("a", 9) + "_" + strings.Repeat("a", 9), false},
+		{strings.Repeat("a", 25) + "_" + strings.Repeat("a", 10), false},
+		{"_" + strings.Repeat("a", 9), false},
 	}
+	pattern := regexp.MustCompile(IDPattern)
 	for _, tt := range tests {
 		if got := ValidID(tt.id); got != tt.want {
 			t.Errorf("ValidID(%q) = %v, want %v", tt.id, got, tt.want)
 		}
+		// The published schema pattern agrees with ValidID.
+		if got := pattern.MatchString(tt.id); got != tt.want {
+			t.Errorf("IDPattern on %q = %v, want %v", tt.id, got, tt.want)
+		}
+	}
+}
+
+// unknownID returns a well-formed ID that m might have issued but did not.
+func unknownID(m *Manager) string { return NewID() + "_" + m.tag }
+
+func TestJobIDShape(t *testing.T) {
+	m := NewManager(Options{MaxRunningPerTenant: 1000})
+	defer m.Close(context.Background())
+	seen := map[string]bool{}
+	for range 200 {
+		st, err := m.Start("t", func(context.Context) *tool.Result { return tool.TextResult("x") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		token, tag, ok := strings.Cut(st.ID, "_")
+		// The random part is a whole NewID token: 128 random bits.
+		if len(st.ID) != 36 || !ok || len(token) != 26 || !ValidID(token) || tag != m.tag {
+			t.Fatalf("job ID %q: want a 26-character token, _, and the run tag %q", st.ID, m.tag)
+		}
+		if seen[token] {
+			t.Fatalf("job ID token repeated: %q", st.ID)
+		}
+		seen[token] = true
+		issuer, ok := IssuerStart(st.ID)
+		if !ok || !issuer.Equal(m.StartedAt()) {
+			t.Fatalf("IssuerStart(%q) = %v, %v; want %v", st.ID, issuer, ok, m.StartedAt())
+		}
+	}
+	if d := time.Since(m.StartedAt()); d < -time.Second || d > time.Minute {
+		t.Fatalf("StartedAt %v is not about now", m.StartedAt())
+	}
+}
+
+func TestIssuerStart(t *testing.T) {
+	token := NewID()
+	tests := []struct {
+		name   string
+		id     string
+		want   time.Time
+		wantOK bool
+	}{
+		{"epoch", token + "_aaaaaaaaa", time.UnixMilli(0), true},
+		{"one ms", token + "_aaaaaaaab", time.UnixMilli(1), true},
+		{"last tag", token + "_777777777", time.UnixMilli(1<<45 - 1), true},
+		{"a date", token + "_" + encodeTag(time.Date(2026, 3, 4, 5, 6, 7, 8e6, time.UTC).UnixMilli()), time.Date(2026, 3, 4, 5, 6, 7, 8e6, time.UTC), true},
+		{"the example of NewID's doc", "qlc2ckkmk5gh64ngwthcixlysq_bts3t2nms", time.Date(2026, 3, 4, 5, 6, 7, 890e6, time.UTC), true},
+		{"untagged", token, time.Time{}, false},
+		{"malformed", token + "_aaaa", time.Time{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := IssuerStart(tt.id)
+			if ok != tt.wantOK || !got.Equal(tt.want) {
+				t.Fatalf("IssuerStart(%q) = %v, %v; want %v, %v", tt.id, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestRunTagsDistinctWithinAProcess(t *testing.T) {
+	// Managers made in one millisecond still get distinct tags, so a test
+	// (or a service that remakes its Manager) never mistakes one for another.
+	var prev *Manager
+	tags := map[string]bool{}
+	for range 100 {
+		m := NewManager(Options{})
+		m.Close(context.Background())
+		if tags[m.tag] {
+			t.Fatalf("run tag %q repeated", m.tag)
+		}
+		tags[m.tag] = true
+		if prev != nil && !prev.StartedAt().Before(m.StartedAt()) {
+			t.Fatalf("StartedAt %v, then %v", prev.StartedAt(), m.StartedAt())
+		}
+		prev = m
+	}
+}
+
+// TestStatusAcrossInstances simulates a restart with a second Manager: the
+// jobs of the first are answered with an *InstanceError, unknown IDs of its
+// own with ErrNotFound.
+func TestStatusAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	before := NewManager(Options{})
+	stopped := make(chan struct{})
+	old, err := before.Start("alpha", func(ctx context.Context) *tool.Result { <-ctx.Done(); close(stopped); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	before.Close(ctx) // the process ends, and its jobs with it
+	<-stopped
+	m := NewManager(Options{})
+	defer m.Close(ctx)
+	later := NewManager(Options{}) // as if another process started after m
+	defer later.Close(ctx)
+	mine, _ := m.Start("alpha", func(context.Context) *tool.Result { return tool.TextResult("x") })
+	untagged := NewID()
+
+	tests := []struct {
+		name      string
+		tenant    string
+		id        string
+		wantErr   error
+		issuer    time.Time // for an *InstanceError
+		restarted bool
+	}{
+		{"job of the previous run", "alpha", old.ID, ErrOtherInstance, before.StartedAt(), true},
+		{"job of the previous run, asked by another tenant", "beta", old.ID, ErrOtherInstance, before.StartedAt(), true},
+		{"untagged ID: from before run tags", "alpha", untagged, ErrOtherInstance, time.Time{}, true},
+		{"tag of a later run", "alpha", unknownID(later), ErrOtherInstance, later.StartedAt(), false},
+		{"unknown ID of this run", "alpha", unknownID(m), ErrNotFound, time.Time{}, false},
+		{"this run's job, another tenant", "beta", mine.ID, ErrNotFound, time.Time{}, false},
+		{"malformed", "alpha", "nope", ErrNotFound, time.Time{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for op, call := range map[string]func() (Status, error){
+				"status": func() (Status, error) { return m.Status(ctx, tt.tenant, tt.id, 0) },
+				"cancel": func() (Status, error) { return m.Cancel(ctx, tt.tenant, tt.id) },
+			} {
+				_, err := call()
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("%s: err = %v, want %v", op, err, tt.wantErr)
+				}
+				var ie *InstanceError
+				if errors.As(err, &ie) != (tt.wantErr == ErrOtherInstance) {
+					t.Fatalf("%s: err %T, want *InstanceError: %v", op, err, tt.wantErr == ErrOtherInstance)
+				}
+				if ie == nil {
+					continue
+				}
+				if errors.Is(err, ErrNotFound) {
+					t.Fatalf("%s: an *InstanceError is also ErrNotFound", op)
+				}
+				if ie.ID != tt.id || !ie.IssuerStart.Equal(tt.issuer) || !ie.Start.Equal(m.StartedAt()) || ie.Restarted() != tt.restarted {
+					t.Fatalf("%s: %+v (restarted %v); want issuer %v, start %v, restarted %v", op, ie, ie.Restarted(), tt.issuer, m.StartedAt(), tt.restarted)
+				}
+			}
+		})
+	}
+}
+
+func TestInstanceErrorExplain(t *testing.T) {
+	start := time.Date(2026, 3, 4, 5, 6, 7, 890e6, time.UTC)
+	tests := []struct {
+		name string
+		err  InstanceError
+		want string
+	}{
+		{"earlier run", InstanceError{ID: "X", IssuerStart: start.Add(-time.Hour), Start: start},
+			"command X was started by an earlier run of the sandbox service (started 2026-03-04T04:06:07.890Z); " +
+				"the service restarted at 2026-03-04T05:06:07.890Z, after the command started, and keeps no commands across a restart. " +
+				"If it was still running then, it was stopped with the service. " +
+				"Its outcome is unknown: whatever it did may have happened, and no result or output of it was kept."},
+		{"untagged", InstanceError{ID: "X", Start: start},
+			"command X was started before the sandbox service restarted at 2026-03-04T05:06:07.890Z: its ID has no run tag, so this run did not issue it, " +
+				"and the service keeps no commands across a restart. If it was still running then, it was stopped with the service. " +
+				"Its outcome is unknown: whatever it did may have happened, and no result or output of it was kept."},
+		{"later run", InstanceError{ID: "X", IssuerStart: start.Add(time.Second), Start: start},
+			"command X was started by another run of the sandbox service (started 2026-03-04T05:06:08.890Z), not by this one (started 2026-03-04T05:06:07.890Z), which cannot see or stop it. " +
+				"Its outcome is unknown: whatever it did may have happened, and no result or output of it was kept."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.err.Explain("command", "the sandbox service", "it was stopped with the service"); got != tt.want {
+				t.Fatalf("Explain =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -112,7 +302,7 @@ func TestTenantScoping(t *testing.T) {
 	if _, err := m.Cancel(ctx, "beta", st.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("other tenant's cancel: err = %v, want ErrNotFound", err)
 	}
-	if _, err := m.Status(ctx, "alpha", NewID(), 0); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Status(ctx, "alpha", unknownID(m), 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown ID: err = %v, want ErrNotFound", err)
 	}
 	select {

@@ -86,14 +86,16 @@ func (s *Spec) defaults() error {
 // structured_content with a readable text; the cancel tool takes {ID} and
 // answers the same after cancelling. Both answer is_error for an unknown ID
 // or one of another tenant, with the same words, and authorize by the
-// request's tenant_id only.
+// request's tenant_id only. For an ID the Backend did not issue (a
+// Manager's *InstanceError: a job of a process before a restart) they
+// answer is_error with unknown_outcome and InstanceError.Explain's text.
 func Tools(spec Spec) []service.Tool {
 	if err := spec.defaults(); err != nil {
 		panic(err)
 	}
 	idSchema := map[string]any{
 		"type":        "string",
-		"pattern":     "^[a-z2-7]{26}$",
+		"pattern":     IDPattern,
 		"description": fmt.Sprintf("The %s ID that %s returned.", spec.Noun, spec.Start.Binding.Name),
 	}
 	maxWait := int(spec.MaxWait / time.Second)
@@ -183,7 +185,7 @@ func decodeIDArgs(raw json.RawMessage, idField string, withWait bool, maxWait in
 		return tool.Errorf("invalid arguments: %s: must be a string", idField)
 	}
 	if !ValidID(*id) {
-		return tool.Errorf("invalid arguments: %s: %q is not an ID of this service (26 characters of a-z and 2-7)", idField, *id)
+		return tool.Errorf("invalid arguments: %s: %q is not an ID of this service (%s)", idField, *id, IDShape)
 	}
 	if w, ok := m["wait_seconds"]; ok && withWait {
 		var n int
@@ -203,6 +205,13 @@ func decodeIDArgs(raw json.RawMessage, idField string, withWait bool, maxWait in
 func answer(spec Spec, op, id string, st Status, err error, call *service.Call) *tool.Result {
 	if errors.Is(err, ErrNotFound) {
 		return tool.Errorf("%s %s: no %s with this ID for this tenant (it may have ended and been forgotten)", spec.Noun, id, spec.Noun)
+	}
+	var ie *InstanceError
+	if errors.As(err, &ie) {
+		// A Manager's job of an earlier process: a goroutine, so it ended
+		// with that process.
+		text := ie.Explain(spec.Noun, "this service", "it was stopped with the service")
+		return &tool.Result{Content: []tool.Content{tool.Text(text)}, IsError: true, UnknownOutcome: true}
 	}
 	if err != nil {
 		call.Logger.Error(spec.Noun+" "+op, "err", err, spec.IDField, id)

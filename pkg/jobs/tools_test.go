@@ -25,6 +25,11 @@ func newSleepTools(t *testing.T) []service.Tool {
 	t.Helper()
 	m := NewManager(Options{})
 	t.Cleanup(func() { m.Close(context.Background()) })
+	return newSleepToolsOn(m)
+}
+
+// newSleepToolsOn builds the test's job tools over m.
+func newSleepToolsOn(m *Manager) []service.Tool {
 	spec := Spec{Prefix: "sleep", Noun: "nap", Backend: m}
 	spec.Start = m.StartTool(spec, tool.Binding{
 		Description: "Sleep, then say so.",
@@ -116,7 +121,9 @@ func TestToolsNamesAndSchemas(t *testing.T) {
 }
 
 func TestToolsOverHTTP(t *testing.T) {
-	h := newHarness(t, newSleepTools(t))
+	m := NewManager(Options{})
+	t.Cleanup(func() { m.Close(context.Background()) })
+	h := newHarness(t, newSleepToolsOn(m))
 
 	res, sc := h.call("alpha", "sleep_start", sleepArgs{Millis: 200})
 	if res.IsError || sc["state"] != "running" {
@@ -128,7 +135,7 @@ func TestToolsOverHTTP(t *testing.T) {
 	}
 
 	// Another tenant learns nothing, not even that the ID exists.
-	otherID := NewID()
+	otherID := unknownID(m)
 	other, _ := h.call("beta", "sleep_status", map[string]any{"job_id": id})
 	unknown, _ := h.call("beta", "sleep_status", map[string]any{"job_id": otherID})
 	if !other.IsError || !unknown.IsError {
@@ -224,6 +231,49 @@ func TestToolsPanicsOnBadSpec(t *testing.T) {
 				}
 			}()
 			Tools(tt.spec)
+		})
+	}
+}
+
+// TestToolsAfterRestart runs the tools on one Manager, then on a new one as
+// a restarted process would: the earlier run's job IDs get the restart
+// answer with unknown_outcome, for status and cancel and whatever the
+// tenant; an unknown ID of the new run gets the not-found answer.
+func TestToolsAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	before := NewManager(Options{})
+	_, sc := newHarness(t, newSleepToolsOn(before)).call("alpha", "sleep_start", sleepArgs{Millis: 60_000})
+	old := sc["job_id"].(string)
+	before.Close(ctx) // the process ends; the job's goroutine with it
+
+	m := NewManager(Options{})
+	t.Cleanup(func() { m.Close(ctx) })
+	h := newHarness(t, newSleepToolsOn(m))
+	restarted := fmt.Sprintf("nap %s was started by an earlier run of this service (started %s); the service restarted at %s, after the nap started, "+
+		"and keeps no naps across a restart. If it was still running then, it was stopped with the service. "+
+		"Its outcome is unknown: whatever it did may have happened, and no result or output of it was kept.",
+		old, stamp(before.StartedAt()), stamp(m.StartedAt()))
+	unknown := unknownID(m)
+	tests := []struct {
+		name, tenant, tool string
+		args               map[string]any
+		want               string
+		unknownOutcome     bool
+	}{
+		{"status of the earlier run's job", "alpha", "sleep_status", map[string]any{"job_id": old, "wait_seconds": 1}, restarted, true},
+		{"cancel of the earlier run's job", "alpha", "sleep_cancel", map[string]any{"job_id": old}, restarted, true},
+		{"another tenant gets the same: the tag is all it is based on", "beta", "sleep_status", map[string]any{"job_id": old}, restarted, true},
+		{"status of an unknown ID of this run", "alpha", "sleep_status", map[string]any{"job_id": unknown},
+			"nap " + unknown + ": no nap with this ID for this tenant (it may have ended and been forgotten)", false},
+		{"cancel of an unknown ID of this run", "alpha", "sleep_cancel", map[string]any{"job_id": unknown},
+			"nap " + unknown + ": no nap with this ID for this tenant (it may have ended and been forgotten)", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, sc := h.call(tt.tenant, tt.tool, tt.args)
+			if !res.IsError || res.UnknownOutcome != tt.unknownOutcome || sc != nil || len(res.Content) != 1 || res.Content[0].Text != tt.want {
+				t.Fatalf("got %+v\nwant is_error, unknown_outcome %v, text\n%s", res, tt.unknownOutcome, tt.want)
+			}
 		})
 	}
 }

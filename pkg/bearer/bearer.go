@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 )
@@ -22,6 +23,18 @@ func Token(header string) (string, bool) {
 	return token, token != ""
 }
 
+// FromRequest returns the bearer credential of r (Token of its
+// Authorization header), and false when r has none, a malformed one, or more
+// than one Authorization header: with two, a proxy and the service could
+// each read another.
+func FromRequest(r *http.Request) (string, bool) {
+	vs := r.Header.Values("Authorization")
+	if len(vs) != 1 {
+		return "", false
+	}
+	return Token(vs[0])
+}
+
 // Equal compares two secrets in time independent of their contents and of
 // the length of either: both are hashed first, so the comparison always
 // covers 32 bytes.
@@ -35,7 +48,7 @@ func Equal(got, want string) bool {
 // want never matches: a service without a token must say so explicitly
 // instead of accepting everything.
 func Check(r *http.Request, want string) bool {
-	got, ok := Token(r.Header.Get("Authorization"))
+	got, ok := FromRequest(r)
 	return ok && want != "" && Equal(got, want)
 }
 
@@ -56,7 +69,9 @@ func Require(token string, next http.Handler) http.Handler {
 // request_id repeating the response's X-Request-Id header when it has one.
 func Unauthorized(w http.ResponseWriter, r *http.Request) {
 	msg := "missing bearer token: send Authorization: Bearer TOKEN"
-	if _, ok := Token(r.Header.Get("Authorization")); ok {
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		msg = fmt.Sprintf("%d Authorization headers: send one, Authorization: Bearer TOKEN", n)
+	} else if _, ok := Token(r.Header.Get("Authorization")); ok {
 		msg = "invalid bearer token"
 	} else if r.Header.Get("Authorization") != "" {
 		msg = "malformed Authorization header: want Bearer TOKEN"

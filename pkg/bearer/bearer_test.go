@@ -25,12 +25,18 @@ func TestCheck(t *testing.T) {
 		{"empty header", "", "s3cret", false},
 		{"empty token", "Bearer ", "s3cret", false},
 		{"server without token never matches", "Bearer ", "", false},
+		// Two headers (joined by \n here): a proxy and the service might
+		// each read another.
+		{"two headers, both right", "Bearer s3cret\nBearer s3cret", "s3cret", false},
+		{"two headers, first right", "Bearer s3cret\nBearer nope", "s3cret", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			if tt.header != "" {
-				r.Header.Set("Authorization", tt.header)
+				for _, h := range strings.Split(tt.header, "\n") {
+					r.Header.Add("Authorization", h)
+				}
 			}
 			if got := Check(r, tt.want); got != tt.ok {
 				t.Fatalf("Check = %v, want %v", got, tt.ok)
@@ -50,11 +56,14 @@ func TestRequire(t *testing.T) {
 		{"", http.StatusUnauthorized, "missing bearer token"},
 		{"Bearer bad", http.StatusUnauthorized, "invalid bearer token"},
 		{"Token tok", http.StatusUnauthorized, "malformed Authorization header"},
+		{"Bearer tok\nBearer tok", http.StatusUnauthorized, "2 Authorization headers: send one"},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		if tt.header != "" {
-			r.Header.Set("Authorization", tt.header)
+			for _, h := range strings.Split(tt.header, "\n") {
+				r.Header.Add("Authorization", h)
+			}
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)

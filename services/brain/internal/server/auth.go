@@ -6,20 +6,35 @@ import (
 	"encoding/base64"
 	"net/http"
 	"sync"
+
+	"github.com/brain-tools/suite/pkg/bearer"
 )
 
 // tenant authenticates r by its API key (Authorization: Bearer) and returns
 // the key's tenant; 401 otherwise.
 func (s *Server) tenant(r *http.Request) (string, error) {
-	tok, ok := bearerToken(r)
-	if !ok {
-		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: missing bearer token (Authorization: Bearer <api key>)")
+	tok, err := bearerToken(r, "Authorization: Bearer <api key>")
+	if err != nil {
+		return "", err
 	}
 	tenant, ok := s.cfg.TenantForKey(tok)
 	if !ok {
 		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key")
 	}
 	return tenant, nil
+}
+
+// bearerToken returns r's bearer token, or the 401 that says what is wrong
+// (want says what to send).
+func bearerToken(r *http.Request, want string) (string, error) {
+	tok, ok := bearer.FromRequest(r)
+	if ok {
+		return tok, nil
+	}
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: %d Authorization headers; send one (%s)", n, want)
+	}
+	return "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: missing bearer token (%s)", want)
 }
 
 // inspectionTokenBytes is the entropy of an inspection token: 256 bits.
@@ -78,9 +93,9 @@ func (in *inspections) lookup(tok string) (*grant, bool) {
 // answers 404 as if the session did not exist; an unknown or revoked token
 // 401. The grant is nil for API keys.
 func (s *Server) eventsAuth(r *http.Request, sessionID string) (string, *grant, error) {
-	tok, ok := bearerToken(r)
-	if !ok {
-		return "", nil, errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: missing bearer token (API key or inspection token)")
+	tok, err := bearerToken(r, "API key or inspection token")
+	if err != nil {
+		return "", nil, err
 	}
 	if tenant, ok := s.cfg.TenantForKey(tok); ok {
 		return tenant, nil, nil

@@ -247,9 +247,12 @@ func (b *brain) do(method, path, tenant string, body any, hdr ...string) resp {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] == "" {
+		switch {
+		case hdr[i+1] == "":
 			req.Header.Del(hdr[i])
-		} else {
+		case strings.HasPrefix(hdr[i], "+"): // one more value
+			req.Header.Add(hdr[i][1:], hdr[i+1])
+		default:
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
 	}

@@ -355,16 +355,6 @@ func intParam(q url.Values, name string, min, max, def int64) (int64, error) {
 }
 
 // bearerToken returns the token of an "Authorization: Bearer" header.
-func bearerToken(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
-}
-
 func discardLogger(l *slog.Logger) *slog.Logger {
 	if l == nil {
 		return slog.New(slog.DiscardHandler)

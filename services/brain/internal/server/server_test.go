@@ -323,3 +323,16 @@ func TestRefusalsDoNotEchoHugeInput(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoAuthorizationHeaders: a request with two Authorization headers is
+// refused even when both carry the right key (a proxy and brain could each
+// read another), for the API and for event reads.
+func TestTwoAuthorizationHeaders(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "echo")
+	for _, path := range []string{"/catalog", "/sessions/" + s.ID + "/events"} {
+		r := b.do("GET", path, "t1", nil, "Accept", "application/json", "+Authorization", "Bearer "+apiKeys["t1"])
+		wantRefusal(t, r, 401, codeUnauthorized, "authorization: 2 Authorization headers; send one")
+	}
+}

@@ -122,33 +122,37 @@ func (s *Service) jobSpec() jobs.Spec {
 
 // Tools returns request_approval, approval_start, approval_status and
 // approval_cancel. Every one authorizes by the request's tenant_id (and
-// records session_id and call_id), never by arguments.
+// records session_id and call_id), never by arguments; approval_status and
+// approval_cancel find an approval by its approval_id within the tenant, or
+// by the call_id of the call that created it within the tenant's session.
 func (s *Service) Tools() []service.Tool {
-	spec := s.jobSpec()
-	spec.Start = service.Tool{
+	start := service.Tool{
 		Binding: tool.Binding{
 			Name: "approval_start",
 			Description: "Ask a human operator to approve an action without waiting: returns an approval_id at once. " +
 				"Check the answer later with approval_status (it can wait up to 20 s per call); withdraw the request with approval_cancel. " +
-				"Use it when the operator may take longer than one call can wait.",
+				"Use it when the operator may take longer than one call can wait. " +
+				"If this call fails with unknown_outcome, ask approval_status with call_id set to the ID of this call.",
 			InputSchema:    argsSchema(MaxJobTimeoutSeconds),
 			OutputSchema:   jobs.OutputSchema("approval_id"),
 			TimeoutSeconds: 60,
 		},
 		Handler: service.Typed(s.start),
 	}
-	return append([]service.Tool{{
+	return []service.Tool{{
 		Binding: tool.Binding{
 			Name: "request_approval",
 			Description: "Ask a human operator to approve an action and wait for the answer. " +
 				"The result says approved (go ahead), denied (is_error, with the operator's comment) or expired (is_error: nobody answered in time). " +
-				"Describe the action exactly: the operator sees action and details as you write them.",
+				"Describe the action exactly: the operator sees action and details as you write them. " +
+				"If this call fails with unknown_outcome (the connection to the service broke while waiting), the approval may still be pending or decided: " +
+				"ask approval_status with call_id set to the ID of this call.",
 			InputSchema:    argsSchema(MaxStreamTimeoutSeconds),
 			OutputSchema:   decisionSchema,
 			TimeoutSeconds: StreamBindingTimeoutSeconds,
 		},
 		Handler: service.Typed(s.request),
-	}}, jobs.Tools(spec)...)
+	}, start, s.statusTool(), s.cancelTool()}
 }
 
 func (s *Service) newApproval(call *service.Call, a Args, origin Origin) NewApproval {

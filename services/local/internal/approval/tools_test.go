@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/pkg/jobs"
+	jsonschema "github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -298,7 +300,13 @@ func TestDroppedStreamCancelsApproval(t *testing.T) {
 
 func callJSON(t *testing.T, f *fixture, tenant, name string, args any) (*tool.Result, map[string]any) {
 	t.Helper()
-	s := readStream(t, f.post(context.Background(), name, request(tenant, "s1", "call-"+jobs.NewID(), args)), nil)
+	return callAs(t, f, tenant, "s1", "call-"+jobs.NewID(), name, args)
+}
+
+// callAs is callJSON from the given session and call.
+func callAs(t *testing.T, f *fixture, tenant, session, callID, name string, args any) (*tool.Result, map[string]any) {
+	t.Helper()
+	s := readStream(t, f.post(context.Background(), name, request(tenant, session, callID, args)), nil)
 	if s.err != nil || s.result == nil {
 		t.Fatalf("%s: %v", name, s.err)
 	}
@@ -437,6 +445,35 @@ func TestArgumentErrors(t *testing.T) {
 		{"request_approval", map[string]any{"action": "x", "tenant_id": "t9"}, "tenant_id"},
 		{"approval_status", map[string]any{"approval_id": "nope"}, "is not an ID of this service"},
 	}
+	// approval_status and approval_cancel name their approval the same
+	// way: exactly one of approval_id and call_id.
+	id := jobs.NewID()
+	for _, name := range []string{"approval_status", "approval_cancel"} {
+		tests = append(tests, []struct {
+			tool string
+			args any
+			want string
+		}{
+			{name, map[string]any{}, "invalid arguments: approval_id or call_id: required: give exactly one of them"},
+			{name, map[string]any{"approval_id": id, "call_id": "call-1"}, "invalid arguments: approval_id and call_id: give only one of them, not both"},
+			{name, map[string]any{"approval_id": "nope", "call_id": "call-1"}, "approval_id and call_id: give only one of them, not both"},
+			{name, map[string]any{"call_id": ""}, "invalid arguments: call_id: must not be empty"},
+			{name, map[string]any{"call_id": strings.Repeat("c", MaxCallIDChars+1)}, "invalid arguments: call_id: 1025 characters, more than the limit of 1024"},
+			{name, map[string]any{"call_id": 7}, "invalid arguments: call_id: wrong type: got number, want string"},
+			{name, map[string]any{"approval_id": "nope"}, `invalid arguments: approval_id: "nope" is not an ID of this service`},
+			{name, map[string]any{"call_id": "call-1", "session_id": "s2"}, "session_id"},
+		}...)
+	}
+	tests = append(tests, []struct {
+		tool string
+		args any
+		want string
+	}{
+		{"approval_status", map[string]any{"wait_seconds": 5}, "approval_id or call_id: required"},
+		{"approval_status", map[string]any{"call_id": "call-1", "wait_seconds": 21}, "invalid arguments: wait_seconds: must be from 0 to 20, got 21"},
+		{"approval_status", map[string]any{"call_id": "call-1", "wait_seconds": -1}, "invalid arguments: wait_seconds: must be from 0 to 20, got -1"},
+		{"approval_cancel", map[string]any{"call_id": "call-1", "wait_seconds": 1}, "invalid arguments: wait_seconds: unknown field"},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.tool+" "+tt.want, func(t *testing.T) {
 			res, _ := callJSON(t, f, "t1", tt.tool, tt.args)
@@ -586,6 +623,200 @@ func TestConfigErrors(t *testing.T) {
 		_, err := New(context.Background(), tt.cfg, nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+	}
+}
+
+// TestApprovalByCallID is the recovery after a crash: an agent whose
+// request_approval stream (or approval_start answer) was lost holds only
+// the call_id of that call, and approval_status / approval_cancel find the
+// approval with it, within the caller's own tenant and session only, also
+// after the service restarted on the same data directory.
+func TestApprovalByCallID(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, Config{DataDir: dir})
+	ctx := context.Background()
+	create := func(tenant, session, callID, action string) string {
+		t.Helper()
+		// What a request_approval stream killed mid-wait leaves behind: a
+		// pending approval that nobody waits on.
+		a, created, err := f.svc.Request(ctx, NewApproval{TenantID: tenant, SessionID: session, CallID: callID, Origin: OriginStream, Action: action, Timeout: time.Hour})
+		if err != nil || !created {
+			t.Fatalf("create %s/%s/%s: created %v, %v", tenant, session, callID, created, err)
+		}
+		return a.ID
+	}
+	streamed := create("t1", "s1", "call-stream", "Drain node 3")
+	res, m := callAs(t, f, "t1", "s1", "call-start", "approval_start", map[string]any{"action": "Deploy v2.3", "timeout_seconds": 3600})
+	if res.IsError {
+		t.Fatalf("approval_start: %+v", res)
+	}
+	started := m["approval_id"].(string)
+	// One call_id in two tenants' sessions of the same name: two approvals.
+	mineShared := create("t1", "s1", "call-shared", "mine")
+	theirsShared := create("t2", "s1", "call-shared", "theirs")
+	create("t1", "s2", "call-s2", "another session of t1")
+	create("t2", "s9", "call-t2", "another tenant")
+
+	// Before the restart, the stream's approval is found by its call.
+	if res, m := callAs(t, f, "t1", "s1", "status-0", "approval_status", map[string]any{"call_id": "call-stream"}); res.IsError || m["approval_id"] != streamed {
+		t.Fatalf("before restart: %+v %v", res.Content, m)
+	}
+	// Restart: the store is closed and opened again on the same directory.
+	if err := f.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f = newFixture(t, Config{DataDir: dir})
+
+	tests := []struct {
+		name                    string
+		tool                    string
+		tenant, session, callID string
+		wantID                  string // "" for not found
+		wantState               string
+	}{
+		{"request_approval call, same session", "approval_status", "t1", "s1", "call-stream", streamed, "running"},
+		{"approval_start call, same session", "approval_status", "t1", "s1", "call-start", started, "running"},
+		{"call_id also used in another tenant: own approval", "approval_status", "t1", "s1", "call-shared", mineShared, "running"},
+		{"call_id also used in another tenant: theirs for them", "approval_status", "t2", "s1", "call-shared", theirsShared, "running"},
+		{"asked from another session of the tenant", "approval_status", "t1", "s2", "call-stream", "", ""},
+		{"call made in another session of the tenant", "approval_status", "t1", "s1", "call-s2", "", ""},
+		{"call of another tenant, same session name", "approval_status", "t2", "s1", "call-stream", "", ""},
+		{"call of another tenant's session", "approval_status", "t1", "s9", "call-t2", "", ""},
+		{"unknown call", "approval_status", "t1", "s1", "call-never", "", ""},
+		{"longest call_id allowed, unknown", "approval_status", "t1", "s1", strings.Repeat("c", MaxCallIDChars), "", ""},
+		{"cancel from another session", "approval_cancel", "t1", "s2", "call-stream", "", ""},
+		{"cancel from another tenant", "approval_cancel", "t2", "s1", "call-stream", "", ""},
+		{"cancel by call, same session", "approval_cancel", "t1", "s1", "call-start", started, "cancelled"},
+		{"status after the cancel", "approval_status", "t1", "s1", "call-start", started, "cancelled"},
+		{"the other approval is still pending", "approval_status", "t1", "s1", "call-stream", streamed, "running"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, m := callAs(t, f, tt.tenant, tt.session, fmt.Sprint("call-", i), tt.tool, map[string]any{"call_id": tt.callID})
+			text := res.Content[0].Text
+			if tt.wantID == "" {
+				want := fmt.Sprintf("%s: no approval was requested by call_id %q in this session", tt.tool, tt.callID)
+				if !res.IsError || res.UnknownOutcome || !strings.Contains(text, want) || res.HasStructured() {
+					t.Fatalf("got %+v, want is_error %q", res, want)
+				}
+				for _, id := range []string{streamed, started, mineShared, theirsShared} {
+					if strings.Contains(text, id) {
+						t.Fatalf("not-found answer names approval %s: %q", id, text)
+					}
+				}
+				return
+			}
+			if res.IsError || m["approval_id"] != tt.wantID || m["state"] != tt.wantState || !strings.Contains(text, tt.wantID) {
+				t.Fatalf("got %+v %v, want approval %s %s", res.Content, m, tt.wantID, tt.wantState)
+			}
+		})
+	}
+
+	// The cancels that were not found changed nothing; the one found is
+	// the caller's withdrawal.
+	if a, _ := f.svc.store.Get(ctx, streamed); a.Status != Pending {
+		t.Fatalf("approval %s after cancels from elsewhere: %s", streamed, a.Status)
+	}
+	if a, _ := f.svc.store.Get(ctx, started); a.Status != Cancelled || a.Operator != CallerOperator {
+		t.Fatalf("approval %s after approval_cancel by call: %s by %q", started, a.Status, a.Operator)
+	}
+	// An operator still answers the pending one, and the agent reads the
+	// decision by call.
+	if _, err := f.svc.Decide(ctx, streamed, Approved, "alice", "after the restart"); err != nil {
+		t.Fatal(err)
+	}
+	res, m = callAs(t, f, "t1", "s1", "status-last", "approval_status", map[string]any{"call_id": "call-stream"})
+	inner, _ := m["result"].(map[string]any)
+	sc, _ := inner["structured_content"].(map[string]any)
+	if res.IsError || m["state"] != "succeeded" || sc["decision"] != "approved" || sc["operator"] != "alice" || !strings.Contains(res.Content[0].Text, "Approved by operator alice") {
+		t.Fatalf("decision by call: %+v %v", res.Content, m)
+	}
+}
+
+// TestApprovalStatusWaitByCallID: wait_seconds works the same with call_id
+// as with approval_id; a call_id that is not found answers at once.
+func TestApprovalStatusWaitByCallID(t *testing.T) {
+	f := newFixture(t, Config{})
+	ctx := context.Background()
+	_, m := callAs(t, f, "t1", "s1", "call-w", "approval_start", map[string]any{"action": "rotate keys"})
+	id := m["approval_id"].(string)
+
+	begin := time.Now()
+	res, m := callAs(t, f, "t1", "s1", "status-1", "approval_status", map[string]any{"call_id": "call-w", "wait_seconds": 1})
+	if took := time.Since(begin); took < 900*time.Millisecond {
+		t.Fatalf("wait_seconds 1 answered after %s", took)
+	}
+	if res.IsError || m["state"] != "running" || m["approval_id"] != id {
+		t.Fatalf("after a wait with no decision: %+v %v", res.Content, m)
+	}
+
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		f.svc.Decide(ctx, id, Denied, "carol", "use the runbook")
+	}()
+	begin = time.Now()
+	res, m = callAs(t, f, "t1", "s1", "status-2", "approval_status", map[string]any{"call_id": "call-w", "wait_seconds": 20})
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Fatalf("the wait did not end at the decision: %s", took)
+	}
+	if res.IsError || m["state"] != "failed" || !strings.Contains(res.Content[0].Text, "Denied by operator carol") {
+		t.Fatalf("after the decision: %+v %v", res.Content, m)
+	}
+
+	for _, tc := range []struct{ session, callID string }{{"s1", "call-unknown"}, {"s2", "call-w"}} {
+		begin = time.Now()
+		res, _ = callAs(t, f, "t1", tc.session, "status-3", "approval_status", map[string]any{"call_id": tc.callID, "wait_seconds": 20})
+		if took := time.Since(begin); took > 10*time.Second || !res.IsError || !strings.Contains(res.Content[0].Text, "no approval was requested by call_id") {
+			t.Fatalf("%s/%s: %+v after %s, want not found at once", tc.session, tc.callID, res.Content, took)
+		}
+	}
+	f.svc.mu.Lock()
+	defer f.svc.mu.Unlock()
+	if len(f.svc.changed) != 0 {
+		t.Fatalf("%d watches left behind", len(f.svc.changed))
+	}
+}
+
+// TestLookupSchemas checks the published input_schema of approval_status
+// and approval_cancel as brain applies it (pkg/schema): call_id and
+// approval_id are each accepted, and the "exactly one" rule is left to the
+// service, whose answer names the fields, instead of a oneOf whose error
+// ("subschemas 0, 1 matched") names neither.
+func TestLookupSchemas(t *testing.T) {
+	f := newFixture(t, Config{})
+	schemas := map[string]*jsonschema.Schema{}
+	for _, tl := range f.svc.Tools() {
+		if tl.Binding.Name == "approval_status" || tl.Binding.Name == "approval_cancel" {
+			s, err := jsonschema.Compile("input_schema", tl.Binding.InputSchema)
+			if err != nil {
+				t.Fatalf("%s: %v", tl.Binding.Name, err)
+			}
+			schemas[tl.Binding.Name] = s
+		}
+	}
+	id := jobs.NewID()
+	tests := []struct {
+		tool, args string
+		want       string // "" valid
+	}{
+		{"approval_status", `{"call_id":"call_1"}`, ""},
+		{"approval_status", `{"approval_id":"` + id + `"}`, ""},
+		{"approval_status", `{"call_id":"call_1","wait_seconds":20}`, ""},
+		{"approval_status", `{}`, ""},
+		{"approval_status", `{"approval_id":"` + id + `","call_id":"call_1"}`, ""},
+		{"approval_status", `{"call_id":""}`, `at "/call_id": minLength`},
+		{"approval_status", `{"call_id":"` + strings.Repeat("c", MaxCallIDChars+1) + `"}`, `at "/call_id": maxLength`},
+		{"approval_status", `{"call_id":"c","wait_seconds":21}`, `at "/wait_seconds": maximum`},
+		{"approval_status", `{"call":"c"}`, "additional properties 'call' not allowed"},
+		{"approval_cancel", `{"call_id":"call_1"}`, ""},
+		{"approval_cancel", `{"approval_id":"` + id + `"}`, ""},
+		{"approval_cancel", `{"call_id":"c","wait_seconds":1}`, "additional properties 'wait_seconds' not allowed"},
+	}
+	for _, tt := range tests {
+		err := schemas[tt.tool].ValidateObject("arguments", []byte(tt.args))
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s %s: %v, want %q", tt.tool, tt.args, err, tt.want)
 		}
 	}
 }

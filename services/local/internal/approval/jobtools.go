@@ -1,0 +1,188 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/tool"
+)
+
+// MaxCallIDChars caps the call_id argument of approval_status and
+// approval_cancel. Brain's call IDs are a few dozen characters; the cap
+// only bounds the lookup of an ID that could not be one.
+const MaxCallIDChars = 1024
+
+// maxWaitSeconds caps approval_status's wait_seconds: the answer is one
+// JSON response and must beat the host's 30 s header limit.
+const maxWaitSeconds = int(jobs.DefaultMaxWait / time.Second)
+
+// ref names one approval in the arguments of approval_status and
+// approval_cancel: exactly one of its approval_id, or the call_id of the
+// request_approval or approval_start call that created it. The call_id is
+// what an agent still holds when that call ended with unknown_outcome
+// before it saw the approval_id (the ID travels only in a live progress
+// event, which the host does not keep).
+//
+// The rule "exactly one" is checked here, not by a oneOf in the published
+// schema: the schema validator's oneOf error ("subschemas 0, 1 matched")
+// names neither field.
+type ref struct {
+	ApprovalID *string `json:"approval_id"`
+	CallID     *string `json:"call_id"`
+}
+
+func (r *ref) check() error {
+	switch {
+	case r.ApprovalID == nil && r.CallID == nil:
+		return errors.New("approval_id or call_id: required: give exactly one of them")
+	case r.ApprovalID != nil && r.CallID != nil:
+		return errors.New("approval_id and call_id: give only one of them, not both")
+	case r.ApprovalID != nil && !jobs.ValidID(*r.ApprovalID):
+		return fmt.Errorf("approval_id: %q is not an ID of this service (26 characters of a-z and 2-7)", *r.ApprovalID)
+	case r.CallID != nil && *r.CallID == "":
+		return errors.New("call_id: must not be empty")
+	case r.CallID != nil && utf8.RuneCountInString(*r.CallID) > MaxCallIDChars:
+		return fmt.Errorf("call_id: %d characters, more than the limit of %d", utf8.RuneCountInString(*r.CallID), MaxCallIDChars)
+	}
+	return nil
+}
+
+type statusArgs struct {
+	ref
+	WaitSeconds *int `json:"wait_seconds"`
+}
+
+func (a *statusArgs) Validate() error {
+	if err := a.check(); err != nil {
+		return err
+	}
+	if a.WaitSeconds != nil && (*a.WaitSeconds < 0 || *a.WaitSeconds > maxWaitSeconds) {
+		return fmt.Errorf("wait_seconds: must be from 0 to %d, got %d", maxWaitSeconds, *a.WaitSeconds)
+	}
+	return nil
+}
+
+type cancelArgs struct{ ref }
+
+func (a *cancelArgs) Validate() error { return a.check() }
+
+// refProperties are the schema properties of ref.
+func refProperties() map[string]any {
+	return map[string]any{
+		"approval_id": map[string]any{
+			"type": "string", "pattern": "^[a-z2-7]{26}$",
+			"description": "The approval_id that request_approval (in its progress event or result) or approval_start returned. Give this or call_id, not both.",
+		},
+		"call_id": map[string]any{
+			"type": "string", "minLength": 1, "maxLength": MaxCallIDChars,
+			"description": "The ID of your own request_approval or approval_start call in this session that created the approval. " +
+				"Use it when you do not have the approval_id, e.g. after that call failed with unknown_outcome. Give this or approval_id, not both.",
+		},
+	}
+}
+
+func (s *Service) statusTool() service.Tool {
+	props := refProperties()
+	props["wait_seconds"] = map[string]any{
+		"type": "integer", "minimum": 0, "maximum": maxWaitSeconds,
+		"description": "Wait up to this many seconds for the operator's decision before answering. Default 0.",
+	}
+	return service.Tool{
+		Binding: tool.Binding{
+			Name: "approval_status",
+			Description: "Tell the state of an approval asked with request_approval or approval_start: running (pending), succeeded (approved), " +
+				"failed (denied or expired) or cancelled, with the decision once there is one. " +
+				"Name the approval with exactly one of approval_id or call_id (the ID of the request_approval or approval_start call in this session that created it); " +
+				"after such a call failed with unknown_outcome, use its call_id: the approval may still be pending, or already decided. " +
+				fmt.Sprintf("Set wait_seconds (at most %d) to wait for the decision first.", maxWaitSeconds),
+			InputSchema: mustJSON(map[string]any{
+				"type":                 "object",
+				"properties":           props,
+				"additionalProperties": false,
+			}),
+			OutputSchema:   jobs.OutputSchema("approval_id"),
+			TimeoutSeconds: 60,
+		},
+		Handler: service.Typed(func(ctx context.Context, call *service.Call, args statusArgs) *tool.Result {
+			id, res := s.resolve(ctx, call, "approval_status", args.ref)
+			if res != nil {
+				return res
+			}
+			wait := time.Duration(0)
+			if args.WaitSeconds != nil {
+				wait = time.Duration(*args.WaitSeconds) * time.Second
+			}
+			st, err := backend{s}.Status(ctx, call.TenantID, id, wait)
+			return jobAnswer("status", id, st, err, call)
+		}),
+	}
+}
+
+func (s *Service) cancelTool() service.Tool {
+	return service.Tool{
+		Binding: tool.Binding{
+			Name: "approval_cancel",
+			Description: "Withdraw an approval asked with request_approval or approval_start while it is pending, and tell its state afterwards; " +
+				"an operator can no longer answer it. Withdrawing one that has already been decided changes nothing. " +
+				"Name the approval with exactly one of approval_id or call_id (the ID of the request_approval or approval_start call in this session that created it).",
+			InputSchema: mustJSON(map[string]any{
+				"type":                 "object",
+				"properties":           refProperties(),
+				"additionalProperties": false,
+			}),
+			OutputSchema:   jobs.OutputSchema("approval_id"),
+			TimeoutSeconds: 30,
+		},
+		Handler: service.Typed(func(ctx context.Context, call *service.Call, args cancelArgs) *tool.Result {
+			id, res := s.resolve(ctx, call, "approval_cancel", args.ref)
+			if res != nil {
+				return res
+			}
+			st, err := backend{s}.Cancel(ctx, call.TenantID, id)
+			return jobAnswer("cancel", id, st, err, call)
+		}),
+	}
+}
+
+// resolve returns the approval ID r names. An approval_id is returned as
+// given (the backend checks its tenant). A call_id is looked up within the
+// calling tenant's session only: a call of another session or tenant is
+// not found, with the same words as one that never made an approval.
+func (s *Service) resolve(ctx context.Context, call *service.Call, op string, r ref) (string, *tool.Result) {
+	if r.ApprovalID != nil {
+		return *r.ApprovalID, nil
+	}
+	a, err := s.store.GetByCall(ctx, call.TenantID, call.SessionID, *r.CallID)
+	if errors.Is(err, ErrNotFound) {
+		return "", tool.Errorf("%s: no approval was requested by call_id %q in this session "+
+			"(call_id must be the ID of a request_approval or approval_start call of this session)", op, *r.CallID)
+	}
+	if err != nil {
+		call.Logger.Error(op+": find approval by call", "err", err)
+		return "", &tool.Result{Content: []tool.Content{tool.Text(op + ": internal error while looking up call_id")}, IsError: true}
+	}
+	return a.ID, nil
+}
+
+// jobAnswer renders the status of an approval as approval_status and
+// approval_cancel answer it: jobs.StatusJSON as structured_content and
+// jobs.StatusText as text, the shapes of pkg/jobs's own job tools.
+func jobAnswer(op, id string, st jobs.Status, err error, call *service.Call) *tool.Result {
+	if errors.Is(err, jobs.ErrNotFound) {
+		return tool.Errorf("approval_%s: approval %s: no approval with this ID for this tenant", op, id)
+	}
+	if err != nil {
+		call.Logger.Error("approval "+op, "approval_id", id, "err", err)
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("approval_%s of %s: internal error", op, id))}, IsError: true, UnknownOutcome: op == "cancel"}
+	}
+	res, err := tool.StructuredResult(jobs.StatusJSON("approval_id", st), jobs.StatusText("approval", st))
+	if err != nil {
+		return tool.Errorf("approval_%s of %s: %v", op, id, err)
+	}
+	return res
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -118,5 +119,75 @@ func TestSIGTERMLeavesStreamsPending(t *testing.T) {
 	l.start()
 	if state, _ := statusOf(t, b, sess, id); state != "running" {
 		t.Fatalf("approval after a graceful restart: %s, want still pending", state)
+	}
+}
+
+// TestRecoverApprovalByCallIDAfterSIGKILL is the tester's report: local is
+// killed while request_approval waits; brain ends the call failed with
+// unknown_outcome; after the restart the approval is still pending, and
+// the agent, which never stored the approval_id (it came only in a
+// live-only progress event), finds it by the call_id of its failed call.
+// Another session of the same tenant cannot.
+func TestRecoverApprovalByCallIDAfterSIGKILL(t *testing.T) {
+	l := startLocal(t, nil)
+	b := startBrain(t, l)
+	tools := []string{"request_approval", "approval_status", "approval_cancel"}
+	sess := b.session(tools...)
+	evs := b.events(sess)
+
+	stream := b.call(sess, "request_approval", map[string]any{"action": "Drop table audit_2019", "details": "DROP TABLE audit_2019;"}, 0)
+	// Only to know the approval is recorded: the test does not keep the ID
+	// for the agent's side, as brain does not either.
+	seen := progressOf(t, next(t, evs, "tool.progress", 10*time.Second)).ApprovalID
+	l.p.kill()
+	d, r := resultOf(t, next(t, evs, "tool.result", 15*time.Second))
+	if d.Status != "failed" || d.ErrorCode == nil || *d.ErrorCode != "connection_failed" || r["unknown_outcome"] != true {
+		t.Fatalf("request_approval after SIGKILL: %+v %s", d, d.Result)
+	}
+	l.start()
+
+	byCall := func(session, tool string, args map[string]any) (toolCall, map[string]any) {
+		t.Helper()
+		c := b.call(session, tool, args, 30)
+		if c.Result == nil {
+			t.Fatalf("%s %v: no result: %+v", tool, args, c)
+		}
+		var m map[string]any
+		json.Unmarshal(c.Result.StructuredContent, &m)
+		return c, m
+	}
+	c, m := byCall(sess, "approval_status", map[string]any{"call_id": stream.ID})
+	if c.Status != "succeeded" || m["state"] != "running" || m["approval_id"] != seen {
+		t.Fatalf("approval_status by call_id after restart: %+v %v, want approval %s running", c, m, seen)
+	}
+
+	// Another session of the tenant does not see this session's call.
+	other := b.session(tools...)
+	for _, tool := range []string{"approval_status", "approval_cancel"} {
+		c, _ = byCall(other, tool, map[string]any{"call_id": stream.ID})
+		if !c.Result.IsError || !strings.Contains(c.Result.Content[0].Text, "no approval was requested by call_id") {
+			t.Fatalf("%s by call_id from another session: %+v", tool, c.Result)
+		}
+	}
+
+	// The operator approves; the agent's waiting status call sees it.
+	o := signIn(t, l.url, "alice")
+	decided := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		code, err := o.tryDecide(seen, "approve", "checked the backup")
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("status %d", code)
+		}
+		decided <- err
+	}()
+	c, m = byCall(sess, "approval_status", map[string]any{"call_id": stream.ID, "wait_seconds": 15})
+	if err := <-decided; err != nil {
+		t.Fatalf("operator decision: %v", err)
+	}
+	inner, _ := m["result"].(map[string]any)
+	dec, _ := inner["structured_content"].(map[string]any)
+	if c.Status != "succeeded" || m["state"] != "succeeded" || dec["decision"] != "approved" || dec["operator"] != "alice" {
+		t.Fatalf("approval_status by call_id with wait_seconds: %+v %v", c, m)
 	}
 }

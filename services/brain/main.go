@@ -34,7 +34,6 @@ import (
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
 	"github.com/brain-tools/suite/services/brain/internal/server"
-	"github.com/caarlos0/env/v11"
 )
 
 // envConfig is brain's process configuration.
@@ -56,6 +55,12 @@ type envConfig struct {
 	SQLiteSync string `env:"BRAIN_SQLITE_SYNC" envDefault:"NORMAL"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+	// MaxRequestBytes caps every request body brain reads, in bytes, 1 to
+	// 67108864 (64 MiB); a larger body is refused with 413. A tool call's
+	// arguments travel in this body: raise it for tools that take large
+	// arguments (storage_put accepts up to 2 MiB of data, about 2.8 MB as
+	// base64 JSON).
+	MaxRequestBytes int64 `env:"BRAIN_MAX_REQUEST_BYTES" envDefault:"1048576"`
 }
 
 func main() {
@@ -131,6 +136,9 @@ func (ec *envConfig) validate() (slog.Level, error) {
 	if err := service.CheckListenAddr(ec.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("BRAIN_ADDR %q: %w", ec.Addr, err))
 	}
+	if ec.MaxRequestBytes < 1 || ec.MaxRequestBytes > server.MaxRequestBytesLimit {
+		errs = append(errs, fmt.Errorf("BRAIN_MAX_REQUEST_BYTES: want 1..%d, got %d", server.MaxRequestBytesLimit, ec.MaxRequestBytes))
+	}
 	return level, errors.Join(errs...)
 }
 
@@ -165,9 +173,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return &usageError{err}
 	}
 	if *healthcheck {
-		var ec envConfig
-		if err := env.ParseWithOptions(&ec, env.Options{Environment: environ}); err != nil {
-			return fmt.Errorf("env config: %w", err)
+		ec, err := service.ParseEnv[envConfig](environ)
+		if err != nil {
+			return fmt.Errorf("env %w", err) // "env config: BRAIN_...: ..."
 		}
 		if err := service.HealthCheck(ctx, ec.Addr, service.HealthCheckTimeout); err != nil {
 			return err
@@ -178,9 +186,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	if *configPath == "" {
 		return errors.New("-config: required (brain -config brain.json)")
 	}
-	var ec envConfig
-	if err := env.ParseWithOptions(&ec, env.Options{Environment: environ}); err != nil {
-		return fmt.Errorf("env config: %w", err)
+	ec, err := service.ParseEnv[envConfig](environ)
+	if err != nil {
+		return fmt.Errorf("env %w", err) // "env config: BRAIN_...: ..."
 	}
 	level, err := ec.validate()
 	if err != nil {
@@ -197,6 +205,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	srv, err := server.New(ctx, server.Options{
 		Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
+		MaxRequestBytes: ec.MaxRequestBytes,
 	})
 	if err != nil {
 		return err

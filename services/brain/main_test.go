@@ -137,6 +137,10 @@ func TestCheck(t *testing.T) {
 		{"BRAIN_PUBLIC_URL with a query", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example/?a=1"}, []string{`BRAIN_PUBLIC_URL "https://brain.example/?a=1": must not contain a query`}, ""},
 		{"BRAIN_ADDR without a port", []string{"-config", good, "-check"}, map[string]string{"BRAIN_ADDR": "127.0.0.1"}, []string{`env config: BRAIN_ADDR "127.0.0.1": want host:port`}, ""},
 		{"BRAIN_ADDR port out of range", []string{"-config", good, "-check"}, map[string]string{"BRAIN_ADDR": "127.0.0.1:70000"}, []string{`BRAIN_ADDR "127.0.0.1:70000": port "70000" is not a number from 0 to 65535`}, ""},
+		{"BRAIN_MAX_REQUEST_BYTES zero", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "0"}, []string{`BRAIN_MAX_REQUEST_BYTES: want 1..67108864, got 0`}, ""},
+		{"BRAIN_MAX_REQUEST_BYTES over 64 MiB", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "67108865"}, []string{`BRAIN_MAX_REQUEST_BYTES: want 1..67108864, got 67108865`}, ""},
+		{"BRAIN_MAX_REQUEST_BYTES not a number", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "2MiB"}, []string{`BRAIN_MAX_REQUEST_BYTES`}, ""},
+		{"BRAIN_MAX_REQUEST_BYTES at 64 MiB", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "67108864"}, nil, "ok (2 tools"},
 		{"BRAIN_PUBLIC_URL good", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example:8443/"}, nil, "ok (2 tools"},
 	}
 	for _, tt := range tests {

@@ -38,7 +38,7 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 		return err
 	}
 	var req createCallRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := s.decodeBody(r, &req); err != nil {
 		return err
 	}
 	if req.Tool == "" {
@@ -335,7 +335,7 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 		return err
 	}
 	var empty struct{}
-	if err := decodeOptionalBody(r, &empty); err != nil {
+	if err := s.decodeOptionalBody(r, &empty); err != nil {
 		return err
 	}
 	id := p.ByName("id")

@@ -25,7 +25,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 )
 
-// MaxBodyBytes caps every request body brain reads (1 MiB); a larger body is
+// MaxBodyBytes is the default cap on every request body brain reads (1 MiB,
+// Options.MaxRequestBytes changes it); a larger body is
 // refused with 413 naming the limit.
 const MaxBodyBytes = 1 << 20
 
@@ -196,14 +197,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decodeBody decodes a JSON request body strictly into v: Content-Type must be
-// application/json (415 otherwise), at most MaxBodyBytes (413), a JSON object
+// application/json (415 otherwise), at most Options.MaxRequestBytes (413), a JSON object
 // (not null, an array or a scalar), no unknown fields, no trailing data,
 // types as declared (400 naming the field).
-func decodeBody(r *http.Request, v any) error {
+func (s *Server) decodeBody(r *http.Request, v any) error {
 	if err := checkJSONContentType(r); err != nil {
 		return err
 	}
-	data, err := readBody(r)
+	data, err := readBody(r, s.maxBody)
 	if err != nil {
 		return err
 	}
@@ -212,8 +213,8 @@ func decodeBody(r *http.Request, v any) error {
 
 // decodeOptionalBody is decodeBody for endpoints whose body may be absent: an
 // empty body leaves v as it is.
-func decodeOptionalBody(r *http.Request, v any) error {
-	data, err := readBody(r)
+func (s *Server) decodeOptionalBody(r *http.Request, v any) error {
+	data, err := readBody(r, s.maxBody)
 	if err != nil {
 		return err
 	}
@@ -226,20 +227,20 @@ func decodeOptionalBody(r *http.Request, v any) error {
 	return decodeObject(data, v)
 }
 
-// readBody reads r's body, at most MaxBodyBytes (413 past it).
-func readBody(r *http.Request) ([]byte, error) {
-	if r.ContentLength > MaxBodyBytes {
-		return nil, tooLarge()
+// readBody reads r's body, at most limit bytes (413 past it).
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if service.IsTimeout(err) {
 		return nil, errorf(http.StatusRequestTimeout, codeTimeout, "body: did not arrive within %ds", int(service.BodyTimeout/time.Second))
 	}
 	if err != nil {
 		return nil, badRequest("body: read: %v", err)
 	}
-	if len(data) > MaxBodyBytes {
-		return nil, tooLarge()
+	if int64(len(data)) > limit {
+		return nil, tooLarge(limit)
 	}
 	return data, nil
 }
@@ -274,8 +275,8 @@ func jsonKind(b byte) string {
 	return "malformed JSON"
 }
 
-func tooLarge() *apiError {
-	return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body: larger than the limit of %d bytes", MaxBodyBytes)
+func tooLarge(limit int64) *apiError {
+	return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body: larger than the limit of %d bytes", limit)
 }
 
 func checkJSONContentType(r *http.Request) error {
@@ -303,7 +304,7 @@ func decodeErr(err error) error {
 	)
 	switch {
 	case errors.As(err, &tl):
-		return tooLarge()
+		return tooLarge(tl.Limit)
 	case errors.As(err, &fe):
 		if fe.Field == "" {
 			if strings.HasPrefix(fe.Problem, "body ") {

@@ -67,7 +67,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Heartbeat is the SSE heartbeat interval; 0 means DefaultHeartbeat.
 	Heartbeat time.Duration
+	// MaxRequestBytes caps every request body brain reads, in bytes
+	// (1..MaxRequestBytesLimit); 0 means MaxBodyBytes (1 MiB). A tool
+	// call's arguments travel in this body, so it bounds them too.
+	MaxRequestBytes int64
 }
+
+// MaxRequestBytesLimit is the largest Options.MaxRequestBytes: 64 MiB.
+const MaxRequestBytesLimit = 64 << 20
 
 // Server is brain's HTTP API and call engine. Create it with New, serve it
 // with Serve (or mount Handler), and Close it.
@@ -80,6 +87,7 @@ type Server struct {
 	log       *slog.Logger
 	heartbeat time.Duration
 	grace     time.Duration // shutdownGrace; tests shorten it
+	maxBody   int64         // Options.MaxRequestBytes
 	publicURL atomic.Pointer[string]
 	metrics   *metrics
 	tokens    inspections
@@ -127,6 +135,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("new server: data dir is required")
 	}
+	if o.MaxRequestBytes < 0 || o.MaxRequestBytes > MaxRequestBytesLimit {
+		return nil, fmt.Errorf("new server: max request bytes: want 1..%d, got %d", MaxRequestBytesLimit, o.MaxRequestBytes)
+	}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("new server: data dir: %w", err)
 	}
@@ -137,6 +148,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		invoker:   o.Invoker,
 		log:       log,
 		heartbeat: o.Heartbeat,
+		maxBody:   o.MaxRequestBytes,
 		grace:     shutdownGrace,
 		metrics:   newMetrics(),
 		sessions:  map[string]*store.Session{},
@@ -151,6 +163,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if s.heartbeat <= 0 {
 		s.heartbeat = DefaultHeartbeat
+	}
+	if s.maxBody == 0 {
+		s.maxBody = MaxBodyBytes
 	}
 	if o.PublicURL != "" {
 		s.publicURL.Store(&o.PublicURL)

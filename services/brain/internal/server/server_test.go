@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -334,5 +336,39 @@ func TestTwoAuthorizationHeaders(t *testing.T) {
 	for _, path := range []string{"/catalog", "/sessions/" + s.ID + "/events"} {
 		r := b.do("GET", path, "t1", nil, "Accept", "application/json", "+Authorization", "Bearer "+apiKeys["t1"])
 		wantRefusal(t, r, 401, codeUnauthorized, "authorization: 2 Authorization headers; send one")
+	}
+}
+
+// TestMaxRequestBytes: Options.MaxRequestBytes moves the body limit both
+// ways (a tool call's arguments included), and New refuses a limit out of
+// range before it touches the data dir.
+func TestMaxRequestBytes(t *testing.T) {
+	t.Parallel()
+	const limit = 2 << 20 // twice the default
+	b := startBrain(t, func(o *Options) { o.MaxRequestBytes = limit })
+	s := b.session("t1", "echo")
+	// echo's schema refuses pad, so the call fails without reaching the
+	// tool; what counts here is that brain read the body (200, not 413).
+	body := func(n int) string {
+		head, tail := `{"tool":"echo","arguments":{"pad":"`, `"},"wait_seconds":10}`
+		return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+	}
+	if r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", body(limit)); r.status != 200 {
+		t.Errorf("call of exactly %d bytes: %d %s", limit, r.status, r.body)
+	}
+	wantRefusal(t, b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", body(limit+1)), 413, codeTooLarge, "body: larger than the limit of 2097152 bytes")
+
+	small := startBrain(t, func(o *Options) { o.MaxRequestBytes = 64 })
+	wantRefusal(t, small.do("POST", "/sessions", "t1", `{"harness":"`+strings.Repeat("h", 60)+`"}`), 413, codeTooLarge, "limit of 64 bytes")
+
+	for _, n := range []int64{-1, MaxRequestBytesLimit + 1} {
+		dir := filepath.Join(t.TempDir(), "data")
+		_, err := New(context.Background(), Options{Config: hostConfig(t, "http://127.0.0.1:1"), DataDir: dir, MaxRequestBytes: n})
+		if err == nil || !strings.Contains(err.Error(), "max request bytes: want 1..67108864") {
+			t.Errorf("MaxRequestBytes %d: err %v", n, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("MaxRequestBytes %d: data dir made (%v)", n, err)
+		}
 	}
 }

@@ -61,7 +61,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 		return err
 	}
 	var req createSessionRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := s.decodeBody(r, &req); err != nil {
 		return err
 	}
 	cfg := &sessionConfig{Tools: []string{}}
@@ -270,7 +270,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 		return err
 	}
 	var empty struct{}
-	if err := decodeOptionalBody(r, &empty); err != nil {
+	if err := s.decodeOptionalBody(r, &empty); err != nil {
 		return err
 	}
 	from, evType := []string{store.SessionActive}, store.EventSessionInterrupted

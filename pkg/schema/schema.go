@@ -26,7 +26,8 @@ const MaxErrors = 5
 
 // Schema is a compiled schema, safe for concurrent use.
 type Schema struct {
-	s *jsonschema.Schema
+	s   *jsonschema.Schema
+	doc any // the schema as decoded, to read a failing keyword's siblings
 }
 
 // refusingLoader is the compiler's URL loader: every load is refused, so a
@@ -56,7 +57,7 @@ func Compile(field string, doc []byte) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: does not compile as JSON Schema: %s", field, oneLine(err.Error()))
 	}
-	return &Schema{s: s}, nil
+	return &Schema{s: s, doc: v}, nil
 }
 
 // Validate checks the JSON document doc. what names it in errors
@@ -162,6 +163,12 @@ func (s *Schema) validate(what string, v any) error {
 		if at == "" {
 			at = pointer(e.InstanceLocation)
 		}
+		if oo, ok := e.ErrorKind.(*kind.OneOf); ok {
+			if names := s.requiredChoice(e.SchemaURL); names != nil {
+				leaves = append(leaves, fmt.Sprintf("at %s: %s", at, choiceMessage(names, oo.Subschemas)))
+				return
+			}
+		}
 		if len(e.Causes) == 0 {
 			leaves = append(leaves, fmt.Sprintf("at %s: %s%s", at, prefix, kindMessage(e.ErrorKind)))
 			return
@@ -197,6 +204,63 @@ func pointer(loc []string) string {
 		return "(root)"
 	}
 	return strconv.Quote(jsonPointer(loc))
+}
+
+// requiredChoice returns the property names when the oneOf of the schema at
+// schemaURL is a choice of one property among several, each alternative
+// {"required":[name]} alone ("give text or data_base64"), and nil for any
+// other oneOf.
+func (s *Schema) requiredChoice(schemaURL string) []string {
+	_, frag, _ := strings.Cut(schemaURL, "#")
+	node := s.doc
+	for _, tok := range strings.Split(frag, "/")[1:] {
+		if u, err := url.PathUnescape(tok); err == nil {
+			tok = u
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch n := node.(type) {
+		case map[string]any:
+			node = n[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(n) {
+				return nil
+			}
+			node = n[i]
+		default:
+			return nil
+		}
+	}
+	obj, _ := node.(map[string]any)
+	alts, _ := obj["oneOf"].([]any)
+	var names []string
+	for _, a := range alts {
+		alt, _ := a.(map[string]any)
+		req, _ := alt["required"].([]any)
+		name, ok := "", len(alt) == 1 && len(req) == 1
+		if ok {
+			name, ok = req[0].(string)
+		}
+		if !ok {
+			return nil
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// choiceMessage says that exactly one of names is wanted, and which of
+// them came (matched holds their indexes; none came when it is empty).
+func choiceMessage(names []string, matched []int) string {
+	want := "give exactly one of " + strings.Join(names, ", ")
+	if len(matched) == 0 {
+		return want + " (got none)"
+	}
+	got := make([]string, len(matched))
+	for i, m := range matched {
+		got[i] = names[m]
+	}
+	return want + " (got " + strings.Join(got, " and ") + ")"
 }
 
 // propertyNamesAt is the place of the object a propertyNames keyword at

@@ -146,3 +146,31 @@ func TestMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestRequiredChoice: a oneOf whose alternatives each require one property
+// reads as the choice it is, wherever it sits; any other oneOf keeps
+// jsonschema's words.
+func TestRequiredChoice(t *testing.T) {
+	s, err := Compile("input_schema", []byte(`{"type":"object",
+		"properties":{"text":{"type":"string"},"data_base64":{"type":"string"},
+			"inner":{"type":"object","oneOf":[{"required":["a"]},{"required":["b"]},{"required":["c"]}]},
+			"other":{"oneOf":[{"type":"string"},{"type":"string","minLength":1}]}},
+		"oneOf":[{"required":["text"]},{"required":["data_base64"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{`{"text":"a","data_base64":"YQ=="}`, `at (root): give exactly one of text, data_base64 (got text and data_base64)`},
+		{`{}`, `at (root): give exactly one of text, data_base64 (got none)`},
+		{`{"text":"a","inner":{"a":1,"c":2}}`, `at "/inner": give exactly one of a, b, c (got a and c)`},
+		{`{"text":"a","other":"x"}`, `at "/other": 'oneOf' failed, subschemas 0, 1 matched`},
+	} {
+		err := s.ValidateObject("arguments", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+	if err := s.ValidateObject("arguments", []byte(`{"text":"a"}`)); err != nil {
+		t.Errorf("one of them: %v", err)
+	}
+}

@@ -274,12 +274,86 @@ func Attach(s *service.Server, o Options) error {
 		if prev != nil {
 			prev(r)
 		}
-		authed := s.Authed(h.ServeHTTP)
+		authed := s.Authed(jsonRefusals(h))
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 			r.Handler(m, Path, authed)
 		}
 	}
 	return nil
+}
+
+// jsonRefusals serves h, rewriting the refusals the go-sdk writes with
+// http.Error (a 4xx or 5xx status with a text/plain body) into the suite's
+// {"error":{"code","message","request_id"}} body, so that a client reads a
+// refusal of /mcp as it reads one of any other route. Answers in JSON-RPC,
+// SSE streams and other statuses pass through untouched.
+func jsonRefusals(h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		jw := &refusalWriter{ResponseWriter: w}
+		h.ServeHTTP(jw, r)
+		jw.finish()
+	}
+}
+
+// maxRefusalBytes bounds the text of a refusal kept for the JSON body.
+const maxRefusalBytes = 1024
+
+type refusalWriter struct {
+	http.ResponseWriter
+	status int          // a plain-text refusal being captured; 0 otherwise
+	text   bytes.Buffer // its text, at most maxRefusalBytes
+}
+
+func (w *refusalWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.status = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *refusalWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		return w.ResponseWriter.Write(p)
+	}
+	if room := maxRefusalBytes - w.text.Len(); room > 0 {
+		w.text.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// Flush passes through, for the SSE streams; a refusal is written whole by
+// finish.
+func (w *refusalWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.status == 0 {
+		f.Flush()
+	}
+}
+
+func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *refusalWriter) finish() {
+	if w.status == 0 {
+		return
+	}
+	code := "invalid_request"
+	switch {
+	case w.status == http.StatusForbidden:
+		code = "forbidden"
+	case w.status == http.StatusNotFound:
+		code = "not_found"
+	case w.status == http.StatusMethodNotAllowed:
+		code = "method_not_allowed"
+	case w.status == http.StatusConflict:
+		code = "conflict"
+	case w.status == http.StatusRequestEntityTooLarge:
+		code = "request_too_large"
+	case w.status == http.StatusUnsupportedMediaType:
+		code = "unsupported_media_type"
+	case w.status >= 500:
+		code = "internal_error"
+	}
+	service.WriteError(w.ResponseWriter, w.status, code, "mcp: "+strings.TrimSpace(w.text.String()))
 }
 
 // adapter runs one service.Tool for MCP calls.

@@ -533,19 +533,25 @@ func TestAuthAndRoutes(t *testing.T) {
 	for _, tc := range []struct {
 		name, method, path, auth, host string
 		want                           int
+		body, code, message            string // body "" sends init; code and message of a refusal
 	}{
-		{"no token", http.MethodPost, Path, "", "", http.StatusUnauthorized},
-		{"wrong token", http.MethodPost, Path, "Bearer nope", "", http.StatusUnauthorized},
-		{"token", http.MethodPost, Path, "Bearer " + testToken, "", http.StatusOK},
-		{"GET without session", http.MethodGet, Path, "Bearer " + testToken, "", http.StatusBadRequest},
-		{"DELETE unknown session", http.MethodDelete, Path, "Bearer " + testToken, "", http.StatusBadRequest},
-		{"GET no token", http.MethodGet, Path, "", "", http.StatusUnauthorized},
-		{"rebinding Host", http.MethodPost, Path, "Bearer " + testToken, "evil.example", http.StatusForbidden},
-		{"own route kept", http.MethodGet, "/own", "", "", http.StatusOK},
-		{"PUT", http.MethodPut, Path, "Bearer " + testToken, "", http.StatusMethodNotAllowed},
+		{"malformed JSON", http.MethodPost, Path, "Bearer " + testToken, "", http.StatusBadRequest, "{", "invalid_request", "mcp: "},
+		{"no token", http.MethodPost, Path, "", "", http.StatusUnauthorized, "", "", ""},
+		{"wrong token", http.MethodPost, Path, "Bearer nope", "", http.StatusUnauthorized, "", "", ""},
+		{"token", http.MethodPost, Path, "Bearer " + testToken, "", http.StatusOK, "", "", ""},
+		{"GET without session", http.MethodGet, Path, "Bearer " + testToken, "", http.StatusBadRequest, "", "invalid_request", "mcp: Bad Request: GET requires an Mcp-Session-Id header"},
+		{"DELETE unknown session", http.MethodDelete, Path, "Bearer " + testToken, "", http.StatusBadRequest, "", "", ""},
+		{"GET no token", http.MethodGet, Path, "", "", http.StatusUnauthorized, "", "", ""},
+		{"rebinding Host", http.MethodPost, Path, "Bearer " + testToken, "evil.example", http.StatusForbidden, "", "forbidden", "mcp: Forbidden: invalid Host header"},
+		{"own route kept", http.MethodGet, "/own", "", "", http.StatusOK, "", "", ""},
+		{"PUT", http.MethodPut, Path, "Bearer " + testToken, "", http.StatusMethodNotAllowed, "", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tc.method, ts.URL+tc.path, strings.NewReader(init))
+			body := init
+			if tc.body != "" {
+				body = tc.body
+			}
+			req, _ := http.NewRequest(tc.method, ts.URL+tc.path, strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
 			if tc.auth != "" {
@@ -562,6 +568,19 @@ func TestAuthAndRoutes(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tc.want {
 				t.Errorf("%s %s: %s, want %d: %s", tc.method, tc.path, resp.Status, tc.want, b)
+			}
+			if tc.want < 400 {
+				return
+			}
+			// Every refusal, the go-sdk's included, is the suite's JSON body.
+			var eb struct {
+				Error struct{ Code, Message string } `json:"error"`
+			}
+			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") || json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
+				t.Fatalf("refusal is %s %q, want a JSON error body", ct, b)
+			}
+			if tc.code != "" && (eb.Error.Code != tc.code || !strings.HasPrefix(eb.Error.Message, tc.message)) {
+				t.Errorf("refusal %s %q, want %s %q…", eb.Error.Code, eb.Error.Message, tc.code, tc.message)
 			}
 		})
 	}

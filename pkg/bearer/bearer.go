@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -33,6 +34,28 @@ func FromRequest(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return Token(vs[0])
+}
+
+// MinTokenBytes is the shortest secret (a service's BRAIN_TOOLS_KEY, one of
+// brain's API keys) taken without a warning at start: 16 bytes, 128 bits
+// when random.
+const MinTokenBytes = 16
+
+// CheckToken checks a configured secret that clients send as
+// "Authorization: Bearer TOKEN": no surrounding whitespace (Token trims
+// it, so the secret could never match) and no control characters (RFC 9110
+// field values cannot carry them). The error says what is wrong, for the
+// caller to prefix with the setting's name.
+func CheckToken(tok string) error {
+	if strings.TrimSpace(tok) != tok {
+		return errors.New("has surrounding whitespace, which an Authorization header cannot carry")
+	}
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("contains a control character (byte %d)", i)
+		}
+	}
+	return nil
 }
 
 // Equal compares two secrets in time independent of their contents and of

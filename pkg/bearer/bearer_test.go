@@ -77,3 +77,21 @@ func TestRequire(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckToken(t *testing.T) {
+	for tok, want := range map[string]string{
+		"0123456789abcdef": "",
+		"short":            "",
+		"with inner space": "",
+		" lead":            "surrounding whitespace",
+		"trail ":           "surrounding whitespace",
+		"tab\t":            "surrounding whitespace",
+		"nl\nin":           "control character (byte 2)",
+		"del\x7f":          "control character (byte 3)",
+	} {
+		err := CheckToken(tok)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("CheckToken(%q) = %v, want %q", tok, err, want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/brain-tools/suite/pkg/bearer"
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
@@ -66,6 +67,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.Token == "" && !c.NoAuth {
 		errs = append(errs, errors.New("BRAIN_TOOLS_KEY is not set: set it to the token brain sends, or set INSECURE_NO_AUTH=true to run without auth"))
+	}
+	if err := bearer.CheckToken(c.Token); err != nil {
+		errs = append(errs, fmt.Errorf("BRAIN_TOOLS_KEY %w", err))
 	}
 	if err := CheckListenAddr(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("ADDR %q: %w", c.Addr, err))

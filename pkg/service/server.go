@@ -608,8 +608,9 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	return nil
 }
 
-// MinTokenBytes is the token length below which Run warns.
-const MinTokenBytes = 16
+// MinTokenBytes is the token length below which Run warns
+// (bearer.MinTokenBytes).
+const MinTokenBytes = bearer.MinTokenBytes
 
 // Run validates s.Config, listens on s.Config.Addr (port errors come back at
 // once) and calls Serve.

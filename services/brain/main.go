@@ -30,6 +30,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/brain-tools/suite/pkg/bearer"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
@@ -199,10 +200,20 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 	if *check {
+		for _, k := range cfg.APIKeys {
+			if k.Short() {
+				fmt.Fprintf(stderr, "brain: warning: api_keys: %s is shorter than %d bytes; use a random key\n", k.Env, bearer.MinTokenBytes)
+			}
+		}
 		fmt.Fprintf(stdout, "%s: ok (%d tools, %d API keys)\n", *configPath, len(cfg.Tools), len(cfg.APIKeys))
 		return nil
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	for _, k := range cfg.APIKeys {
+		if k.Short() {
+			logger.Warn("API key is short: use a random key", "env", k.Env, "tenant", k.Tenant, "min_bytes", bearer.MinTokenBytes)
+		}
+	}
 	srv, err := server.New(ctx, server.Options{
 		Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
 		MaxRequestBytes: ec.MaxRequestBytes,

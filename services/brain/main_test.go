@@ -22,8 +22,8 @@ import (
 )
 
 const (
-	apiKey   = "test-api-key"
-	toolsKey = "test-tools-key"
+	apiKey   = "test-api-key-0123"
+	toolsKey = "test-tools-key-0123"
 )
 
 // toolService is a real tool service: echo answers at once, slow holds the
@@ -142,6 +142,8 @@ func TestCheck(t *testing.T) {
 		{"BRAIN_MAX_REQUEST_BYTES not a number", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "2MiB"}, []string{`BRAIN_MAX_REQUEST_BYTES`}, ""},
 		{"BRAIN_MAX_REQUEST_BYTES at 64 MiB", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "67108864"}, nil, "ok (2 tools"},
 		{"BRAIN_PUBLIC_URL good", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example:8443/"}, nil, "ok (2 tools"},
+		{"API key with surrounding space", []string{"-config", good, "-check"}, map[string]string{"BRAIN_API_KEY": " 0123456789abcdef"}, []string{"api_keys[0]: env: BRAIN_API_KEY has surrounding whitespace"}, ""},
+		{"API key only a space", []string{"-config", good, "-check"}, map[string]string{"BRAIN_API_KEY": " "}, []string{"BRAIN_API_KEY has surrounding whitespace"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,6 +169,23 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCheckWarnsOfShortKeys: a short API key is taken (a warning, not a
+// refusal, as services do with BRAIN_TOOLS_KEY), and -check says so.
+func TestCheckWarnsOfShortKeys(t *testing.T) {
+	good := writeConfig(t, newToolService(t).URL, nil)
+	for key, warned := range map[string]bool{"a": true, "0123456789abcde": true, "0123456789abcdef": false} {
+		env := baseEnv(t.TempDir())
+		env["BRAIN_API_KEY"] = key
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), []string{"-config", good, "-check"}, env, &stdout, &stderr); err != nil {
+			t.Fatalf("key of %d bytes: %v", len(key), err)
+		}
+		if got := strings.Contains(stderr.String(), "warning: api_keys: BRAIN_API_KEY is shorter than 16 bytes"); got != warned {
+			t.Errorf("key of %d bytes: stderr %q, want a warning: %v", len(key), stderr.String(), warned)
+		}
 	}
 }
 

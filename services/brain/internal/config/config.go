@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/bearer"
 	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -55,8 +56,13 @@ type APIKey struct {
 	// Tenant is the tenant a request with this key acts for. Required.
 	Tenant string `json:"tenant"`
 
-	sum [sha256.Size]byte
+	sum   [sha256.Size]byte
+	short bool // the key has fewer than bearer.MinTokenBytes bytes
 }
+
+// Short reports whether the key is shorter than bearer.MinTokenBytes (16
+// bytes): accepted, but brain warns at start.
+func (k APIKey) Short() bool { return k.short }
 
 // CatalogEntry is what GET /catalog shows of a binding: never its url,
 // token_env or limits (the contract's "Enable tools for a session").
@@ -230,6 +236,10 @@ func parseAPIKey(raw json.RawMessage, getenv func(string) string) (APIKey, error
 	if v == "" {
 		return k, fmt.Errorf("env: %s is not set", k.Env)
 	}
+	if err := bearer.CheckToken(v); err != nil {
+		return k, fmt.Errorf("env: %s %w", k.Env, err)
+	}
+	k.short = len(v) < bearer.MinTokenBytes
 	k.sum = sha256.Sum256([]byte(v))
 	return k, nil
 }

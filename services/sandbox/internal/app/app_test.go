@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/jobs"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/backendtest"
@@ -359,7 +360,7 @@ func TestJobs(t *testing.T) {
 		t.Fatalf("start: %s", a.Text())
 	}
 	id, _ := a.Structured(t)["job_id"].(string)
-	if a.Structured(t)["state"] != "running" || len(id) != 26 {
+	if a.Structured(t)["state"] != "running" || len(id) != 36 || !jobs.ValidID(id) {
 		t.Fatalf("start answered %s", a.Result.StructuredContent)
 	}
 	if a.Elapsed > 2*time.Second {
@@ -420,13 +421,17 @@ func TestJobs(t *testing.T) {
 	}
 	backendtest.WaitNoLeftovers(t, marker)
 
+	_, tag, _ := strings.Cut(id, "_")
 	for args, want := range map[string]string{
 		`{"job_id":"nope"}`: "job_id",
 		`{"job_id":"aaaaaaaaaaaaaaaaaaaaaaaaaa","wait_seconds":21}`: "wait_seconds",
-		`{"job_id":"aaaaaaaaaaaaaaaaaaaaaaaaaa"}`:                   "no command",
+		// An ID of this run that names no job.
+		`{"job_id":"aaaaaaaaaaaaaaaaaaaaaaaaaa_` + tag + `"}`: "no command",
+		// An untagged ID, the shape before run tags: not of this run.
+		`{"job_id":"aaaaaaaaaaaaaaaaaaaaaaaaaa"}`: "its outcome is unknown",
 	} {
 		r := h.call("jobs", "sandbox_status", json.RawMessage(args))
-		if !r.Result.IsError || !strings.Contains(r.Text(), want) {
+		if !r.Result.IsError || !strings.Contains(strings.ToLower(r.Text()), want) {
 			t.Errorf("status %s: %s", args, r.Text())
 		}
 	}

@@ -16,7 +16,14 @@ import (
 // differences the sandbox needs: a job belongs to its session, not only to
 // its tenant, so the owner key passed to the jobs.Manager is tenant and
 // session together; and a running job's status carries its output so far.
+//
+// Job IDs are the jobs.Manager's: 26 random characters, "_", and the run
+// tag of the service process that started the job (jobs.NewID). Jobs live
+// in memory, so a restart ends them; a status or cancel call with an ID of
+// an earlier run is told so, with unknown_outcome (see jobAnswer).
 
+// jobRetention is how long an ended job (and its output) stays readable:
+// the jobs.Manager's Retention and the purge of Service.runs.
 const jobRetention = time.Hour
 
 // jobRun is a job's live output, kept for status calls.
@@ -94,7 +101,7 @@ type jobIDArgs struct {
 
 func (a jobIDArgs) Validate() error {
 	if !jobs.ValidID(a.JobID) {
-		return fmt.Errorf("job_id: %q is not a job ID of this service (26 characters of a-z and 2-7)", a.JobID)
+		return fmt.Errorf("job_id: %q is not a job ID of this service (%s)", a.JobID, jobs.IDShape)
 	}
 	if a.WaitSeconds != nil && (*a.WaitSeconds < 0 || time.Duration(*a.WaitSeconds)*time.Second > jobs.DefaultMaxWait) {
 		return fmt.Errorf("wait_seconds: must be from 0 to %d, got %d", int(jobs.DefaultMaxWait/time.Second), *a.WaitSeconds)
@@ -112,7 +119,7 @@ func (s *Service) statusTool() service.Tool {
 			InputSchema: mustJSON(map[string]any{
 				"type": "object",
 				"properties": map[string]any{
-					"job_id":       map[string]any{"type": "string", "pattern": "^[a-z2-7]{26}$", "description": "The job_id sandbox_start returned."},
+					"job_id":       map[string]any{"type": "string", "pattern": jobs.IDPattern, "description": "The job_id sandbox_start returned."},
 					"wait_seconds": map[string]any{"type": "integer", "minimum": 0, "maximum": maxWait, "description": "Wait up to this many seconds for the command to end. Default 0."},
 				},
 				"required":             []string{"job_id"},
@@ -139,7 +146,7 @@ func (s *Service) cancelTool() service.Tool {
 			Description: "Kill a command started with sandbox_start, with every process it started, and tell its state afterwards. Cancelling a command that has already ended changes nothing.",
 			InputSchema: mustJSON(map[string]any{
 				"type":                 "object",
-				"properties":           map[string]any{"job_id": map[string]any{"type": "string", "pattern": "^[a-z2-7]{26}$", "description": "The job_id sandbox_start returned."}},
+				"properties":           map[string]any{"job_id": map[string]any{"type": "string", "pattern": jobs.IDPattern, "description": "The job_id sandbox_start returned."}},
 				"required":             []string{"job_id"},
 				"additionalProperties": false,
 			}),
@@ -157,9 +164,23 @@ func (s *Service) cancelTool() service.Tool {
 }
 
 // jobAnswer renders a job's status, adding the output so far while it runs.
+// The errors it answers:
+//
+//   - an ID of an earlier run of the service (jobs.InstanceError): is_error
+//     with unknown_outcome, saying the service restarted after the command
+//     started, so the command, if still running, was stopped with it (local
+//     backend) or is out of reach (remote ones), and its outcome is unknown;
+//   - an ID of this run that is not this session's or was forgotten
+//     (jobs.ErrNotFound): is_error "no command <id> in this session", with
+//     the retention rule. Both cases read the same for every session.
 func (s *Service) jobAnswer(op, id string, st jobs.Status, err error, call *service.Call) *tool.Result {
 	if errors.Is(err, jobs.ErrNotFound) {
-		return tool.Errorf("sandbox_%s: no command %s in this session (it may have ended over an hour ago and been forgotten)", op, id)
+		return tool.Errorf("sandbox_%s: no command %s in this session: either it is not this session's, or it ended more than %s ago and was forgotten (a command is kept until %s after it ends)",
+			op, id, forHumans(jobRetention), forHumans(jobRetention))
+	}
+	var ie *jobs.InstanceError
+	if errors.As(err, &ie) {
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("sandbox_%s: %s", op, ie.Explain("command", "the sandbox service", s.ifRunningAtRestart())))}, IsError: true, UnknownOutcome: true}
 	}
 	if err != nil {
 		call.Logger.Error("job "+op, "job_id", id, "err", err)
@@ -191,4 +212,34 @@ func (s *Service) jobAnswer(op, id string, st jobs.Status, err error, call *serv
 		text = b.String()
 	}
 	return mustResult(tool.StructuredResult(m, text))
+}
+
+// ifRunningAtRestart says what became of a command still running when the
+// service's earlier run ended. A local command runs in a bubblewrap sandbox
+// started with --die-with-parent, so it died with the service; a remote
+// backend's sandbox lives at its provider, which this run no longer
+// reaches (a session gets a new sandbox after a restart).
+func (s *Service) ifRunningAtRestart() string {
+	if name := s.be.Name(); name != "local" {
+		return fmt.Sprintf("it may still be running in the session's earlier %s sandbox, which this service can no longer reach or stop, until %s removes that sandbox", name, name)
+	}
+	return "it was killed with the service, with every process it started"
+}
+
+// forHumans writes d as "1 hour", "90 minutes" or, for other lengths, as
+// time.Duration.String does.
+func forHumans(d time.Duration) string {
+	unit, n := "", int64(0)
+	switch {
+	case d > 0 && d%time.Hour == 0:
+		unit, n = "hour", int64(d/time.Hour)
+	case d > 0 && d%time.Minute == 0:
+		unit, n = "minute", int64(d/time.Minute)
+	default:
+		return d.String()
+	}
+	if n != 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("%d %s", n, unit)
 }

@@ -141,7 +141,7 @@ func New(lim Limits, ws *workspace.Manager, be backend.Backend, logger *slog.Log
 	}
 	return &Service{
 		lim: lim, ws: ws, be: be, log: logger,
-		jobs: jobs.NewManager(jobs.Options{MaxRunningPerTenant: lim.MaxJobsPerSession}),
+		jobs: jobs.NewManager(jobs.Options{MaxRunningPerTenant: lim.MaxJobsPerSession, Retention: jobRetention}),
 		runs: map[string]*jobRun{},
 	}
 }

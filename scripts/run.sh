@@ -142,5 +142,5 @@ BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" \
 
 echo
 BRAIN_URL=http://127.0.0.1:8080 DOCS_URL="http://$DOCS_ADDR" \
-  BRAIN_TOOLS="${BRAIN_TOOLS:-echo,inspect_session,request_approval,sandbox_exec,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,storage_delete,web_fetch$SEARCH}" \
+  BRAIN_TOOLS="${BRAIN_TOOLS:-echo,inspect_session,request_approval,sandbox_exec,sandbox_start,sandbox_status,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,storage_delete,web_fetch$SEARCH}" \
   "$BIN/session"

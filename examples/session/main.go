@@ -381,6 +381,24 @@ func sandbox(ctx context.Context, c *client, session string, has func(string) bo
 		}
 		p("\n== sandbox_read_file result.txt (written by the command above) → %s\n%s", tc.Status, indent(text(tc.Result)))
 	}
+	if has("sandbox_start") && has("sandbox_status") {
+		// A command that outlives one call: started, then waited for.
+		tc, err := c.call(ctx, session, "sandbox_start", map[string]any{"command": "sleep 1; echo started, then finished", "timeout_seconds": 30})
+		if err != nil {
+			return err
+		}
+		var job struct {
+			JobID string `json:"job_id"`
+		}
+		if err := json.Unmarshal(tc.Result.StructuredContent, &job); err != nil || job.JobID == "" {
+			return fmt.Errorf("sandbox_start: no job_id in %s", tc.Result.StructuredContent)
+		}
+		p("\n== sandbox_start → %s, job %s", tc.Status, job.JobID)
+		if tc, err = c.call(ctx, session, "sandbox_status", map[string]any{"job_id": job.JobID, "wait_seconds": 20}); err != nil {
+			return err
+		}
+		p("== sandbox_status (waited for the job) → %s\n%s", tc.Status, indent(excerpt(text(tc.Result), 6)))
+	}
 	return nil
 }
 

@@ -332,26 +332,28 @@ func (w *refusalWriter) Flush() {
 
 func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// refusalCodes are the error codes of the statuses the go-sdk refuses with;
+// any other 4xx is invalid_request, a 5xx internal_error.
+var refusalCodes = map[int]string{
+	http.StatusForbidden:             "forbidden",
+	http.StatusNotFound:              "not_found",
+	http.StatusMethodNotAllowed:      "method_not_allowed",
+	http.StatusConflict:              "conflict",
+	http.StatusRequestEntityTooLarge: "request_too_large",
+	http.StatusUnsupportedMediaType:  "unsupported_media_type",
+}
+
 func (w *refusalWriter) finish() {
 	if w.status == 0 {
 		return
 	}
-	code := "invalid_request"
+	code, ok := refusalCodes[w.status]
 	switch {
-	case w.status == http.StatusForbidden:
-		code = "forbidden"
-	case w.status == http.StatusNotFound:
-		code = "not_found"
-	case w.status == http.StatusMethodNotAllowed:
-		code = "method_not_allowed"
-	case w.status == http.StatusConflict:
-		code = "conflict"
-	case w.status == http.StatusRequestEntityTooLarge:
-		code = "request_too_large"
-	case w.status == http.StatusUnsupportedMediaType:
-		code = "unsupported_media_type"
+	case ok:
 	case w.status >= 500:
 		code = "internal_error"
+	default:
+		code = "invalid_request"
 	}
 	service.WriteError(w.ResponseWriter, w.status, code, "mcp: "+strings.TrimSpace(w.text.String()))
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -86,11 +87,18 @@ func (s *Schema) Validate(what string, doc []byte) error {
 // and more; RFC 7493 (I-JSON) section 2.2 asks for no more than that.
 const MaxNumberLength = 400
 
-// checkNumbers refuses a number in v longer than MaxNumberLength, naming
-// it by its JSON pointer.
+// MaxNumberExponent bounds the exponent of a number literal (1e400 and
+// 1e-400 pass, 1e401 does not). A number of 400 characters with any
+// exponent would still cost the validator a rational of that many digits
+// (1e1000000 is a million), and past an IEEE double's range (about 1e308)
+// RFC 7493 (I-JSON) section 2.2 says numbers do not interoperate anyway.
+const MaxNumberExponent = 400
+
+// checkNumbers refuses a number in v longer than MaxNumberLength or with an
+// exponent beyond MaxNumberExponent, naming it by its JSON pointer.
 func checkNumbers(what string, v any) error {
-	loc, n := longNumber(v)
-	if n == 0 {
+	loc, problem := badNumber(v)
+	if problem == "" {
 		return nil
 	}
 	slices.Reverse(loc)
@@ -98,33 +106,47 @@ func checkNumbers(what string, v any) error {
 	if at == "" {
 		at = "/"
 	}
-	return fmt.Errorf("%s: at %s: number is %d characters long, more than the %d allowed (RFC 7493 I-JSON)", what, at, n, MaxNumberLength)
+	return fmt.Errorf("%s: at %s: %s", what, at, problem)
 }
 
-// longNumber finds a number in v longer than MaxNumberLength and returns
-// its length n and its location, innermost token first. The location is
-// built only for the number found, so a document within the limit costs a
-// walk and no allocation.
-func longNumber(v any) (loc []string, n int) {
+// badNumber finds a number in v that checkNumbers refuses and returns why
+// and its location, innermost token first. The location is built only for
+// the number found, so a document within the limits costs a walk and no
+// allocation.
+func badNumber(v any) (loc []string, problem string) {
 	switch v := v.(type) {
 	case json.Number:
-		if len(v) > MaxNumberLength {
-			return nil, len(v)
-		}
+		return nil, numberProblem(string(v))
 	case map[string]any:
 		for k, e := range v {
-			if loc, n := longNumber(e); n > 0 {
-				return append(loc, k), n
+			if loc, p := badNumber(e); p != "" {
+				return append(loc, k), p
 			}
 		}
 	case []any:
 		for i, e := range v {
-			if loc, n := longNumber(e); n > 0 {
-				return append(loc, strconv.Itoa(i)), n
+			if loc, p := badNumber(e); p != "" {
+				return append(loc, strconv.Itoa(i)), p
 			}
 		}
 	}
-	return nil, 0
+	return nil, ""
+}
+
+// numberProblem says what is wrong with the number literal n, or "".
+func numberProblem(n string) string {
+	if len(n) > MaxNumberLength {
+		return fmt.Sprintf("number is %d characters long, more than the %d allowed (RFC 7493 I-JSON)", len(n), MaxNumberLength)
+	}
+	i := strings.IndexAny(n, "eE")
+	if i < 0 {
+		return ""
+	}
+	exp, err := strconv.Atoi(strings.TrimPrefix(n[i+1:], "+"))
+	if err != nil || exp > MaxNumberExponent || exp < -MaxNumberExponent {
+		return fmt.Sprintf("number %s has an exponent beyond ±%d (RFC 7493 I-JSON)", n, MaxNumberExponent)
+	}
+	return ""
 }
 
 // ValidateObject is Validate for a document that must be a JSON object
@@ -165,12 +187,12 @@ func (s *Schema) validate(what string, v any) error {
 		}
 		if oo, ok := e.ErrorKind.(*kind.OneOf); ok {
 			if names := s.requiredChoice(e.SchemaURL); names != nil {
-				leaves = append(leaves, fmt.Sprintf("at %s: %s", at, choiceMessage(names, oo.Subschemas)))
+				leaves = append(leaves, clip(fmt.Sprintf("at %s: %s", at, choiceMessage(names, oo.Subschemas))))
 				return
 			}
 		}
 		if len(e.Causes) == 0 {
-			leaves = append(leaves, fmt.Sprintf("at %s: %s%s", at, prefix, kindMessage(e.ErrorKind)))
+			leaves = append(leaves, clip(fmt.Sprintf("at %s: %s%s", at, prefix, kindMessage(e.ErrorKind))))
 			return
 		}
 		if pn, ok := e.ErrorKind.(*kind.PropertyNames); ok {
@@ -343,17 +365,44 @@ func kindMessage(k jsonschema.ErrorKind) string {
 	return ungroup(oneLine(k.LocalizedString(printer)))
 }
 
-// ratString writes r exactly, in decimal: a JSON number's value always has
-// a finite decimal form.
+// ratString writes r in decimal, exactly up to maxExactDigits characters (a
+// JSON number's value always has a finite decimal form), and past that as
+// %g with 17 significant digits, so that 1e400 is not 401 characters.
 func ratString(r *big.Rat) string {
 	if r == nil {
 		return "?"
 	}
+	var s string
 	if r.IsInt() {
-		return r.Num().String()
+		s = r.Num().String()
+	} else {
+		s = strings.TrimSuffix(strings.TrimRight(r.FloatString(MaxNumberLength+MaxNumberExponent), "0"), ".")
 	}
-	s := strings.TrimRight(r.FloatString(MaxNumberLength), "0")
-	return strings.TrimSuffix(s, ".")
+	if len(s) <= maxExactDigits {
+		return s
+	}
+	return new(big.Float).SetPrec(64).SetRat(r).Text('g', 17)
+}
+
+// maxExactDigits is the longest number ratString writes out in full.
+const maxExactDigits = 40
+
+// maxLeafBytes is the most bytes of one failure's message: a value the
+// document sent (a property name, a string) is cut there with "…", so that
+// the message of a small document stays small.
+const maxLeafBytes = 512
+
+// clip cuts s to at most maxLeafBytes bytes, at a UTF-8 boundary, marking
+// the cut with "…".
+func clip(s string) string {
+	if len(s) <= maxLeafBytes {
+		return s
+	}
+	n := maxLeafBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // ungroup drops each comma between a digit and exactly three digits,

@@ -3,6 +3,7 @@ package schema
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCompile(t *testing.T) {
@@ -85,6 +86,18 @@ func TestLongNumbers(t *testing.T) {
 		{`{"a/b~c":` + long + `}`, `at /a~1b~0c: number`},
 		{`{"n":` + long[:MaxNumberLength] + `}`, `maximum`},
 		{`{"n":1e` + strings.Repeat("9", 1<<20) + `}`, `number is 1048578 characters long`},
+		// A short literal of a huge value: the exponent is bounded too, so
+		// no document makes the validator build a million-digit rational
+		// or a message that prints one.
+		{`{"n":1e1000000}`, `at /n: number 1e1000000 has an exponent beyond ±400 (RFC 7493 I-JSON)`},
+		{`{"n":-1E-1000000}`, `number -1E-1000000 has an exponent beyond ±400`},
+		{`{"n":1e401}`, `exponent beyond ±400`},
+		{`{"n":1e+401}`, `exponent beyond ±400`},
+		{`{"n":1e99999999999999999999}`, `exponent beyond ±400`},
+		{`{"n":1e400}`, `at "/n": maximum: got 1e+400, want 10`},
+		{`{"n":1e-400}`, `at "/n": got number, want integer`},
+		{`{"n":123456789012345678901234567890123456789012345}`, `maximum: got 1.2345678901234568e+44, want 10`},
+		{`{"n":1234567890123456789012345678901234567890}`, `maximum: got 1234567890123456789012345678901234567890, want 10`},
 	} {
 		err := s.ValidateObject("arguments", []byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -133,6 +146,13 @@ func TestMessages(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%.60s: err = %v, want %q", tt.doc, err, tt.want)
 		}
+	}
+	// A long value in a message is cut, so a small document gets a small
+	// message however long its names.
+	long := strings.Repeat("é", 5000)
+	err = s.ValidateObject("arguments", []byte(`{"env":{"`+long+`":"x"},"s":"`+strings.Repeat("x", 1001)+`"}`))
+	if err == nil || len(err.Error()) > 2*maxLeafBytes || !strings.Contains(err.Error(), "…") || !utf8.ValidString(err.Error()) {
+		t.Errorf("message for a 10,000-byte name: %d bytes, valid UTF-8 %v: %.100s", len(err.Error()), utf8.ValidString(err.Error()), err)
 	}
 	for in, want := range map[string]string{
 		"got 3,601, want 3,600":       "got 3601, want 3600",

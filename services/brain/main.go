@@ -143,6 +143,26 @@ func (ec *envConfig) validate() (slog.Level, error) {
 	return level, errors.Join(errs...)
 }
 
+// shortSecrets names the secrets of cfg shorter than bearer.MinTokenBytes:
+// API keys ("api_keys: BRAIN_API_KEY") and, once each, the tokens brain
+// sends ("token_env: BRAIN_TOOLS_KEY").
+func shortSecrets(cfg *config.Config) []string {
+	var out []string
+	for _, k := range cfg.APIKeys {
+		if k.Short() {
+			out = append(out, "api_keys: "+k.Env)
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range cfg.Tools {
+		if t.ShortToken() && !seen[t.TokenEnv] {
+			seen[t.TokenEnv] = true
+			out = append(out, "token_env: "+t.TokenEnv)
+		}
+	}
+	return out
+}
+
 // run is brain's whole life: flags, env config, host config, store, serve
 // until ctx ends. It prints "brain listening on ADDR" to stdout once it
 // accepts connections (tests on 127.0.0.1:0 read the port from it).
@@ -200,19 +220,15 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 	if *check {
-		for _, k := range cfg.APIKeys {
-			if k.Short() {
-				fmt.Fprintf(stderr, "brain: warning: api_keys: %s is shorter than %d bytes; use a random key\n", k.Env, bearer.MinTokenBytes)
-			}
+		for _, w := range shortSecrets(cfg) {
+			fmt.Fprintf(stderr, "brain: warning: %s is shorter than %d bytes; use a random one\n", w, bearer.MinTokenBytes)
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d tools, %d API keys)\n", *configPath, len(cfg.Tools), len(cfg.APIKeys))
 		return nil
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	for _, k := range cfg.APIKeys {
-		if k.Short() {
-			logger.Warn("API key is short: use a random key", "env", k.Env, "tenant", k.Tenant, "min_bytes", bearer.MinTokenBytes)
-		}
+	for _, w := range shortSecrets(cfg) {
+		logger.Warn("short secret: use a random one", "secret", w, "min_bytes", bearer.MinTokenBytes)
 	}
 	srv, err := server.New(ctx, server.Options{
 		Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,

@@ -144,6 +144,8 @@ func TestCheck(t *testing.T) {
 		{"BRAIN_PUBLIC_URL good", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example:8443/"}, nil, "ok (2 tools"},
 		{"API key with surrounding space", []string{"-config", good, "-check"}, map[string]string{"BRAIN_API_KEY": " 0123456789abcdef"}, []string{"api_keys[0]: env: BRAIN_API_KEY has surrounding whitespace"}, ""},
 		{"API key only a space", []string{"-config", good, "-check"}, map[string]string{"BRAIN_API_KEY": " "}, []string{"BRAIN_API_KEY has surrounding whitespace"}, ""},
+		{"tool token with a control character", []string{"-config", good, "-check"}, map[string]string{"BRAIN_TOOLS_KEY": "0123456789abcdef\x01"}, []string{`"slow": token_env: BRAIN_TOOLS_KEY contains a control character (byte 16)`}, ""},
+		{"tool token with a trailing newline", []string{"-config", good, "-check"}, map[string]string{"BRAIN_TOOLS_KEY": "0123456789abcdef\n"}, []string{"token_env: BRAIN_TOOLS_KEY has surrounding whitespace"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,19 +174,28 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestCheckWarnsOfShortKeys: a short API key is taken (a warning, not a
-// refusal, as services do with BRAIN_TOOLS_KEY), and -check says so.
+// TestCheckWarnsOfShortKeys: a short API key or tool token is taken (a
+// warning, not a refusal, as services do with BRAIN_TOOLS_KEY), and -check
+// says so.
 func TestCheckWarnsOfShortKeys(t *testing.T) {
 	good := writeConfig(t, newToolService(t).URL, nil)
-	for key, warned := range map[string]bool{"a": true, "0123456789abcde": true, "0123456789abcdef": false} {
+	for _, tc := range []struct {
+		env, value, warning string
+	}{
+		{"BRAIN_API_KEY", "a", "warning: api_keys: BRAIN_API_KEY is shorter than 16 bytes"},
+		{"BRAIN_API_KEY", "0123456789abcde", "warning: api_keys: BRAIN_API_KEY is shorter than 16 bytes"},
+		{"BRAIN_API_KEY", "0123456789abcdef", ""},
+		{"BRAIN_TOOLS_KEY", "short", "warning: token_env: BRAIN_TOOLS_KEY is shorter than 16 bytes"},
+		{"BRAIN_TOOLS_KEY", "0123456789abcdef", ""},
+	} {
 		env := baseEnv(t.TempDir())
-		env["BRAIN_API_KEY"] = key
+		env[tc.env] = tc.value
 		var stdout, stderr bytes.Buffer
 		if err := run(context.Background(), []string{"-config", good, "-check"}, env, &stdout, &stderr); err != nil {
-			t.Fatalf("key of %d bytes: %v", len(key), err)
+			t.Fatalf("%s of %d bytes: %v", tc.env, len(tc.value), err)
 		}
-		if got := strings.Contains(stderr.String(), "warning: api_keys: BRAIN_API_KEY is shorter than 16 bytes"); got != warned {
-			t.Errorf("key of %d bytes: stderr %q, want a warning: %v", len(key), stderr.String(), warned)
+		if tc.warning == "" && stderr.Len() > 0 || tc.warning != "" && strings.Count(stderr.String(), tc.warning) != 1 {
+			t.Errorf("%s of %d bytes: stderr %q, want %q once", tc.env, len(tc.value), stderr.String(), tc.warning)
 		}
 	}
 }

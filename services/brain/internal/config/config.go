@@ -400,9 +400,18 @@ func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
 		if t.Token = getenv(b.TokenEnv); t.Token == "" {
 			return nil, fmt.Errorf("token_env: %s is not set", b.TokenEnv)
 		}
+		// Such a token could not go in an Authorization header: every call
+		// of the tool would fail at the transport.
+		if err := bearer.CheckToken(t.Token); err != nil {
+			return nil, fmt.Errorf("token_env: %s %w", b.TokenEnv, err)
+		}
 	}
 	return t, nil
 }
+
+// ShortToken reports whether the tool's token is shorter than
+// bearer.MinTokenBytes (16 bytes): accepted, but brain warns at start.
+func (t *Tool) ShortToken() bool { return t.Token != "" && len(t.Token) < bearer.MinTokenBytes }
 
 // objectType refuses an input_schema whose top-level type is set and does
 // not allow "object": brain sends a tool's arguments as a JSON object and

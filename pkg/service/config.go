@@ -140,9 +140,12 @@ func CheckListenAddr(addr string) error {
 	if addr == "" {
 		return errors.New("is empty")
 	}
-	_, port, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("want host:port: %w", err)
+	}
+	if strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("host %q contains a space or a control character", host)
 	}
 	if port != "0" && !validPort(port) {
 		return fmt.Errorf("port %q is not a number from 0 to 65535", port)

@@ -612,18 +612,30 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 // (bearer.MinTokenBytes).
 const MinTokenBytes = bearer.MinTokenBytes
 
-// Run validates s.Config, listens on s.Config.Addr (port errors come back at
-// once) and calls Serve.
-func Run(ctx context.Context, s *Server) error {
-	if err := s.Config.Validate(); err != nil {
-		return err
+// Listen validates c and listens on c.Addr, warning through logger (nil:
+// none) of a BRAIN_TOOLS_KEY under MinTokenBytes. A service that creates
+// files or opens a store calls it before them, then Serve: an address it
+// cannot take (busy, not this host's) then fails the start naming ADDR and
+// leaves nothing behind.
+func Listen(c Config, logger *slog.Logger) (net.Listener, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
-	if !s.Config.NoAuth && len(s.Config.Token) < MinTokenBytes {
-		orDiscard(s.Logger).Warn("BRAIN_TOOLS_KEY is short: use a random token of at least 16 bytes", "bytes", len(s.Config.Token))
+	if !c.NoAuth && len(c.Token) < MinTokenBytes {
+		orDiscard(logger).Warn("BRAIN_TOOLS_KEY is short: use a random token of at least 16 bytes", "bytes", len(c.Token))
 	}
-	ln, err := net.Listen("tcp", s.Config.Addr)
+	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.Config.Addr, err)
+		return nil, fmt.Errorf("listen on ADDR %q: %w", c.Addr, err)
+	}
+	return ln, nil
+}
+
+// Run is Listen with s.Config, then Serve.
+func Run(ctx context.Context, s *Server) error {
+	ln, err := Listen(s.Config, s.Logger)
+	if err != nil {
+		return err
 	}
 	return Serve(ctx, ln, s)
 }

@@ -434,6 +434,8 @@ func TestConfigValidate(t *testing.T) {
 		{map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "k"}, ""},
 		{map[string]string{"ADDR": "[::1]:8081", "BRAIN_TOOLS_KEY": "k"}, ""},
 		{map[string]string{"ADDR": ":8081", "BRAIN_TOOLS_KEY": "k"}, ""},
+		{map[string]string{"ADDR": " 127.0.0.1:8081", "BRAIN_TOOLS_KEY": "k"}, `ADDR " 127.0.0.1:8081": host " 127.0.0.1" contains a space`},
+		{map[string]string{"ADDR": "127.0.0.1 :8081", "BRAIN_TOOLS_KEY": "k"}, `host "127.0.0.1 " contains a space`},
 		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": " k"}, "BRAIN_TOOLS_KEY has surrounding whitespace"},
 		{map[string]string{"ADDR": ":1", "BRAIN_TOOLS_KEY": "k\x01k"}, "BRAIN_TOOLS_KEY contains a control character"},
 		// Every problem is named at once.

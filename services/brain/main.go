@@ -230,16 +230,18 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	for _, w := range shortSecrets(cfg) {
 		logger.Warn("short secret: use a random one", "secret", w, "min_bytes", bearer.MinTokenBytes)
 	}
+	// Listen first: a busy or unusable address then leaves no data dir,
+	// store or lock file behind.
+	ln, err := net.Listen("tcp", ec.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on BRAIN_ADDR %q: %w", ec.Addr, err)
+	}
 	srv, err := server.New(ctx, server.Options{
 		Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
 		MaxRequestBytes: ec.MaxRequestBytes,
 	})
 	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", ec.Addr)
-	if err != nil {
-		return errors.Join(fmt.Errorf("listen: %w", err), srv.Close())
+		return errors.Join(err, ln.Close())
 	}
 	fmt.Fprintf(stdout, "brain listening on %s\n", ln.Addr())
 	logger.Info("brain listening", "addr", ln.Addr().String(), "data_dir", ec.DataDir, "tools", len(cfg.Tools))

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -590,5 +591,28 @@ func TestMCPDiscoverCommand(t *testing.T) {
 	err = run(context.Background(), []string{"mcp", "discover", "http://127.0.0.1:1/mcp", "--token-env", "NOPE"}, map[string]string{}, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error()+stderr.String(), "NOPE") {
 		t.Fatalf("discover with an unset token env: err %v, stderr %q", err, stderr.String())
+	}
+}
+
+// TestBusyAddressLeavesNoData: brain listens before it opens its store, so
+// an address it cannot take fails the start naming BRAIN_ADDR and leaves
+// no data dir, database or lock behind.
+func TestBusyAddressLeavesNoData(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	good := writeConfig(t, newToolService(t).URL, nil)
+	dir := filepath.Join(t.TempDir(), "data")
+	env := baseEnv(dir)
+	env["BRAIN_ADDR"] = busy.Addr().String()
+	var stdout, stderr bytes.Buffer
+	err = run(context.Background(), []string{"-config", good}, env, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `listen on BRAIN_ADDR "`+busy.Addr().String()+`"`) {
+		t.Fatalf("run on a busy address = %v, want an error naming BRAIN_ADDR", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("data dir made (%v)", err)
 	}
 }

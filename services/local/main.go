@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -53,14 +54,19 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	if err := operator.Check(environ); err != nil {
 		return err
 	}
-	approvals, err := approval.Open(ctx, environ, cfg.Addr, cfg.PublicURL, logger)
+	// Listen before the store opens: a busy address leaves no file.
+	ln, err := service.Listen(cfg.Config, logger)
 	if err != nil {
 		return err
+	}
+	approvals, err := approval.Open(ctx, environ, cfg.Addr, cfg.PublicURL, logger)
+	if err != nil {
+		return errors.Join(err, ln.Close())
 	}
 	defer approvals.Close()
 	page, err := operator.Open(ctx, environ, approvals, logger)
 	if err != nil {
-		return err
+		return errors.Join(err, ln.Close())
 	}
 	tools := append([]service.Tool{echo.Tool(), inspect.Tool(inspect.Options{BrainURLs: cfg.InspectBrainURLs})}, approvals.Tools()...)
 	srv := &service.Server{
@@ -73,7 +79,7 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	}
 	// The same tools, for MCP clients, at /mcp behind the same bearer check.
 	if err := mcpserver.Attach(srv, mcpserver.Options{Logger: logger}); err != nil {
-		return err
+		return errors.Join(err, ln.Close())
 	}
-	return service.Run(ctx, srv)
+	return service.Serve(ctx, ln, srv)
 }

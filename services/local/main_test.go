@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -183,5 +184,30 @@ func TestCommandLine(t *testing.T) {
 				tt.check(t, stdout.String())
 			}
 		})
+	}
+}
+
+// TestBusyAddressLeavesNoStore: local listens before it opens the approval
+// store, so an address it cannot take fails the start naming ADDR and
+// leaves no approvals.db behind.
+func TestBusyAddressLeavesNoStore(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	env := map[string]string{
+		"ADDR":                    busy.Addr().String(),
+		"BRAIN_TOOLS_KEY":         "tools-key-0123456789",
+		"APPROVAL_OPERATOR_TOKEN": "operator-token-0123456789",
+		"APPROVAL_DATA_DIR":       dir,
+	}
+	err = run(context.Background(), env, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), `listen on ADDR "`+busy.Addr().String()+`"`) {
+		t.Fatalf("run on a busy address = %v, want an error naming ADDR", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("data dir made (%v)", err)
 	}
 }

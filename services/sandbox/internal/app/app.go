@@ -226,9 +226,15 @@ func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	s, err := Build(ctx, cfg, logger)
+	// Listen before Build makes SANDBOX_ROOT: a busy address leaves no
+	// directory behind.
+	ln, err := service.Listen(cfg.Config, logger)
 	if err != nil {
 		return err
+	}
+	s, err := Build(ctx, cfg, logger)
+	if err != nil {
+		return errors.Join(err, ln.Close())
 	}
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
@@ -236,9 +242,9 @@ func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	logger.Info("sandbox ready", "backend", s.Backend.Name(), "root", s.Workspaces.Root(), "idle", cfg.Idle.String())
 	// The same tools, for MCP clients, at /mcp behind the same bearer check.
 	if err := mcpserver.Attach(s.Server, mcpserver.Options{Logger: logger}); err != nil {
-		return err
+		return errors.Join(err, ln.Close())
 	}
-	serveErr := service.Run(ctx, s.Server)
+	serveErr := service.Serve(ctx, ln, s.Server)
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Tools.Close(closeCtx); err != nil {

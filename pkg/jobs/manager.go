@@ -185,6 +185,11 @@ func (m *Manager) finishLocked(j *job, s State, res *tool.Result) {
 	close(j.finished)
 }
 
+// firstTagged is when runs began to tag their job IDs: a tag naming an
+// earlier time (or one more than an hour ahead of this run's clock) was
+// issued by no run, and its ID is answered as unknown.
+var firstTagged = time.Date(2026, time.November, 1, 0, 0, 0, 0, time.UTC)
+
 // lookupLocked finds the tenant's job id: ErrNotFound for a malformed ID
 // or one of m's that is unknown or another tenant's, *InstanceError for a
 // well-formed ID that m did not issue (whatever the tenant).
@@ -193,7 +198,11 @@ func (m *Manager) lookupLocked(tenant, id string) (*job, error) {
 		return nil, ErrNotFound
 	}
 	if _, tag, _ := strings.Cut(id, "_"); tag != m.tag {
-		issuer, _ := IssuerStart(id)
+		issuer, tagged := IssuerStart(id)
+		if tagged && (issuer.Before(firstTagged) || issuer.After(m.now().Add(time.Hour))) {
+			// No run started then: a made-up tag, not an earlier run.
+			return nil, ErrNotFound
+		}
 		return nil, &InstanceError{ID: id, IssuerStart: issuer, Start: m.start}
 	}
 	m.purgeLocked()

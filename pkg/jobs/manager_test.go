@@ -180,6 +180,12 @@ func TestStatusAcrossInstances(t *testing.T) {
 		{"unknown ID of this run", "alpha", unknownID(m), ErrNotFound, time.Time{}, false},
 		{"this run's job, another tenant", "beta", mine.ID, ErrNotFound, time.Time{}, false},
 		{"malformed", "alpha", "nope", ErrNotFound, time.Time{}, false},
+		// Tags no run issued: before run tags existed, or far ahead.
+		{"tag of 1970", "alpha", untagged + "_" + encodeTag(0), ErrNotFound, time.Time{}, false},
+		{"tag from before run tags", "alpha", untagged + "_" + encodeTag(firstTagged.UnixMilli()-1), ErrNotFound, time.Time{}, false},
+		{"tag of the year 2869", "alpha", untagged + "_zzzzzzzzz", ErrNotFound, time.Time{}, false},
+		{"tag two hours ahead", "alpha", untagged + "_" + encodeTag(time.Now().Add(2*time.Hour).UnixMilli()), ErrNotFound, time.Time{}, false},
+		{"tag of the first tagged run", "alpha", untagged + "_" + encodeTag(firstTagged.UnixMilli()), ErrOtherInstance, firstTagged, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -53,6 +53,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Par
 	}
 	// Both forms read Last-Event-ID, which wins over ?after= (a client
 	// that reconnects sends the newest it saw).
+	if vs := r.Header.Values("Last-Event-ID"); len(vs) > 1 {
+		return badRequest("last-event-id: sent %d times; send one", len(vs))
+	}
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if after, err = eventID("last-event-id", v); err != nil {
 			return err
@@ -88,7 +91,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Par
 // ID to resume after: a non-negative integer (0 = from the start).
 func eventID(name, v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
+	// As the stream writes IDs: no sign, no leading zero ("+3", "03").
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != v {
 		return 0, badRequest("%s: want an event id (a non-negative integer; 0 = from the start), got %q", name, v)
 	}
 	return n, nil

@@ -151,6 +151,8 @@ func TestEventPage(t *testing.T) {
 		{"?after=x", 400, nil, false, []string{`after: want an event id (a non-negative integer; 0 = from the start), got "x"`}},
 		{"?after=9223372036854775808", 400, nil, false, []string{`after: want an event id`}},
 		{"?after=", 400, nil, false, []string{`after: want an event id`, `got ""`}},
+		{"?after=%2B1", 400, nil, false, []string{`after: want an event id`, `got "+1"`}},
+		{"?after=01", 400, nil, false, []string{`got "01"`}},
 		{"?since=1", 400, nil, false, []string{"since", "unknown query parameter"}},
 	}
 	for _, tt := range tests {
@@ -191,6 +193,8 @@ func TestEventPage(t *testing.T) {
 		{all[4].ID, "?after=0", []string{all[5].ID, all[6].ID}, ""},
 		{"garbage", "", nil, `last-event-id: want an event id (a non-negative integer; 0 = from the start), got "garbage"`},
 		{"1.5", "?after=1", nil, `last-event-id: want an event id`},
+		{"+3", "", nil, `last-event-id: want an event id (a non-negative integer; 0 = from the start), got "+3"`},
+		{"03", "", nil, `got "03"`},
 	} {
 		r := b.do("GET", "/sessions/"+s.ID+"/events"+tc.query, "t1", nil, "Accept", "application/json", "Last-Event-ID", tc.hdr)
 		if tc.want != "" {
@@ -209,6 +213,8 @@ func TestEventPage(t *testing.T) {
 			t.Errorf("JSON page after Last-Event-ID %s%s: ids %v, want %v", tc.hdr, tc.query, ids, tc.ids)
 		}
 	}
+	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events", "t1", nil, "Accept", "application/json", "Last-Event-ID", "1", "+Last-Event-ID", "2"),
+		400, codeInvalidRequest, "last-event-id: sent 2 times; send one")
 	// Refusals of the event stream (no Accept: application/json) say what
 	// to do instead; none prints an internal bound.
 	for _, tc := range []struct {

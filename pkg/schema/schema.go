@@ -268,13 +268,16 @@ func (s *Schema) requiredChoice(schemaURL string) []string {
 		}
 		names = append(names, name)
 	}
+	if len(names) < 2 {
+		return nil
+	}
 	return names
 }
 
 // choiceMessage says that exactly one of names is wanted, and which of
 // them came (matched holds their indexes; none came when it is empty).
 func choiceMessage(names []string, matched []int) string {
-	want := "give exactly one of " + strings.Join(names, ", ")
+	want := "give exactly one of " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 	if len(matched) == 0 {
 		return want + " (got none)"
 	}

@@ -180,9 +180,9 @@ func TestRequiredChoice(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ doc, want string }{
-		{`{"text":"a","data_base64":"YQ=="}`, `at (root): give exactly one of text, data_base64 (got text and data_base64)`},
-		{`{}`, `at (root): give exactly one of text, data_base64 (got none)`},
-		{`{"text":"a","inner":{"a":1,"c":2}}`, `at "/inner": give exactly one of a, b, c (got a and c)`},
+		{`{"text":"a","data_base64":"YQ=="}`, `at (root): give exactly one of text or data_base64 (got text and data_base64)`},
+		{`{}`, `at (root): give exactly one of text or data_base64 (got none)`},
+		{`{"text":"a","inner":{"a":1,"c":2}}`, `at "/inner": give exactly one of a, b or c (got a and c)`},
 		{`{"text":"a","other":"x"}`, `at "/other": 'oneOf' failed, subschemas 0, 1 matched`},
 	} {
 		err := s.ValidateObject("arguments", []byte(tc.doc))

@@ -66,7 +66,7 @@ func (a *putArgs) Validate() error {
 		return &strictjson.FieldError{Field: "key", Problem: err.Error()}
 	}
 	if (a.Text == nil) == (a.DataBase64 == nil) {
-		return &strictjson.FieldError{Field: "text", Problem: "give exactly one of text and data_base64"}
+		return &strictjson.FieldError{Field: "text", Problem: "give exactly one of text or data_base64"}
 	}
 	if a.ContentType != "" {
 		if _, _, err := mime.ParseMediaType(a.ContentType); err != nil {

@@ -35,7 +35,10 @@ type harness struct {
 	svc *Service
 }
 
-func newHarness(t *testing.T, env map[string]string) *harness {
+// testEnviron is a sandbox service's environment for a test: a fresh root
+// (removed after the test; not under t.TempDir, whose 0700 parent the
+// sandbox uids cannot pass) and a uid range of its own.
+func testEnviron(t *testing.T) map[string]string {
 	t.Helper()
 	root, err := os.MkdirTemp("", "sandbox-app-test-")
 	if err != nil {
@@ -43,13 +46,18 @@ func newHarness(t *testing.T, env map[string]string) *harness {
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
 	n, _ := rand.Int(rand.Reader, big.NewInt(3000))
-	environ := map[string]string{
+	return map[string]string{
 		"BRAIN_TOOLS_KEY":     testToken,
 		"SANDBOX_ROOT":        root,
 		"SANDBOX_UID_BASE":    strconv.Itoa(4_000_000 + int(n.Int64())*1000),
 		"SANDBOX_IDLE":        "1h",
 		"SANDBOX_QUOTA_BYTES": strconv.Itoa(256 << 20),
 	}
+}
+
+func newHarness(t *testing.T, env map[string]string) *harness {
+	t.Helper()
+	environ := testEnviron(t)
 	for k, v := range env {
 		environ[k] = v
 	}

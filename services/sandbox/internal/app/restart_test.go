@@ -2,14 +2,11 @@ package app
 
 import (
 	"bytes"
-	"crypto/rand"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,21 +109,7 @@ func startProcess(t *testing.T, environ map[string]string) (*child, *harness) {
 // "no command".
 func TestStatusAfterKillAndRestart(t *testing.T) {
 	t.Parallel()
-	// Not t.TempDir: its parent is mode 0700, which the sandbox uids
-	// cannot pass.
-	root, err := os.MkdirTemp("", "sandbox-restart-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	n, _ := rand.Int(rand.Reader, big.NewInt(3000))
-	environ := map[string]string{
-		"BRAIN_TOOLS_KEY":     testToken,
-		"SANDBOX_ROOT":        root,
-		"SANDBOX_UID_BASE":    strconv.Itoa(4_000_000 + int(n.Int64())*1000),
-		"SANDBOX_IDLE":        "1h",
-		"SANDBOX_QUOTA_BYTES": strconv.Itoa(256 << 20),
-	}
+	environ := testEnviron(t)
 	first, h := startProcess(t, environ)
 	logs := first.logs
 	marker := backendtest.Marker()

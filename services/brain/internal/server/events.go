@@ -24,9 +24,10 @@ const (
 // events answers GET /sessions/{id}/events: an SSE stream (stored events
 // after Last-Event-ID or ?after=, then live ones, with heartbeat comments),
 // or with Accept: application/json one page {"events":[...],"has_more":bool}
-// (after Last-Event-ID or ?after=, up to ?limit=). The caller is the session's tenant or holds an
-// inspection token issued for this session; such a stream ends when the
-// token's call returns. See stream for when a stream ends.
+// (after Last-Event-ID or ?after=, up to ?limit=). The caller is the
+// session's tenant or holds an inspection token issued for this session;
+// such a stream ends when the token's call returns. See stream for when a
+// stream ends.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
 	id := p.ByName("id")
 	tenant, g, err := s.eventsAuth(r, id)

@@ -355,7 +355,6 @@ func intParam(q url.Values, name string, min, max, def int64) (int64, error) {
 	return n, nil
 }
 
-// bearerToken returns the token of an "Authorization: Bearer" header.
 func discardLogger(l *slog.Logger) *slog.Logger {
 	if l == nil {
 		return slog.New(slog.DiscardHandler)

@@ -468,7 +468,7 @@ func (db *DB) state(id string) sessionState {
 }
 
 // sessionStatus returns the status of session id of tenantID, or
-// store.ErrNotFound.
+// store.ErrNotFound (as it is: an op returns it to refuse).
 func (db *DB) sessionStatus(tx *sql.Tx, tenantID, id string) (string, error) {
 	st := db.state(id)
 	if st.status == "" {
@@ -477,7 +477,7 @@ func (db *DB) sessionStatus(tx *sql.Tx, tenantID, id string) (string, error) {
 			return "", store.ErrNotFound
 		}
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("read session status: %w", err)
 		}
 		db.batch[id] = st
 	}
@@ -531,10 +531,7 @@ func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []
 	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
 		cur, err := db.sessionStatus(tx, tenantID, id)
 		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("set session status: %w", err)
+			return nil, err
 		}
 		ok := false
 		for _, f := range from {
@@ -562,10 +559,7 @@ func (db *DB) CreateCall(ctx context.Context, c *store.Call, ev *store.Event) er
 	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
 		cur, err := db.sessionStatus(tx, c.TenantID, c.SessionID)
 		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("create tool call: %w", err)
+			return nil, err
 		}
 		if cur != store.SessionActive {
 			return nil, &store.StateError{What: "session", Status: cur}

@@ -233,13 +233,8 @@ func pointer(loc []string) string {
 // {"required":[name]} alone ("give text or data_base64"), and nil for any
 // other oneOf.
 func (s *Schema) requiredChoice(schemaURL string) []string {
-	_, frag, _ := strings.Cut(schemaURL, "#")
 	node := s.doc
-	for _, tok := range strings.Split(frag, "/")[1:] {
-		if u, err := url.PathUnescape(tok); err == nil {
-			tok = u
-		}
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	for _, tok := range fragment(schemaURL) {
 		switch n := node.(type) {
 		case map[string]any:
 			node = n[tok]
@@ -294,29 +289,36 @@ func choiceMessage(names []string, matched []int) string {
 // "/env"). Through items, a $ref or the like it cannot be told, and the
 // answer is "an object".
 func propertyNamesAt(schemaURL string) string {
-	_, frag, _ := strings.Cut(schemaURL, "#")
-	rest, ok := strings.CutSuffix(frag, "/propertyNames")
-	if !ok {
+	toks := fragment(schemaURL)
+	if len(toks)%2 == 0 || toks[len(toks)-1] != "propertyNames" {
 		return "an object"
 	}
 	var loc []string
-	for rest != "" {
-		var name string
-		rest, ok = strings.CutPrefix(rest, "/properties/")
-		if !ok {
+	for i := 0; i < len(toks)-1; i += 2 {
+		if toks[i] != "properties" {
 			return "an object"
 		}
-		name, rest, _ = strings.Cut(rest, "/")
-		if rest != "" {
-			rest = "/" + rest
-		}
-		if u, err := url.PathUnescape(name); err == nil {
-			name = u
-		}
-		name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
-		loc = append(loc, name)
+		loc = append(loc, toks[i+1])
 	}
 	return pointer(loc)
+}
+
+// fragment returns the tokens of the JSON pointer in schemaURL's fragment
+// ("mem:///s.json#/properties/a~1b" is properties, a/b), percent- and then
+// ~-unescaped (RFC 6901 section 6); none for the root.
+func fragment(schemaURL string) []string {
+	_, frag, _ := strings.Cut(schemaURL, "#")
+	if frag == "" {
+		return nil
+	}
+	toks := strings.Split(frag, "/")[1:]
+	for i, tok := range toks {
+		if u, err := url.PathUnescape(tok); err == nil {
+			tok = u
+		}
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	}
+	return toks
 }
 
 // jsonPointer renders loc's tokens as a JSON pointer (RFC 6901), "" for

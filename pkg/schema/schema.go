@@ -14,10 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/brain-tools/suite/pkg/tool"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -187,12 +188,12 @@ func (s *Schema) validate(what string, v any) error {
 		}
 		if oo, ok := e.ErrorKind.(*kind.OneOf); ok {
 			if names := s.requiredChoice(e.SchemaURL); names != nil {
-				leaves = append(leaves, clip(fmt.Sprintf("at %s: %s", at, choiceMessage(names, oo.Subschemas))))
+				leaves = append(leaves, tool.Clip(fmt.Sprintf("at %s: %s", at, choiceMessage(names, oo.Subschemas)), maxLeafBytes))
 				return
 			}
 		}
 		if len(e.Causes) == 0 {
-			leaves = append(leaves, clip(fmt.Sprintf("at %s: %s%s", at, prefix, kindMessage(e.ErrorKind))))
+			leaves = append(leaves, tool.Clip(fmt.Sprintf("at %s: %s%s", at, prefix, kindMessage(e.ErrorKind)), maxLeafBytes))
 			return
 		}
 		if pn, ok := e.ErrorKind.(*kind.PropertyNames); ok {
@@ -393,22 +394,9 @@ func ratString(r *big.Rat) string {
 const maxExactDigits = 40
 
 // maxLeafBytes is the most bytes of one failure's message: a value the
-// document sent (a property name, a string) is cut there with "…", so that
-// the message of a small document stays small.
+// document sent (a property name, a string) is cut there with "…"
+// (tool.Clip), so that the message of a small document stays small.
 const maxLeafBytes = 512
-
-// clip cuts s to at most maxLeafBytes bytes, at a UTF-8 boundary, marking
-// the cut with "…".
-func clip(s string) string {
-	if len(s) <= maxLeafBytes {
-		return s
-	}
-	n := maxLeafBytes
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
 
 // ungroup drops each comma between a digit and exactly three digits,
 // outside the single-quoted values jsonschema writes (where a backslash

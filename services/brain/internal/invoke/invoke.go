@@ -304,7 +304,7 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp 
 	case err == nil && mediaType == "text/event-stream":
 		return c.readStream(ctx, reqCtx, t, capped, limit, onProgress)
 	default:
-		return failed(CodeBadContentType, true, fmt.Sprintf("tool %s: response Content-Type %q is neither application/json nor text/event-stream", t.Name, clip(ct, 100)))
+		return failed(CodeBadContentType, true, fmt.Sprintf("tool %s: response Content-Type %q is neither application/json nor text/event-stream", t.Name, tool.Clip(ct, 100)))
 	}
 }
 
@@ -366,7 +366,7 @@ func (c *Caller) readStream(ctx, reqCtx context.Context, t *config.Tool, body io
 			// read (the body is closed by the caller).
 			return finish(t, r)
 		default:
-			return failed(CodeBadEvent, true, fmt.Sprintf("tool %s: unexpected SSE event %q (want progress or result)", t.Name, clip(ev.Name, 64)))
+			return failed(CodeBadEvent, true, fmt.Sprintf("tool %s: unexpected SSE event %q (want progress or result)", t.Name, tool.Clip(ev.Name, 64)))
 		}
 	}
 	return failed(CodeNoResultEvent, true, fmt.Sprintf("tool %s: event stream ended without a result event", t.Name))
@@ -463,7 +463,7 @@ func cancelled(t *config.Tool, sent bool, cause error) Outcome {
 func errorText(t *config.Tool, r *tool.Result) string {
 	for _, c := range r.Content {
 		if c.Type == tool.TypeText && strings.TrimSpace(c.Text) != "" {
-			return fmt.Sprintf("tool %s: %s", t.Name, clip(c.Text, 1024))
+			return fmt.Sprintf("tool %s: %s", t.Name, tool.Clip(c.Text, 1024))
 		}
 	}
 	return fmt.Sprintf("tool %s reported an error", t.Name)
@@ -488,13 +488,6 @@ func describe(err error) string {
 		return "connection closed before the response was complete"
 	}
 	return err.Error()
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // capReader fails with errOutputTooLarge when the body goes past left

@@ -133,7 +133,7 @@ func describeLink(l *mcp.ResourceLink) string {
 func errorText(t *config.Tool, r *tool.Result) string {
 	for _, c := range r.Content {
 		if c.Type == tool.TypeText && strings.TrimSpace(c.Text) != "" {
-			return fmt.Sprintf("tool %s: %s", t.Name, clip(c.Text, 1024))
+			return fmt.Sprintf("tool %s: %s", t.Name, tool.Clip(c.Text, 1024))
 		}
 	}
 	return fmt.Sprintf("tool %s reported an error", t.Name)

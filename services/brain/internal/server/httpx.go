@@ -18,10 +18,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/julienschmidt/httprouter"
 )
 
@@ -63,10 +63,10 @@ func errorf(status int, code, format string, args ...any) *apiError {
 	for i, a := range args {
 		switch v := a.(type) {
 		case string:
-			args[i] = clip(v)
+			args[i] = tool.Clip(v, maxEcho)
 		case error:
 			if m := v.Error(); len(m) > maxEcho {
-				args[i] = clip(m)
+				args[i] = tool.Clip(m, maxEcho)
 			}
 		}
 	}
@@ -75,19 +75,6 @@ func errorf(status int, code, format string, args ...any) *apiError {
 
 // maxEcho is the most bytes of one value a refusal repeats.
 const maxEcho = 512
-
-// clip cuts s to at most maxEcho bytes, at a UTF-8 boundary, marking the
-// cut with "…".
-func clip(s string) string {
-	if len(s) <= maxEcho {
-		return s
-	}
-	n := maxEcho
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
 
 func badRequest(format string, args ...any) *apiError {
 	return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brain-tools/suite/pkg/bearer"
+	"github.com/brain-tools/suite/pkg/bufpool"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -514,17 +515,22 @@ func zeroQuality(params string) bool {
 // WriteJSON encodes v, then writes status and the body; an encoding failure
 // becomes a clean 500.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	bp := outBuffers.Get().(*[]byte)
-	var data []byte
-	var err error
+	var (
+		data []byte
+		err  error
+		h    *[]byte // the pooled buffer of a result
+	)
 	if r, ok := v.(*tool.Result); ok {
-		data, err = r.AppendJSON((*bp)[:0])
+		h = outBuffers.Get()
+		data, err = r.AppendJSON(*h)
 	} else {
-		var m []byte
-		m, err = json.Marshal(v)
-		data = append((*bp)[:0], m...)
+		// Not a result: small (an error, the bindings).
+		data, err = json.Marshal(v)
 	}
 	if err != nil {
+		if h != nil {
+			outBuffers.Put(h, *h)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = w.Write([]byte(`{"error":{"code":"internal_error","message":"internal error"}}` + "\n"))
@@ -537,20 +543,15 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
-	// Write does not keep data, so the buffer serves the next response;
-	// one grown past maxPooledBuffer is left to the collector.
-	if cap(data) <= maxPooledBuffer {
-		*bp = data[:0]
-		outBuffers.Put(bp)
+	if h != nil {
+		// Write does not keep data, so the buffer serves the next result.
+		outBuffers.Put(h, data)
 	}
 }
 
-// maxPooledBuffer bounds the response buffers WriteJSON keeps for reuse:
-// 4 MiB, twice brain's largest max_output_bytes.
-const maxPooledBuffer = 4 << 20
-
-// outBuffers are WriteJSON's response buffers.
-var outBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+// outBuffers are WriteJSON's response buffers, up to 4 MiB each (twice
+// brain's largest max_output_bytes).
+var outBuffers = bufpool.New(4 << 20)
 
 // WriteError writes {"error":{"code":code,"message":message,"request_id":...}}
 // with status; request_id repeats the response's X-Request-Id header.

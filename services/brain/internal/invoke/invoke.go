@@ -32,10 +32,10 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/bufpool"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
@@ -318,23 +318,18 @@ func readAll(r io.Reader, contentLength int64) ([]byte, error) {
 	if contentLength <= 0 {
 		return io.ReadAll(r)
 	}
-	buf := bytes.NewBuffer(slices.Grow(*readBuffers.Get().(*[]byte), int(contentLength)+bytes.MinRead))
+	buf := bytes.NewBuffer(slices.Grow(*readBuffers.Get(), int(contentLength)+bytes.MinRead))
 	_, err := buf.ReadFrom(r)
 	return buf.Bytes(), err
 }
 
 // readBuffers recycle result buffers (readAll, recycle); a result larger
 // than 4 MiB, twice the largest max_output_bytes, is not kept.
-var readBuffers = sync.Pool{New: func() any { return new([]byte) }}
+var readBuffers = bufpool.New(4 << 20)
 
 // recycle hands data, read by readAll and no longer used, to the next
 // readAll.
-func recycle(data []byte) {
-	if cap(data) <= 4<<20 {
-		b := data[:0]
-		readBuffers.Put(&b)
-	}
-}
+func recycle(data []byte) { readBuffers.Put(nil, data) }
 
 // readStream reads an SSE response: zero or more progress events (JSON
 // payloads, forwarded), then one result event. Comments are skipped by the

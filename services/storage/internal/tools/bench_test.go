@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	b64 "github.com/segmentio/asm/base64"
 
+	"github.com/brain-tools/suite/pkg/bufpool"
 	"github.com/brain-tools/suite/pkg/tool"
 
 	"github.com/brain-tools/suite/services/storage/internal/objects"
@@ -48,8 +49,8 @@ func (h *harness) fastCall(tenant, session, name string, args []byte) *tool.Resu
 		h.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	bp := readBuffers.Get().(*[]byte)
-	buf := bytes.NewBuffer(slices.Grow((*bp)[:0], int(max(resp.ContentLength, 0))+bytes.MinRead))
+	rb := readBuffers.Get()
+	buf := bytes.NewBuffer(slices.Grow(*rb, int(max(resp.ContentLength, 0))+bytes.MinRead))
 	_, err = buf.ReadFrom(resp.Body)
 	data := buf.Bytes()
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -59,13 +60,12 @@ func (h *harness) fastCall(tenant, session, name string, args []byte) *tool.Resu
 	if err != nil {
 		h.t.Fatalf("%s: %v", name, err)
 	}
-	*bp = data[:0]
-	readBuffers.Put(bp)
+	readBuffers.Put(rb, data)
 	return r
 }
 
 // readBuffers are fastCall's, as brain recycles its own (invoke.readAll).
-var readBuffers = newBufferPool()
+var readBuffers = bufpool.New(maxPooledBytes)
 
 // BenchmarkPutGet256KiB compares one storage_put + storage_get of a
 // 256 KiB object through the service (HTTP, JSON, base64, namespace, the

@@ -7,12 +7,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"unicode/utf8"
 	"unsafe"
 
 	b64 "github.com/segmentio/asm/base64"
 
+	"github.com/brain-tools/suite/pkg/bufpool"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -67,20 +67,15 @@ func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) *tool.Re
 	if a.MaxBytes != nil && *a.MaxBytes < want {
 		want = *a.MaxBytes
 	}
-	bp := getBuffers.Get().(*[]byte)
-	obj, data, err := t.store.GetInto(ctx, ns, a.Key, a.Offset, want, *bp)
+	h := getBuffers.Get()
+	obj, data, err := t.store.GetInto(ctx, ns, a.Key, a.Offset, want, *h)
 	if err != nil {
-		getBuffers.Put(bp)
+		getBuffers.Put(h, *h)
 		return failure(err, false)
 	}
 	// Every rendering copies data (text, image base64, base64), so its
 	// buffer serves the next call once the result is built.
-	defer func() {
-		if cap(data) <= maxPooledBytes {
-			*bp = data[:0]
-			getBuffers.Put(bp)
-		}
-	}()
+	defer func() { getBuffers.Put(h, data) }()
 	// Spend on data what the rest of the result leaves of the limit, and
 	// shrink if the first estimate was off. Sizes are computed, not
 	// marshalled: the data is most of the result and encoding it twice
@@ -217,12 +212,9 @@ func encodeBase64(call *service.Call, data []byte) string {
 	if call == nil || n > maxPooledBytes {
 		buf = make([]byte, n)
 	} else {
-		bp := encodeBuffers.Get().(*[]byte)
-		buf = slices.Grow((*bp)[:0], n)[:n]
-		call.OnWritten(func() {
-			*bp = buf[:0]
-			encodeBuffers.Put(bp)
-		})
+		h := encodeBuffers.Get()
+		buf = slices.Grow(*h, n)[:n]
+		call.OnWritten(func() { encodeBuffers.Put(h, buf) })
 	}
 	b64.StdEncoding.Encode(buf, data)
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
@@ -233,8 +225,4 @@ func encodeBase64(call *service.Call, data []byte) string {
 const maxPooledBytes = 4 << 20
 
 // getBuffers hold objects' bytes as read; encodeBuffers their base64.
-var getBuffers, encodeBuffers = newBufferPool(), newBufferPool()
-
-func newBufferPool() *sync.Pool {
-	return &sync.Pool{New: func() any { return new([]byte) }}
-}
+var getBuffers, encodeBuffers = bufpool.New(maxPooledBytes), bufpool.New(maxPooledBytes)

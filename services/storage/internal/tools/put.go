@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/brain-tools/suite/pkg/bufpool"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -39,27 +40,26 @@ type upload struct {
 
 // UnmarshalJSONFrom implements json.UnmarshalerFrom.
 func (u *upload) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	bp := uploadBuffers.Get().(*[]byte)
-	data, err := strictjson.AppendBase64((*bp)[:0], dec)
+	h := uploadBuffers.Get()
+	data, err := strictjson.AppendBase64(*h, dec)
 	if err != nil {
-		uploadBuffers.Put(bp)
+		uploadBuffers.Put(h, *h)
 		return err
 	}
-	u.data, u.buf = data, bp
+	u.data, u.buf = data, h
 	return nil
 }
 
 // release returns u's buffer to the pool; u.data is not used after.
 func (u *upload) release() {
-	if u.buf != nil && cap(u.data) <= maxPooledBytes {
-		*u.buf = u.data[:0]
-		uploadBuffers.Put(u.buf)
+	if u.buf != nil {
+		uploadBuffers.Put(u.buf, u.data)
 	}
 	u.data, u.buf = nil, nil
 }
 
 // uploadBuffers hold decoded uploads.
-var uploadBuffers = newBufferPool()
+var uploadBuffers = bufpool.New(maxPooledBytes)
 
 func (a *putArgs) Validate() error {
 	if err := keys.Validate(a.Key); err != nil {

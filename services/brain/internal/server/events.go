@@ -173,27 +173,26 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id strin
 	if g != nil {
 		revoked = g.revoked
 	}
+	// send writes one live event; false ends the stream: the client went
+	// away, or the session closed.
+	send := func(ev store.Event) bool {
+		if ev.ID != 0 && ev.ID <= last {
+			return true
+		}
+		var idStr string
+		if ev.ID != 0 {
+			idStr, last = strconv.FormatInt(ev.ID, 10), ev.ID
+		}
+		return sw.EventWithID(ev.Type, idStr, eventJSON(ev)) == nil && ev.Type != store.EventSessionClosed
+	}
 	tick := time.NewTicker(s.heartbeat)
 	defer tick.Stop()
 	for {
 		select {
 		case ev, ok := <-sub.C:
-			if !ok {
-				// Dropped for falling behind: the client reconnects with
-				// Last-Event-ID and replays what it missed.
-				return nil
-			}
-			if ev.ID != 0 && ev.ID <= last {
-				continue
-			}
-			var idStr string
-			if ev.ID != 0 {
-				idStr, last = strconv.FormatInt(ev.ID, 10), ev.ID
-			}
-			if sw.EventWithID(ev.Type, idStr, eventJSON(ev)) != nil {
-				return nil
-			}
-			if ev.Type == store.EventSessionClosed {
+			// !ok: dropped for falling behind; the client reconnects with
+			// Last-Event-ID and replays what it missed.
+			if !ok || !send(ev) {
 				return nil
 			}
 		case <-tick.C:
@@ -203,7 +202,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id strin
 		case <-revoked:
 			return nil
 		case <-ctx.Done():
-			return nil
+			// At shutdown the calls in flight record their results before
+			// request contexts end: deliver what was published by then,
+			// which select may not have picked before this case.
+			for {
+				select {
+				case ev, ok := <-sub.C:
+					if !ok || !send(ev) {
+						return nil
+					}
+				default:
+					return nil
+				}
+			}
 		}
 	}
 }

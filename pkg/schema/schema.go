@@ -18,7 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
-	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -188,12 +188,12 @@ func (s *Schema) validate(what string, v any) error {
 		}
 		if oo, ok := e.ErrorKind.(*kind.OneOf); ok {
 			if names := s.requiredChoice(e.SchemaURL); names != nil {
-				leaves = append(leaves, tool.Clip(fmt.Sprintf("at %s: %s", at, choiceMessage(names, oo.Subschemas)), maxLeafBytes))
+				leaves = append(leaves, strictjson.Clip(fmt.Sprintf("at %s: %s", at, choiceMessage(names, oo.Subschemas)), maxLeafBytes))
 				return
 			}
 		}
 		if len(e.Causes) == 0 {
-			leaves = append(leaves, tool.Clip(fmt.Sprintf("at %s: %s%s", at, prefix, kindMessage(e.ErrorKind)), maxLeafBytes))
+			leaves = append(leaves, strictjson.Clip(fmt.Sprintf("at %s: %s%s", at, prefix, kindMessage(e.ErrorKind)), maxLeafBytes))
 			return
 		}
 		if pn, ok := e.ErrorKind.(*kind.PropertyNames); ok {
@@ -395,7 +395,7 @@ const maxExactDigits = 40
 
 // maxLeafBytes is the most bytes of one failure's message: a value the
 // document sent (a property name, a string) is cut there with "…"
-// (tool.Clip), so that the message of a small document stays small.
+// (strictjson.Clip), so that the message of a small document stays small.
 const maxLeafBytes = 512
 
 // ungroup drops each comma between a digit and exactly three digits,

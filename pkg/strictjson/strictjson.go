@@ -20,6 +20,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	json "github.com/go-json-experiment/json"
@@ -34,12 +35,18 @@ type FieldError struct {
 	Problem string
 }
 
+// Error is "field: problem", each part cut at MaxMessageBytes (Clip): a
+// field name or a value quoted in the problem is the document's, and may be
+// as large as it.
 func (e *FieldError) Error() string {
 	if e.Field == "" {
-		return e.Problem
+		return Clip(e.Problem, MaxMessageBytes)
 	}
-	return fmt.Sprintf("%s: %s", e.Field, e.Problem)
+	return Clip(e.Field, MaxMessageBytes) + ": " + Clip(e.Problem, MaxMessageBytes)
 }
+
+// MaxMessageBytes bounds each part of a FieldError's message.
+const MaxMessageBytes = 512
 
 // TooLargeError reports a document longer than the cap given to Decode.
 // Limit is in bytes.
@@ -174,11 +181,22 @@ func exactInteger(lit string) (n *big.Int, fraction bool) {
 }
 
 // clip shortens a number literal for a message.
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
+func clip(s string) string { return Clip(s, 40) }
+
+// Clip cuts s to at most max bytes, at a UTF-8 character boundary, and
+// marks the cut with "…" (so a clipped string is up to max+3 bytes). It
+// bounds a value repeated in a message (a field name, a refusal, an
+// is_error text, a schema failure), whose input may be as large as a
+// request.
+func Clip(s string, max int) string {
+	if len(s) <= max {
+		return s
 	}
-	return s
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // Decode reads exactly one JSON value from r into v. It reads at most limit

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 type inner struct {
@@ -285,5 +286,43 @@ func BenchmarkLongNumber(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		max  int
+		want string
+	}{
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc…"},
+		{"", 0, ""},
+		{"é", 1, "…"}, // never half a character
+		{"aé", 2, "a…"},
+		{"aéb", 3, "aé…"},
+	} {
+		if got := Clip(tc.s, tc.max); got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("Clip(%q, %d) = %q, want %q", tc.s, tc.max, got, tc.want)
+		}
+	}
+}
+
+// TestFieldErrorIsBounded: a field name or problem of the document's own
+// size comes back cut at MaxMessageBytes each, on a character boundary.
+func TestFieldErrorIsBounded(t *testing.T) {
+	var v struct{ A int }
+	name := strings.Repeat("é", 50_000)
+	err := Unmarshal([]byte(`{"`+name+`":1}`), &v)
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != name {
+		t.Fatalf("err %v, want a FieldError naming the whole field", err)
+	}
+	msg := err.Error()
+	if len(msg) > 2*MaxMessageBytes+16 || !utf8.ValidString(msg) || !strings.HasSuffix(msg, ": unknown field") {
+		t.Errorf("message of %d bytes (valid UTF-8: %v): %.80q…", len(msg), utf8.ValidString(msg), msg)
+	}
+	if got := (&FieldError{Field: "a", Problem: "b"}).Error(); got != "a: b" {
+		t.Errorf("short error = %q", got)
 	}
 }

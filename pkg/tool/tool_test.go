@@ -446,22 +446,3 @@ func TestDecodeResultKeepsNothingOfData(t *testing.T) {
 		t.Fatalf("after the input was overwritten the result reads %s, was %s", got, want)
 	}
 }
-
-func TestClip(t *testing.T) {
-	for _, tc := range []struct {
-		s    string
-		max  int
-		want string
-	}{
-		{"abc", 3, "abc"},
-		{"abcd", 3, "abc…"},
-		{"", 0, ""},
-		{"é", 1, "…"}, // never half a character
-		{"aé", 2, "a…"},
-		{"aéb", 3, "aé…"},
-	} {
-		if got := Clip(tc.s, tc.max); got != tc.want || !utf8.ValidString(got) {
-			t.Errorf("Clip(%q, %d) = %q, want %q", tc.s, tc.max, got, tc.want)
-		}
-	}
-}

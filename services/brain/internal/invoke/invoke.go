@@ -37,6 +37,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/bufpool"
 	"github.com/brain-tools/suite/pkg/sse"
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"go.opentelemetry.io/otel/propagation"
@@ -304,7 +305,7 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp 
 	case err == nil && mediaType == "text/event-stream":
 		return c.readStream(ctx, reqCtx, t, capped, limit, onProgress)
 	default:
-		return failed(CodeBadContentType, true, fmt.Sprintf("tool %s: response Content-Type %q is neither application/json nor text/event-stream", t.Name, tool.Clip(ct, 100)))
+		return failed(CodeBadContentType, true, fmt.Sprintf("tool %s: response Content-Type %q is neither application/json nor text/event-stream", t.Name, strictjson.Clip(ct, 100)))
 	}
 }
 
@@ -361,7 +362,7 @@ func (c *Caller) readStream(ctx, reqCtx context.Context, t *config.Tool, body io
 			// read (the body is closed by the caller).
 			return finish(t, r)
 		default:
-			return failed(CodeBadEvent, true, fmt.Sprintf("tool %s: unexpected SSE event %q (want progress or result)", t.Name, tool.Clip(ev.Name, 64)))
+			return failed(CodeBadEvent, true, fmt.Sprintf("tool %s: unexpected SSE event %q (want progress or result)", t.Name, strictjson.Clip(ev.Name, 64)))
 		}
 	}
 	return failed(CodeNoResultEvent, true, fmt.Sprintf("tool %s: event stream ended without a result event", t.Name))
@@ -458,7 +459,7 @@ func cancelled(t *config.Tool, sent bool, cause error) Outcome {
 func errorText(t *config.Tool, r *tool.Result) string {
 	for _, c := range r.Content {
 		if c.Type == tool.TypeText && strings.TrimSpace(c.Text) != "" {
-			return fmt.Sprintf("tool %s: %s", t.Name, tool.Clip(c.Text, 1024))
+			return fmt.Sprintf("tool %s: %s", t.Name, strictjson.Clip(c.Text, 1024))
 		}
 	}
 	return fmt.Sprintf("tool %s reported an error", t.Name)

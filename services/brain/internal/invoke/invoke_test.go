@@ -13,7 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/google/go-cmp/cmp"
@@ -686,5 +688,31 @@ func TestCapReader(t *testing.T) {
 		if !tc.ok && (err != errOutputTooLarge || len(data) > tc.limit) {
 			t.Errorf("%d bytes, limit %d: %d bytes, %v; want errOutputTooLarge", tc.n, tc.limit, len(data), err)
 		}
+	}
+}
+
+// TestInvalidResultMessageIsBounded: a result refused for a name or value
+// of the tool's own (an unknown field, content type or mime_type) repeats
+// at most strictjson.MaxMessageBytes of it, cut on a character boundary:
+// brain stores the message with the call and its tool.result event.
+func TestInvalidResultMessageIsBounded(t *testing.T) {
+	huge := strings.Repeat("é", 100_000)
+	c := New(Options{})
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown field", `{"content":[{"type":"text","text":"x"}],"` + huge + `":1}`, ": unknown field"},
+		{"unknown content type", `{"content":[{"type":"` + huge + `"}]}`, "content[0].type: unknown content type"},
+		{"mime_type", `{"content":[{"type":"image","data":"AA==","mime_type":"` + huge + `"}]}`, "content[0].mime_type: must be an image/* type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(jsonHandler(tc.body))
+			t.Cleanup(srv.Close)
+			o := c.Call(context.Background(), newTool(t, srv.URL+"/tools/echo", nil), tool.Request{TenantID: "local", SessionID: "s", CallID: "c", Arguments: json.RawMessage(`{"text":"x"}`)}, nil)
+			if o.ErrorCode != CodeInvalidResult || !strings.Contains(o.ErrorMessage, tc.want) {
+				t.Fatalf("outcome %s %.120q, want %s naming %q", o.ErrorCode, o.ErrorMessage, CodeInvalidResult, tc.want)
+			}
+			if n := len(o.ErrorMessage); n > 3*strictjson.MaxMessageBytes || !utf8.ValidString(o.ErrorMessage) || !strings.Contains(o.ErrorMessage, "…") {
+				t.Errorf("message of %d bytes (valid UTF-8: %v), want it cut near %d", n, utf8.ValidString(o.ErrorMessage), strictjson.MaxMessageBytes)
+			}
+		})
 	}
 }

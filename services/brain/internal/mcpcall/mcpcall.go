@@ -58,6 +58,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/brain-tools/suite/pkg/mcpserver"
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -303,7 +304,7 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 	// no answer from the server.
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && !errors.As(err, new(*url.Error)) {
-		msg := fmt.Sprintf("tool %s: MCP server %s answered error %d: %s", t.Name, t.URL, werr.Code, tool.Clip(werr.Message, 512))
+		msg := fmt.Sprintf("tool %s: MCP server %s answered error %d: %s", t.Name, t.URL, werr.Code, strictjson.Clip(werr.Message, 512))
 		switch werr.Code {
 		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
 			// The server refused the request before running the tool.
@@ -433,7 +434,7 @@ func describe(err error) string {
 	if i := strings.LastIndex(s, ": "); i > 0 && len(s)-i < 200 {
 		s = s[i+2:]
 	}
-	return tool.Clip(s, 300)
+	return strictjson.Clip(s, 300)
 }
 
 // compact returns the compact form of a JSON document.

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/brain-tools/suite/pkg/mcpserver"
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -133,7 +134,7 @@ func describeLink(l *mcp.ResourceLink) string {
 func errorText(t *config.Tool, r *tool.Result) string {
 	for _, c := range r.Content {
 		if c.Type == tool.TypeText && strings.TrimSpace(c.Text) != "" {
-			return fmt.Sprintf("tool %s: %s", t.Name, tool.Clip(c.Text, 1024))
+			return fmt.Sprintf("tool %s: %s", t.Name, strictjson.Clip(c.Text, 1024))
 		}
 	}
 	return fmt.Sprintf("tool %s reported an error", t.Name)

@@ -21,7 +21,6 @@ import (
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
-	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/julienschmidt/httprouter"
 )
 
@@ -63,10 +62,10 @@ func errorf(status int, code, format string, args ...any) *apiError {
 	for i, a := range args {
 		switch v := a.(type) {
 		case string:
-			args[i] = tool.Clip(v, maxEcho)
+			args[i] = strictjson.Clip(v, maxEcho)
 		case error:
 			if m := v.Error(); len(m) > maxEcho {
-				args[i] = tool.Clip(m, maxEcho)
+				args[i] = strictjson.Clip(m, maxEcho)
 			}
 		}
 	}

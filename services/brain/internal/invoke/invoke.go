@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -474,7 +475,13 @@ func describe(err error) string {
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) {
-		if oe.Err != nil {
+		// An *os.SyscallError repeats the operation ("read: read: …",
+		// "dial: connect: …"): its errno says the rest.
+		var se *os.SyscallError
+		switch {
+		case errors.As(oe.Err, &se):
+			return oe.Op + ": " + se.Err.Error()
+		case oe.Err != nil:
 			return oe.Op + ": " + describe(oe.Err)
 		}
 		return oe.Op

@@ -3,14 +3,18 @@ package invoke
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -714,5 +718,23 @@ func TestInvalidResultMessageIsBounded(t *testing.T) {
 				t.Errorf("message of %d bytes (valid UTF-8: %v), want it cut near %d", n, utf8.ValidString(o.ErrorMessage), strictjson.MaxMessageBytes)
 			}
 		})
+	}
+}
+
+// TestDescribe: a transport failure names its operation once, not again
+// through the system call's own prefix.
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, "read: connection reset by peer"},
+		{&url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, "dial: connection refused"},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}, "dial: i/o timeout"},
+		{io.ErrUnexpectedEOF, "connection closed before the response was complete"},
+	} {
+		if got := describe(tc.err); got != tc.want {
+			t.Errorf("describe(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }

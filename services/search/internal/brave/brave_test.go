@@ -278,11 +278,21 @@ func TestPerSecondBurst(t *testing.T) {
 	c := newClient(t, f, Config{RatePerSecond: 50, MaxWait: 5 * time.Second})
 	var wg sync.WaitGroup
 	errs := make(chan error, 5)
-	for range 5 {
+	for i := range 5 {
 		wg.Go(func() {
 			_, err := c.Search(context.Background(), search.Query{Query: "x", Count: 1})
 			errs <- err
 		})
+		if i == 0 {
+			// The others start once the client has seen the 429: a request
+			// sent before that cannot know of it (on a loaded machine the
+			// first answer may take longer than the spacing below).
+			for deadline := time.Now().Add(5 * time.Second); c.throttle.Blocked() <= 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the client never saw the 429")
+				}
+			}
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	wg.Wait()

@@ -495,3 +495,54 @@ func TestCloseRacingNewCalls(t *testing.T) {
 		t.Errorf("last event %s, want session.closed", last)
 	}
 }
+
+// TestEventPageAtTheLimit: a JSON page of limit=1000 (the largest) says
+// has_more when more events follow, and not when exactly 1000 are left. A
+// session of 1001 events used to stop at 1000 with has_more false.
+func TestEventPageAtTheLimit(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	s := b.session("t1", "echo")
+	// session.created plus two events per call: 499 calls make 999 events,
+	// then one call more makes 1001.
+	calls := func(n int) {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for i := range n {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				b.call("t1", s.ID, "echo", map[string]string{"text": fmt.Sprint(i)}, 5)
+			}()
+		}
+		wg.Wait()
+	}
+	type page struct {
+		Events  []EventJSON `json:"events"`
+		HasMore bool        `json:"has_more"`
+	}
+	read := func(query string) page {
+		t.Helper()
+		var p page
+		b.do("GET", "/sessions/"+s.ID+"/events"+query, "t1", nil, "Accept", "application/json").json(t, &p)
+		return p
+	}
+	calls(499)
+	if p := read("?limit=1000"); len(p.Events) != 999 || p.HasMore {
+		t.Fatalf("999 events: page of %d, has_more %v", len(p.Events), p.HasMore)
+	}
+	b.call("t1", s.ID, "echo", map[string]string{"text": "x"}, 5) // 1001 events
+	p := read("?limit=1000")
+	if len(p.Events) != 1000 || !p.HasMore {
+		t.Fatalf("1001 events: first page of %d, has_more %v; want 1000 and true", len(p.Events), p.HasMore)
+	}
+	rest := read("?limit=1000&after=" + p.Events[999].ID)
+	if len(rest.Events) != 1 || rest.HasMore {
+		t.Fatalf("1001 events: second page of %d, has_more %v; want 1 and false", len(rest.Events), rest.HasMore)
+	}
+	if p := read("?limit=1000&after=1"); len(p.Events) != 1000 || p.HasMore {
+		t.Fatalf("exactly 1000 left: page of %d, has_more %v; want 1000 and false", len(p.Events), p.HasMore)
+	}
+}

@@ -161,14 +161,17 @@ type Store interface {
 	FinishCall(ctx context.Context, c *Call, ev *Event) error
 	// Call returns the tenant's call id, or ErrNotFound.
 	Call(ctx context.Context, tenantID, id string) (*Call, error)
-	// Calls lists the calls matching f, oldest first.
+	// Calls lists the calls matching f, oldest first; f.Limit is
+	// 1..MaxListLimit+1, as for Events.
 	Calls(ctx context.Context, f CallFilter) ([]*Call, error)
 	// UnfinishedCalls lists every call left queued, running or
 	// requires_input, of every tenant (start-up recovery).
 	UnfinishedCalls(ctx context.Context) ([]*Call, error)
 
 	// Events lists up to limit stored events of session sessionID with ID >
-	// after, in ID order. The caller has checked the session's tenant.
+	// after, in ID order; limit is 1..MaxListLimit+1 (one more than a page
+	// tells whether another follows), larger or 0 reads as MaxListLimit+1.
+	// The caller has checked the session's tenant.
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error)
 
 	// Close waits for pending writes and closes the store.

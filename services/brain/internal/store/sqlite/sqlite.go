@@ -717,8 +717,8 @@ func (db *DB) queryCalls(ctx context.Context, opName, q string, args ...any) ([]
 
 // Events implements store.Store.
 func (db *DB) Events(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
-	if limit <= 0 || limit > store.MaxListLimit {
-		limit = store.MaxListLimit
+	if limit <= 0 || limit > store.MaxListLimit+1 {
+		limit = store.MaxListLimit + 1
 	}
 	rows, err := db.reads["events"].QueryContext(ctx, sessionID, after, limit)
 	if err != nil {

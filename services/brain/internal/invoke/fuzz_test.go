@@ -49,7 +49,9 @@ func FuzzResponse(f *testing.F) {
 			ContentLength: -1,
 		}
 		progress := 0
-		o := c.readResponse(context.Background(), context.Background(), tl, resp, func(data json.RawMessage) {
+		reqCtx, cancelReq := context.WithCancelCause(context.Background())
+		defer cancelReq(nil)
+		o := c.readResponse(context.Background(), reqCtx, cancelReq, tl, resp, func(data json.RawMessage) {
 			progress++
 			if !json.Valid(data) {
 				t.Fatalf("progress payload is not JSON: %q", data)

@@ -111,6 +111,8 @@ type Caller struct {
 	// headerTimeout is the contract's response-header limit
 	// (tool.HeaderTimeout); tests shorten it.
 	headerTimeout time.Duration
+	// resultGrace is ResultGrace; tests shorten it.
+	resultGrace time.Duration
 }
 
 // New returns a Caller.
@@ -133,6 +135,7 @@ func New(o Options) *Caller {
 		logger:        logger,
 		propagator:    propagation.TraceContext{},
 		headerTimeout: tool.HeaderTimeout,
+		resultGrace:   ResultGrace,
 	}
 }
 
@@ -150,7 +153,14 @@ var (
 	errCallTimeout    = errors.New("tool call exceeded timeout_seconds")
 	errHeaderTimeout  = errors.New("no response headers within the header limit")
 	errOutputTooLarge = errors.New("response larger than max_output_bytes")
+	errAfterResult    = errors.New("the event stream stayed open after its result")
 )
+
+// ResultGrace is how long brain reads an SSE stream on after its result
+// event, waiting for the stream to end: anything but comments in that time
+// fails the call (the contract's "exactly one result event"); a stream
+// still open after it is closed by brain and the result stands.
+const ResultGrace = time.Second
 
 // Call sends req to t's url and classifies the outcome. It never returns
 // before the call has ended: succeeded, failed, timed out (t.Timeout() for
@@ -197,30 +207,30 @@ func LogOutcome(ctx context.Context, logger *slog.Logger, msg string, t *config.
 
 func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(json.RawMessage)) Outcome {
 	if !t.Allowed(req.TenantID) {
-		return refused(CodeTenantNotAllowed, fmt.Sprintf("tool %s is not allowed for tenant %q", t.Name, req.TenantID))
+		return Refused(CodeTenantNotAllowed, fmt.Sprintf("tool %s is not allowed for tenant %q", t.Name, req.TenantID))
 	}
 	if err := t.ValidateArguments(req.Arguments); err != nil {
-		return refused(CodeInvalidArguments, fmt.Sprintf("tool %s: %v", t.Name, err))
+		return Refused(CodeInvalidArguments, fmt.Sprintf("tool %s: %v", t.Name, err))
 	}
 	if t.TokenEnv != "" && t.Token == "" {
-		return refused(CodeMissingCredential, fmt.Sprintf("tool %s: token_env %s is not set", t.Name, t.TokenEnv))
+		return Refused(CodeMissingCredential, fmt.Sprintf("tool %s: token_env %s is not set", t.Name, t.TokenEnv))
 	}
 	if !t.InspectSession {
 		// Never hand a session token to a tool that did not ask for one.
 		req.InspectionToken, req.BrainURL = "", ""
 	} else if req.InspectionToken == "" || req.BrainURL == "" {
-		return refused(CodeMissingCredential, fmt.Sprintf("tool %s: inspect_session needs an inspection_token and a brain_url", t.Name))
+		return Refused(CodeMissingCredential, fmt.Sprintf("tool %s: inspect_session needs an inspection_token and a brain_url", t.Name))
 	}
 	if t.MCPTool != "" {
-		return refused(CodeMCPNotSupported, fmt.Sprintf("tool %s: calling MCP tool %q is not supported yet", t.Name, t.MCPTool))
+		return Refused(CodeMCPNotSupported, fmt.Sprintf("tool %s: calling MCP tool %q is not supported yet", t.Name, t.MCPTool))
 	}
 	if err := ctx.Err(); err != nil {
-		return cancelled(t, false, err)
+		return Cancelled(t, false, err)
 	}
 	// The body streams the arguments from the call; they are not copied.
 	body, bodyLen, err := req.Body()
 	if err != nil {
-		return refused(CodeInvalidArguments, fmt.Sprintf("tool %s: encode request: %v", t.Name, err))
+		return Refused(CodeInvalidArguments, fmt.Sprintf("tool %s: encode request: %v", t.Name, err))
 	}
 
 	callCtx, cancelCall := context.WithTimeoutCause(ctx, t.Timeout(), errCallTimeout)
@@ -240,7 +250,7 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 
 	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL, body)
 	if err != nil {
-		return refused(CodeConnectionFailed, fmt.Sprintf("tool %s: build request: %v", t.Name, describe(err)))
+		return Refused(CodeConnectionFailed, fmt.Sprintf("tool %s: build request: %v", t.Name, describe(err)))
 	}
 	hreq.ContentLength = bodyLen
 	// A request the tool never received (a dead keep-alive connection, an
@@ -264,13 +274,13 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		return c.readFailure(ctx, reqCtx, t, sent(), err)
 	}
 	defer resp.Body.Close()
-	return c.readResponse(ctx, reqCtx, t, resp, onProgress)
+	return c.readResponse(ctx, reqCtx, cancelReq, t, resp, onProgress)
 }
 
 // readResponse classifies a response whose headers arrived: status,
 // Content-Type, then the JSON result or the SSE stream, read under the
 // max_output_bytes cap. The caller closes the body.
-func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp *http.Response, onProgress func(json.RawMessage)) Outcome {
+func (c *Caller) readResponse(ctx, reqCtx context.Context, cancelReq context.CancelCauseFunc, t *config.Tool, resp *http.Response, onProgress func(json.RawMessage)) Outcome {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The contract: brain ignores the body of a non-2xx response. Read a
 		// little so the connection can be reused, never more.
@@ -279,12 +289,12 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp 
 		if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 			msg += " (redirects are not followed)"
 		}
-		return failed(CodeHTTPStatus, true, msg)
+		return Failed(CodeHTTPStatus, true, msg)
 	}
 
 	limit := t.MaxOutputBytes()
 	if resp.ContentLength > limit {
-		return failed(CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response of %d bytes is larger than max_output_bytes %d", t.Name, resp.ContentLength, limit))
+		return Failed(CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response of %d bytes is larger than max_output_bytes %d", t.Name, resp.ContentLength, limit))
 	}
 	capped := &capReader{r: resp.Body, left: limit}
 	ct := resp.Header.Get("Content-Type")
@@ -300,13 +310,13 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, t *config.Tool, resp 
 		// serve the next response.
 		recycle(data)
 		if err != nil {
-			return failed(CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid %v", t.Name, err))
+			return Failed(CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid %v", t.Name, err))
 		}
-		return finish(t, r)
+		return Finish(t, r)
 	case err == nil && mediaType == "text/event-stream":
-		return c.readStream(ctx, reqCtx, t, capped, limit, onProgress)
+		return c.readStream(ctx, reqCtx, cancelReq, t, capped, limit, onProgress)
 	default:
-		return failed(CodeBadContentType, true, fmt.Sprintf("tool %s: response Content-Type %q is neither application/json nor text/event-stream", t.Name, strictjson.Clip(ct, 100)))
+		return Failed(CodeBadContentType, true, fmt.Sprintf("tool %s: response Content-Type %q is neither application/json nor text/event-stream", t.Name, strictjson.Clip(ct, 100)))
 	}
 }
 
@@ -334,9 +344,15 @@ var readBuffers = bufpool.New(4 << 20)
 func recycle(data []byte) { readBuffers.Put(nil, data) }
 
 // readStream reads an SSE response: zero or more progress events (JSON
-// payloads, forwarded), then one result event. Comments are skipped by the
-// reader; any other event fails the call.
-func (c *Caller) readStream(ctx, reqCtx context.Context, t *config.Tool, body io.Reader, limit int64, onProgress func(json.RawMessage)) Outcome {
+// payloads, forwarded), then exactly one result event, then the end of the
+// stream. Comments are skipped by the reader; any other event fails the
+// call, and so does anything but comments after the result (a second result
+// included): the contract allows exactly one. The stream is read on for
+// c.resultGrace after the result; if it has not ended by then, brain closes
+// it and the result stands, as it does when the stream breaks after it
+// (but for output past max_output_bytes, which fails the call).
+func (c *Caller) readStream(ctx, reqCtx context.Context, cancelReq context.CancelCauseFunc, t *config.Tool, body io.Reader, limit int64, onProgress func(json.RawMessage)) Outcome {
+	var result *tool.Result
 	// The body cap bounds every event already; the reader's own per-event
 	// limit sits just above it so the cap is what a tool runs into.
 	for ev, err := range sse.Read(body, int(limit)+1024) {
@@ -344,12 +360,21 @@ func (c *Caller) readStream(ctx, reqCtx context.Context, t *config.Tool, body io
 			if errors.Is(err, sse.ErrEventTooLarge) {
 				err = errOutputTooLarge
 			}
+			if result != nil && !errors.Is(err, errOutputTooLarge) {
+				break
+			}
 			return c.readFailure(ctx, reqCtx, t, true, err)
+		}
+		if result != nil {
+			if ev.Name == sse.EventResult {
+				return Failed(CodeBadEvent, true, fmt.Sprintf("tool %s: a second result event after the first (an event stream carries exactly one)", t.Name))
+			}
+			return Failed(CodeBadEvent, true, fmt.Sprintf("tool %s: SSE event %q after the result (nothing may follow the result event)", t.Name, strictjson.Clip(ev.Name, 64)))
 		}
 		switch ev.Name {
 		case sse.EventProgress:
 			if !json.Valid([]byte(ev.Data)) {
-				return failed(CodeBadEvent, true, fmt.Sprintf("tool %s: progress event data is not JSON", t.Name))
+				return Failed(CodeBadEvent, true, fmt.Sprintf("tool %s: progress event data is not JSON", t.Name))
 			}
 			if onProgress != nil {
 				onProgress(json.RawMessage(ev.Data))
@@ -357,40 +382,56 @@ func (c *Caller) readStream(ctx, reqCtx context.Context, t *config.Tool, body io
 		case sse.EventResult:
 			r, err := tool.DecodeResult([]byte(ev.Data))
 			if err != nil {
-				return failed(CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid %v", t.Name, err))
+				return Failed(CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid %v", t.Name, err))
 			}
-			// The result is final: anything the tool sends after it is not
-			// read (the body is closed by the caller).
-			return finish(t, r)
+			result = r
+			grace := time.AfterFunc(c.resultGrace, func() { cancelReq(errAfterResult) })
+			defer grace.Stop()
 		default:
-			return failed(CodeBadEvent, true, fmt.Sprintf("tool %s: unexpected SSE event %q (want progress or result)", t.Name, strictjson.Clip(ev.Name, 64)))
+			return Failed(CodeBadEvent, true, fmt.Sprintf("tool %s: unexpected SSE event %q (want progress or result)", t.Name, strictjson.Clip(ev.Name, 64)))
 		}
 	}
-	return failed(CodeNoResultEvent, true, fmt.Sprintf("tool %s: event stream ended without a result event", t.Name))
+	if result != nil {
+		return Finish(t, result)
+	}
+	return Failed(CodeNoResultEvent, true, fmt.Sprintf("tool %s: event stream ended without a result event", t.Name))
 }
 
-// finish applies the host's checks to a decoded result: output_schema for a
-// successful structured_content, and a text block for a structured-only
-// result.
-func finish(t *config.Tool, r *tool.Result) Outcome {
-	if r.IsError {
-		// Error results bypass the success schema; the tool's own
-		// unknown_outcome stands.
-		return Outcome{Result: *r, Status: StatusFailed, ErrorCode: CodeToolError, ErrorMessage: errorText(t, r), Sent: true}
+// Finish is the outcome of a result a tool answered (over HTTP, SSE or
+// MCP): Accept's checks, with a result that fails output_schema classified
+// as the contract's "invalid result" row (failed, unknown outcome).
+func Finish(t *config.Tool, r *tool.Result) Outcome {
+	o, err := Accept(t, r)
+	if err != nil {
+		return Failed(CodeOutputSchemaMismatch, true, fmt.Sprintf("tool %s: result does not match output_schema: %v", t.Name, err))
 	}
-	if r.HasStructured() {
+	return o
+}
+
+// Accept applies the host's checks to a decoded result, a tool's answer and
+// a function tool's answer given through the API alike: a successful
+// result's structured_content must match output_schema (the error names
+// its JSON pointer; error results bypass the schema, as the contract says),
+// and a result with structured_content only gets a text block of it
+// (compact JSON) for the harness, error results too. An error result is
+// StatusFailed with CodeToolError and keeps its unknown_outcome.
+func Accept(t *config.Tool, r *tool.Result) (Outcome, error) {
+	if !r.IsError && r.HasStructured() {
 		if err := t.ValidateOutput(r.StructuredContent); err != nil {
-			return failed(CodeOutputSchemaMismatch, true, fmt.Sprintf("tool %s: result does not match output_schema: %v", t.Name, err))
-		}
-		if len(r.Content) == 0 {
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, r.StructuredContent); err != nil {
-				return failed(CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: structured_content: %v", t.Name, err))
-			}
-			r.Content = []tool.Content{tool.Text(buf.String())}
+			return Outcome{}, err
 		}
 	}
-	return Outcome{Result: *r, Status: StatusSucceeded, Sent: true}
+	if len(r.Content) == 0 && r.HasStructured() {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, r.StructuredContent); err != nil {
+			return Outcome{}, &strictjson.FieldError{Field: "structured_content", Problem: "not valid JSON"}
+		}
+		r.Content = []tool.Content{tool.Text(buf.String())}
+	}
+	if r.IsError {
+		return Outcome{Result: *r, Status: StatusFailed, ErrorCode: CodeToolError, ErrorMessage: errorText(t, r), Sent: true}, nil
+	}
+	return Outcome{Result: *r, Status: StatusSucceeded, Sent: true}, nil
 }
 
 // readFailure classifies an error of sending the request or reading the
@@ -398,29 +439,30 @@ func finish(t *config.Tool, r *tool.Result) Outcome {
 // cancellation wins, then the whole-call timeout, then the header limit.
 func (c *Caller) readFailure(ctx, reqCtx context.Context, t *config.Tool, sent bool, err error) Outcome {
 	if ctx.Err() != nil {
-		return cancelled(t, sent, context.Cause(ctx))
+		return Cancelled(t, sent, context.Cause(ctx))
 	}
 	cause := context.Cause(reqCtx)
 	switch {
 	case errors.Is(cause, errCallTimeout):
-		o := failed(CodeTimeout, true, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s)", t.Name, t.Timeout()))
+		o := Failed(CodeTimeout, true, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s)", t.Name, t.Timeout()))
 		o.Status, o.Sent = StatusTimedOut, sent
 		return o
 	case errors.Is(cause, errHeaderTimeout):
-		o := failed(CodeHeaderTimeout, true, fmt.Sprintf("tool %s: no response headers within %s", t.Name, c.headerTimeout))
+		o := Failed(CodeHeaderTimeout, true, fmt.Sprintf("tool %s: no response headers within %s", t.Name, c.headerTimeout))
 		o.Status, o.Sent = StatusTimedOut, sent
 		return o
 	case errors.Is(err, errOutputTooLarge):
-		return failed(CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
+		return Failed(CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
 	}
-	o := failed(CodeConnectionFailed, true, fmt.Sprintf("tool %s: connection failed: %s", t.Name, describe(err)))
+	o := Failed(CodeConnectionFailed, true, fmt.Sprintf("tool %s: connection failed: %s", t.Name, describe(err)))
 	o.Sent = sent
 	return o
 }
 
-// refused is an outcome of a call brain did not send: an error with a
-// known outcome.
-func refused(code, msg string) Outcome {
+// Refused is the outcome of a call brain did not send: an error with a
+// known outcome (the contract's "refused the call before sending it" row),
+// its one text block msg.
+func Refused(code, msg string) Outcome {
 	return Outcome{
 		Result:       tool.Result{Content: []tool.Content{tool.Text(msg)}, IsError: true},
 		Status:       StatusFailed,
@@ -429,9 +471,10 @@ func refused(code, msg string) Outcome {
 	}
 }
 
-// failed is an outcome of a call that was sent and failed; with unknown set
-// the tool may have done the work.
-func failed(code string, unknown bool, msg string) Outcome {
+// Failed is the outcome of a call that was sent and failed; with unknown
+// set the tool may have done the work, and the text block says to check
+// before retrying.
+func Failed(code string, unknown bool, msg string) Outcome {
 	text := msg
 	if unknown {
 		text += " (the outcome is unknown: the tool may have acted; check before retrying)"
@@ -445,12 +488,15 @@ func failed(code string, unknown bool, msg string) Outcome {
 	}
 }
 
-func cancelled(t *config.Tool, sent bool, cause error) Outcome {
+// Cancelled is the outcome of a call its caller cancelled (status
+// cancelled); the outcome is unknown when the request had been sent. cause,
+// unless it is context.Canceled, is named in the message.
+func Cancelled(t *config.Tool, sent bool, cause error) Outcome {
 	msg := fmt.Sprintf("tool %s: call cancelled", t.Name)
 	if cause != nil && !errors.Is(cause, context.Canceled) {
 		msg += ": " + cause.Error()
 	}
-	o := failed(CodeCancelled, sent, msg)
+	o := Failed(CodeCancelled, sent, msg)
 	o.Status, o.Sent = StatusCancelled, sent
 	return o
 }

@@ -224,7 +224,17 @@ func TestOutcomeTable(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 			io.WriteString(w, "event: result\r\ndata: "+okResult+"\r\n\r\n")
 		}, want: succeeded("hi"), requests: 1},
-		{name: "sse nothing read after result", handler: sseHandler("event: result\ndata: "+okResult+"\n\n", "event: bogus\ndata: x\n\n"), want: succeeded("hi"), requests: 1},
+		// The contract: exactly one result event, and nothing but the end
+		// of the stream after it.
+		{name: "sse second result fails", handler: sseHandler("event: result\ndata: "+okResult+"\n\n", "event: result\ndata: "+okResult+"\n\n"),
+			want: unknownFailure(CodeBadEvent, "a second result event"), requests: 1},
+		{name: "sse second result after comments fails", handler: sseHandler("event: result\ndata: "+okResult+"\n\n", ": heartbeat\n\n", "event: result\ndata: {\"content\":[{\"type\":\"text\",\"text\":\"other\"}],\"is_error\":true}\n\n"),
+			want: unknownFailure(CodeBadEvent, "a second result event"), requests: 1},
+		{name: "sse event after result fails", handler: sseHandler("event: result\ndata: "+okResult+"\n\n", "event: bogus\ndata: x\n\n"),
+			want: unknownFailure(CodeBadEvent, `event "bogus" after the result`), requests: 1},
+		{name: "sse progress after result fails", handler: sseHandler("event: result\ndata: "+okResult+"\n\n", "event: progress\ndata: {}\n\n"),
+			want: unknownFailure(CodeBadEvent, `event "progress" after the result`), requests: 1},
+		{name: "sse comments after result", handler: sseHandler("event: result\ndata: "+okResult+"\n\n", ": bye\n\n"), want: succeeded("hi"), requests: 1},
 		{name: "sse result then stream stays open", handler: waitHandler(func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "event: result\ndata: "+okResult+"\n\n")
@@ -262,6 +272,16 @@ func TestOutcomeTable(t *testing.T) {
 		{name: "tool error skips output_schema", binding: outSchema,
 			handler: jsonHandler(`{"content":[{"type":"text","text":"denied"}],"is_error":true,"structured_content":{"echo":5}}`),
 			want:    want{status: StatusFailed, code: CodeToolError, sent: true, text: "denied"}, requests: 1},
+		{name: "tool error with only structured content gets a text block", handler: jsonHandler(`{"is_error":true,"structured_content":{"reason":"quota exceeded"}}`),
+			want: want{status: StatusFailed, code: CodeToolError, sent: true, text: `{"reason":"quota exceeded"}`}, requests: 1,
+			check: func(t *testing.T, o Outcome) {
+				if len(o.Result.Content) != 1 || o.Result.Content[0].Type != tool.TypeText || string(o.Result.StructuredContent) != `{"reason":"quota exceeded"}` {
+					t.Errorf("result = %+v", o.Result)
+				}
+				if o.ErrorMessage != `tool echo: {"reason":"quota exceeded"}` {
+					t.Errorf("ErrorMessage = %q", o.ErrorMessage)
+				}
+			}},
 		{name: "tool error over sse", handler: sseHandler("event: result\ndata: {\"content\":[{\"type\":\"text\",\"text\":\"operator said no\"}],\"is_error\":true}\n\n"),
 			want: want{status: StatusFailed, code: CodeToolError, sent: true, text: "operator said no"}, requests: 1},
 

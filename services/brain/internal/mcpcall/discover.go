@@ -28,7 +28,8 @@ type Discovery struct {
 	Server string
 	// ProtocolVersion is the MCP revision the server and brain agreed on.
 	ProtocolVersion string
-	// Tools are the server's tools in the order listed.
+	// Tools are the server's tools in the order first listed, each once
+	// (by name) however often a server lists it.
 	Tools []*mcp.Tool
 	// Pages is how many tools/list pages were read.
 	Pages int
@@ -40,7 +41,8 @@ type Discovery struct {
 // Discover lists the tools of the MCP server at url, sending token as a
 // bearer token when not empty. It follows nextCursor from page to page and
 // stops at a page without one, at a cursor it has already followed (a
-// server that loops), or after maxPages pages (DefaultMaxPages when 0).
+// server that loops), or after maxPages pages (DefaultMaxPages when 0). A
+// tool listed again under the same name is kept once.
 func (c *Caller) Discover(ctx context.Context, url, token string, maxPages int) (*Discovery, error) {
 	if err := tool.ValidateURL(url); err != nil {
 		return nil, fmt.Errorf("discover: url: %w", err)
@@ -53,7 +55,7 @@ func (c *Caller) Discover(ctx context.Context, url, token string, maxPages int) 
 		return nil, fmt.Errorf("discover %s: connect: %s", url, describe(err))
 	}
 	d := &Discovery{Server: url, ProtocolVersion: conn.session.InitializeResult().ProtocolVersion}
-	seen := map[string]bool{}
+	seen, listed := map[string]bool{}, map[string]bool{}
 	cursor := ""
 	for {
 		if d.Pages == maxPages {
@@ -65,7 +67,15 @@ func (c *Caller) Discover(ctx context.Context, url, token string, maxPages int) 
 			return nil, fmt.Errorf("discover %s: tools/list page %d: %s", url, d.Pages+1, describe(err))
 		}
 		d.Pages++
-		d.Tools = append(d.Tools, res.Tools...)
+		// A tool's name is unique on its server (MCP 2025-11-25, "Tool
+		// names"): one listed again (a page repeated under a cursor that
+		// does not advance) is the same tool, and one binding serves it.
+		for _, t := range res.Tools {
+			if t != nil && !listed[t.Name] {
+				listed[t.Name] = true
+				d.Tools = append(d.Tools, t)
+			}
+		}
 		switch next := res.NextCursor; {
 		case next == "":
 			d.Stop = "last page"

@@ -105,6 +105,70 @@ func TestDiscoverPagination(t *testing.T) {
 	}
 }
 
+// stuckPageMiddleware makes the server repeat its second page: that page's
+// next cursor is "stuck", and a tools/list with cursor "stuck" answers the
+// same page again with the same cursor, never advancing.
+func stuckPageMiddleware() mcp.Middleware {
+	var (
+		page   int
+		second *mcp.ListToolsResult
+	)
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/list" {
+				return next(ctx, method, req)
+			}
+			if lr := req.(*mcp.ListToolsRequest); lr.Params != nil && lr.Params.Cursor == "stuck" {
+				again := *second
+				return &again, nil
+			}
+			res, err := next(ctx, method, req)
+			if err != nil {
+				return nil, err
+			}
+			if page++; page == 2 {
+				r := *res.(*mcp.ListToolsResult)
+				r.NextCursor = "stuck"
+				second = &r
+				return &r, nil
+			}
+			return res, nil
+		}
+	}
+}
+
+// TestDiscoverRepeatedPage: a server that answers a cursor with the page
+// it came from (a non-advancing cursor) lists each tool once, and brain
+// mcp discover prints one binding per tool, not a second "_2" copy.
+func TestDiscoverRepeatedPage(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			s := newMCPServer(t, serverOpts{stateless: k.stateless, pageSize: 2, mw: stuckPageMiddleware()})
+			d, err := newCaller(t).Discover(context.Background(), s.ts.URL, secret, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Stop != "repeated cursor" || d.Pages != 3 {
+				t.Errorf("stop %q after %d pages, want repeated cursor after 3", d.Stop, d.Pages)
+			}
+			names := toolNames(d)
+			if len(names) != 4 {
+				t.Errorf("tools %v, want the 4 of the first two pages once each", names)
+			}
+			bindings, err := Bindings(d, "MCP_KEY", []string{"local"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mcpNames := map[string]int{}
+			for _, b := range bindings {
+				if mcpNames[b.MCPTool]++; mcpNames[b.MCPTool] > 1 || strings.HasSuffix(b.Name, "_2") {
+					t.Errorf("binding %q for MCP tool %q: the tool is bound twice", b.Name, b.MCPTool)
+				}
+			}
+		})
+	}
+}
+
 func TestDiscoverErrors(t *testing.T) {
 	s := newMCPServer(t, serverOpts{stateless: true})
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")

@@ -34,12 +34,14 @@
 //     mcpserver.MetaUnknownOutcome; output_schema is checked for results
 //     that are not errors, and a structured-only result gets a text block;
 //   - classifies a stream that drops before the result, a connection that
-//     fails after sending, a non-2xx status and an invalid result as failed
-//     with unknown_outcome, since the tool may have acted.
+//     fails (before the call was sent too: the contract's outcome table
+//     makes every failed connection unknown), a non-2xx status and an
+//     invalid result as failed with unknown_outcome, and uses invoke's
+//     outcome helpers for every outcome, so that both transports classify
+//     and word them alike.
 package mcpcall
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -173,19 +175,19 @@ var (
 
 func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(json.RawMessage)) invoke.Outcome {
 	if t.MCPTool == "" {
-		return refused(invoke.CodeInvalidArguments, fmt.Sprintf("tool %s has no mcp_tool", t.Name))
+		return invoke.Refused(invoke.CodeInvalidArguments, fmt.Sprintf("tool %s has no mcp_tool", t.Name))
 	}
 	if !t.Allowed(req.TenantID) {
-		return refused(invoke.CodeTenantNotAllowed, fmt.Sprintf("tool %s is not allowed for tenant %q", t.Name, req.TenantID))
+		return invoke.Refused(invoke.CodeTenantNotAllowed, fmt.Sprintf("tool %s is not allowed for tenant %q", t.Name, req.TenantID))
 	}
 	if err := t.ValidateArguments(req.Arguments); err != nil {
-		return refused(invoke.CodeInvalidArguments, fmt.Sprintf("tool %s: %v", t.Name, err))
+		return invoke.Refused(invoke.CodeInvalidArguments, fmt.Sprintf("tool %s: %v", t.Name, err))
 	}
 	if t.TokenEnv != "" && t.Token == "" {
-		return refused(invoke.CodeMissingCredential, fmt.Sprintf("tool %s: token_env %s is not set", t.Name, t.TokenEnv))
+		return invoke.Refused(invoke.CodeMissingCredential, fmt.Sprintf("tool %s: token_env %s is not set", t.Name, t.TokenEnv))
 	}
 	if err := ctx.Err(); err != nil {
-		return cancelled(t, false, context.Cause(ctx))
+		return invoke.Cancelled(t, false, context.Cause(ctx))
 	}
 
 	callCtx, cancelCall := context.WithTimeoutCause(ctx, t.Timeout(), errCallTimeout)
@@ -230,7 +232,7 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 				continue
 			}
 			msg := fmt.Sprintf("tool %s: MCP server %s forgot the session again after brain re-initialized it (HTTP 404); the call was not run", t.Name, t.URL)
-			o := refused(CodeSessionExpired, msg)
+			o := invoke.Refused(CodeSessionExpired, msg)
 			o.Sent = true
 			return o
 		}
@@ -267,18 +269,23 @@ func (c *Caller) closeIdleConnections() {
 	}
 }
 
-// connectFailure classifies a failure to open the server's session: the
-// call was not sent.
+// connectFailure classifies a failure to open the server's session. The
+// call was not sent (Sent false), but the contract's outcome table makes a
+// connection that failed or timed out an unknown outcome, as invoke does
+// for an HTTP tool it could not reach.
 func (c *Caller) connectFailure(ctx, callCtx context.Context, t *config.Tool, err error) invoke.Outcome {
 	if ctx.Err() != nil {
-		return cancelled(t, false, context.Cause(ctx))
+		return invoke.Cancelled(t, false, context.Cause(ctx))
 	}
+	var o invoke.Outcome
 	if errors.Is(context.Cause(callCtx), errCallTimeout) {
-		o := refused(invoke.CodeTimeout, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s) while connecting to MCP server %s", t.Name, t.Timeout(), t.URL))
+		o = invoke.Failed(invoke.CodeTimeout, true, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s) while connecting to MCP server %s", t.Name, t.Timeout(), t.URL))
 		o.Status = invoke.StatusTimedOut
-		return o
+	} else {
+		o = invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: connect to MCP server %s: %s", t.Name, t.URL, describe(err)))
 	}
-	return refused(invoke.CodeConnectionFailed, fmt.Sprintf("tool %s: connect to MCP server %s: %s", t.Name, t.URL, describe(err)))
+	o.Sent = false
+	return o
 }
 
 // callFailure classifies an error of a tools/call that may have reached
@@ -287,15 +294,15 @@ func (c *Caller) connectFailure(ctx, callCtx context.Context, t *config.Tool, er
 func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *trace, err error) invoke.Outcome {
 	sent := tr.sent()
 	if ctx.Err() != nil {
-		return cancelled(t, sent, context.Cause(ctx))
+		return invoke.Cancelled(t, sent, context.Cause(ctx))
 	}
 	if errors.Is(context.Cause(callCtx), errCallTimeout) {
-		o := failed(invoke.CodeTimeout, sent, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s)", t.Name, t.Timeout()))
+		o := invoke.Failed(invoke.CodeTimeout, sent, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s)", t.Name, t.Timeout()))
 		o.Status, o.Sent = invoke.StatusTimedOut, sent
 		return o
 	}
 	if tr.tripped.Load() {
-		return failed(invoke.CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
+		return invoke.Failed(invoke.CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
 	}
 	// A JSON-RPC error is the most precise answer, also when it came with
 	// a non-2xx status (2026-07-28 maps errors to HTTP statuses). The SDK
@@ -308,23 +315,26 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 		switch werr.Code {
 		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
 			// The server refused the request before running the tool.
-			o := refused(CodeMCPError, msg)
+			o := invoke.Refused(CodeMCPError, msg)
 			o.Sent = true
 			return o
 		}
-		return failed(CodeMCPError, true, msg)
+		return invoke.Failed(CodeMCPError, true, msg)
 	}
 	if st := int(tr.status.Load()); st != 0 {
 		msg := fmt.Sprintf("tool %s: MCP server %s answered HTTP %d %s", t.Name, t.URL, st, http.StatusText(st))
 		if st >= 300 && st <= 399 {
 			msg += " (redirects are not followed)"
 		}
-		return failed(invoke.CodeHTTPStatus, true, msg)
+		return invoke.Failed(invoke.CodeHTTPStatus, true, msg)
 	}
 	if !sent {
-		return refused(invoke.CodeConnectionFailed, fmt.Sprintf("tool %s: MCP server %s: %s", t.Name, t.URL, describe(err)))
+		// Not sent, yet a failed connection: an unknown outcome, as above.
+		o := invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: MCP server %s: %s", t.Name, t.URL, describe(err)))
+		o.Sent = false
+		return o
 	}
-	return failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: MCP server %s: the connection dropped before the result: %s", t.Name, t.URL, describe(err)))
+	return invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: MCP server %s: the connection dropped before the result: %s", t.Name, t.URL, describe(err)))
 }
 
 // sink delivers one call's progress; close stops delivery for good.
@@ -383,43 +393,6 @@ func (c *Caller) onProgress(_ context.Context, r *mcp.ProgressNotificationClient
 	s.deliver(data)
 }
 
-// refused is an outcome of a call the server did not run: an error with a
-// known outcome.
-func refused(code, msg string) invoke.Outcome {
-	return invoke.Outcome{
-		Result:       tool.Result{Content: []tool.Content{tool.Text(msg)}, IsError: true},
-		Status:       invoke.StatusFailed,
-		ErrorCode:    code,
-		ErrorMessage: msg,
-	}
-}
-
-// failed is an outcome of a call that was sent and failed; with unknown
-// set the tool may have done the work.
-func failed(code string, unknown bool, msg string) invoke.Outcome {
-	text := msg
-	if unknown {
-		text += " (the outcome is unknown: the tool may have acted; check before retrying)"
-	}
-	return invoke.Outcome{
-		Result:       tool.Result{Content: []tool.Content{tool.Text(text)}, IsError: true, UnknownOutcome: unknown},
-		Status:       invoke.StatusFailed,
-		ErrorCode:    code,
-		ErrorMessage: msg,
-		Sent:         true,
-	}
-}
-
-func cancelled(t *config.Tool, sent bool, cause error) invoke.Outcome {
-	msg := fmt.Sprintf("tool %s: call cancelled", t.Name)
-	if cause != nil && !errors.Is(cause, context.Canceled) {
-		msg += ": " + cause.Error()
-	}
-	o := failed(invoke.CodeCancelled, sent, msg)
-	o.Status, o.Sent = invoke.StatusCancelled, sent
-	return o
-}
-
 // describe renders a transport error without addresses.
 func describe(err error) string {
 	var oe *net.OpError
@@ -435,13 +408,4 @@ func describe(err error) string {
 		s = s[i+2:]
 	}
 	return strictjson.Clip(s, 300)
-}
-
-// compact returns the compact form of a JSON document.
-func compact(data []byte) (string, error) {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, data); err != nil {
-		return "", err
-	}
-	return buf.String(), nil
 }

@@ -548,8 +548,10 @@ func TestConnectFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := c.Call(context.Background(), tc.tool, request(`{"text":"x"}`), nil)
-			if o.Status != invoke.StatusFailed || o.ErrorCode != invoke.CodeConnectionFailed || o.Result.UnknownOutcome || o.Sent {
-				t.Errorf("outcome = %s/%s unknown=%v sent=%v, want a connection failure with a known outcome", o.Status, o.ErrorCode, o.Result.UnknownOutcome, o.Sent)
+			// The contract's outcome table: a failed connection is an
+			// unknown outcome, whatever brain knows of what it wrote.
+			if o.Status != invoke.StatusFailed || o.ErrorCode != invoke.CodeConnectionFailed || !o.Result.UnknownOutcome || !o.Result.IsError || o.Sent {
+				t.Errorf("outcome = %s/%s unknown=%v sent=%v, want a connection failure with an unknown outcome, not sent", o.Status, o.ErrorCode, o.Result.UnknownOutcome, o.Sent)
 			}
 			if !strings.Contains(o.ErrorMessage, tc.want) || !strings.Contains(o.ErrorMessage, "connect to MCP server") {
 				t.Errorf("message %q, want it to name the server and %q", o.ErrorMessage, tc.want)

@@ -9,7 +9,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/brain-tools/suite/pkg/mcpserver"
-	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -17,49 +16,34 @@ import (
 
 // finish maps a CallToolResult to the contract's result and applies the
 // host's checks: the result's size against max_output_bytes, the
-// contract's result rules, output_schema for a result that is not an
-// error, and a text block for a structured-only result.
+// contract's result rules, then invoke.Finish's (output_schema for a result
+// that is not an error, a text block for a structured-only result), as for
+// an HTTP tool.
 func finish(t *config.Tool, res *mcp.CallToolResult, tr *trace) invoke.Outcome {
 	if res == nil {
-		return failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: empty", t.Name))
+		return invoke.Failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: empty", t.Name))
 	}
 	if res.NeedsInput() {
 		// The server asked for input brain cannot give (elicitation or
 		// sampling); the call did not complete.
-		return failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: the MCP server asked for client input, which brain does not provide", t.Name))
+		return invoke.Failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: the MCP server asked for client input, which brain does not provide", t.Name))
 	}
 	r, err := toResult(res)
 	if err != nil {
-		return failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: %v", t.Name, err))
+		return invoke.Failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: %v", t.Name, err))
 	}
 	size, err := json.Marshal(r)
 	if err != nil {
-		return failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: %v", t.Name, err))
+		return invoke.Failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: %v", t.Name, err))
 	}
 	if int64(len(size)) > t.MaxOutputBytes() || tr.tripped.Load() {
-		return failed(invoke.CodeOutputTooLarge, true, fmt.Sprintf("tool %s: result of %d bytes is larger than max_output_bytes %d", t.Name, len(size), t.MaxOutputBytes()))
+		return invoke.Failed(invoke.CodeOutputTooLarge, true, fmt.Sprintf("tool %s: result of %d bytes is larger than max_output_bytes %d", t.Name, len(size), t.MaxOutputBytes()))
 	}
 	if err := r.Validate(); err != nil {
-		return failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: %v", t.Name, err))
+		return invoke.Failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: %v", t.Name, err))
 	}
-	if r.IsError {
-		// Error results bypass the success schema; the server's own
-		// unknown_outcome stands.
-		return invoke.Outcome{Result: *r, Status: invoke.StatusFailed, ErrorCode: invoke.CodeToolError, ErrorMessage: errorText(t, r), Sent: true}
-	}
-	if r.HasStructured() {
-		if err := t.ValidateOutput(r.StructuredContent); err != nil {
-			return failed(invoke.CodeOutputSchemaMismatch, true, fmt.Sprintf("tool %s: result does not match output_schema: %v", t.Name, err))
-		}
-		if len(r.Content) == 0 {
-			text, err := compact(r.StructuredContent)
-			if err != nil {
-				return failed(invoke.CodeInvalidResult, true, fmt.Sprintf("tool %s: invalid result: structured_content: %v", t.Name, err))
-			}
-			r.Content = []tool.Content{tool.Text(text)}
-		}
-	}
-	return invoke.Outcome{Result: *r, Status: invoke.StatusSucceeded, Sent: true}
+	// The server's own unknown_outcome of an error result stands.
+	return invoke.Finish(t, r)
 }
 
 // toResult maps MCP content to the contract's two block types. Text and
@@ -127,15 +111,4 @@ func describeLink(l *mcp.ResourceLink) string {
 	}
 	b.WriteString("]")
 	return b.String()
-}
-
-// errorText is the ErrorMessage of a tool's own error result: its first
-// text block, clipped.
-func errorText(t *config.Tool, r *tool.Result) string {
-	for _, c := range r.Content {
-		if c.Type == tool.TypeText && strings.TrimSpace(c.Text) != "" {
-			return fmt.Sprintf("tool %s: %s", t.Name, strictjson.Clip(c.Text, 1024))
-		}
-	}
-	return fmt.Sprintf("tool %s reported an error", t.Name)
 }

@@ -439,3 +439,47 @@ func TestShutdownCancelsCalls(t *testing.T) {
 		t.Errorf("call after shutdown = %+v", got)
 	}
 }
+
+// TestListCallsAcrossSessions: the tenant's list, across sessions, is in
+// the order the calls were made, and paging through it one call at a time
+// sees every call once. (Event IDs are numbered per session, so an order by
+// a call's tool.call event ID interleaved sessions and paging skipped
+// calls.)
+func TestListCallsAcrossSessions(t *testing.T) {
+	t.Parallel()
+	b := startBrain(t)
+	a, z := b.session("t1", "echo"), b.session("t1", "echo")
+	var want []string
+	for i := range 3 {
+		_, c := b.call("t1", a.ID, "echo", map[string]string{"text": fmt.Sprint(i)}, 5)
+		want = append(want, c.ID)
+	}
+	for i := range 3 {
+		_, c := b.call("t1", z.ID, "echo", map[string]string{"text": fmt.Sprint(i)}, 5)
+		want = append(want, c.ID)
+	}
+	var got []string
+	after := ""
+	for range len(want) + 1 {
+		path := "/tool_calls?limit=1"
+		if after != "" {
+			path += "&after=" + after
+		}
+		var list struct {
+			ToolCalls []CallJSON `json:"tool_calls"`
+			HasMore   bool       `json:"has_more"`
+			NextAfter string     `json:"next_after"`
+		}
+		b.do("GET", path, "t1", nil).json(t, &list)
+		for _, c := range list.ToolCalls {
+			got = append(got, c.ID)
+		}
+		if !list.HasMore {
+			break
+		}
+		after = list.NextAfter
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("paged one at a time\n%v\nwant\n%v", got, want)
+	}
+}

@@ -26,10 +26,10 @@ const (
 )
 
 // Tool call statuses, the ToolCall lifecycle of the peer platform (seed 001).
-// brain stores a call as running from the moment its tool.call event is
-// recorded; queued exists for the lifecycle and for calls of older processes;
-// requires_input is part of the lifecycle but brain never sets it (it has no
-// respond API).
+// A call is stored with its tool.call event as running (sent, or about to
+// be), queued (held by its binding's max_concurrency until a slot frees) or
+// requires_input (a function tool waiting for the application's answer, or
+// a call behind an approval gate); the terminal statuses end it.
 const (
 	CallQueued        = "queued"
 	CallRunning       = "running"
@@ -55,7 +55,9 @@ func Terminal(status string) bool {
 // Event types recorded or forwarded on a session's event stream.
 const (
 	EventToolCall           = "tool.call"
-	EventToolProgress       = "tool.progress" // live-only, never stored
+	EventToolRequiresInput  = "tool.requires_input" // the call waits for an answer (prompt, response_schema, response_expires_at)
+	EventToolResponded      = "tool.responded"      // the answer, and who gave it
+	EventToolProgress       = "tool.progress"       // live-only, never stored
 	EventToolResult         = "tool.result"
 	EventSessionCreated     = "session.created"
 	EventSessionInterrupted = "session.interrupted"
@@ -76,22 +78,54 @@ type Session struct {
 	UpdatedAt time.Time
 }
 
+// Who made a call (the ToolCall's caller_type, as the peer names them).
+const (
+	CallerAPI    = "api"    // an application, through the HTTP API
+	CallerSystem = "system" // brain itself: the approval call of a gated call
+)
+
+// What a call in requires_input waits for (Call.InputKind).
+const (
+	InputApproval = "approval" // an answer {approved, comment?} to an approval gate
+	InputFunction = "function" // a function tool's result, given by the application
+)
+
 // Call is one tool call (the ToolCall resource). Result is the tool.Result
 // JSON once the call finished, nil before.
 type Call struct {
-	ID             string
-	SessionID      string
-	TenantID       string
-	Tool           string
-	Status         string
-	Arguments      json.RawMessage
-	CreatedAt      time.Time
-	StartedAt      time.Time // zero when not started
-	FinishedAt     time.Time // zero while the call is not terminal
-	ErrorCode      string
-	ErrorMessage   string
-	UnknownOutcome bool
-	Result         json.RawMessage
+	ID        string
+	SessionID string
+	TenantID  string
+	Tool      string
+	Status    string
+	Arguments json.RawMessage
+	// Ord is the call's place in the order calls were stored: 1, 2, 3…
+	// across sessions and tenants, set by CreateCall. Lists and a binding's
+	// queue follow it.
+	Ord int64
+	// ParentID is the call this one was made for (the gated call of an
+	// approval call); "" when the call is not nested.
+	ParentID string
+	// CallerType is CallerAPI or CallerSystem.
+	CallerType string
+	// InputKind is InputApproval or InputFunction for a call that waits or
+	// waited for input, "" for others. It stays set after the answer.
+	InputKind string
+	// Prompt, ResponseSchema and ResponseExpiresAt describe the answer a
+	// call in requires_input waits for; empty (nil, zero) otherwise.
+	Prompt            string
+	ResponseSchema    json.RawMessage
+	ResponseExpiresAt time.Time
+	CreatedAt         time.Time
+	StartedAt         time.Time // zero when not started
+	FinishedAt        time.Time // zero while the call is not terminal
+	ErrorCode         string
+	ErrorMessage      string
+	UnknownOutcome    bool
+	// Retryable is set once the call failed, was cancelled or timed out:
+	// whether the same call may be made again safely. nil otherwise.
+	Retryable *bool
+	Result    json.RawMessage
 }
 
 // Event is one session event. ID is 0 until the store appends it; live-only
@@ -152,20 +186,28 @@ type Store interface {
 	// is no such session, *StateError when the status is not in from.
 	SetSessionStatus(ctx context.Context, tenantID, id string, from []string, to string, at time.Time, ev *Event) error
 
-	// CreateCall inserts c and appends ev (tool.call), only while c's session
-	// is active; otherwise *StateError naming the session's status.
-	CreateCall(ctx context.Context, c *Call, ev *Event) error
-	// FinishCall stores c's terminal status, error, result and finished_at,
-	// only while the stored call is not terminal (else *StateError), and
-	// appends ev (tool.result).
-	FinishCall(ctx context.Context, c *Call, ev *Event) error
+	// CreateCall inserts c, sets c.Ord, and appends evs (tool.call first,
+	// then tool.requires_input for a call stored waiting), only while c's
+	// session is active; otherwise *StateError naming the session's status.
+	CreateCall(ctx context.Context, c *Call, evs ...*Event) error
+	// UpdateCall moves an unfinished call on: it stores c's status,
+	// started_at, input_kind, prompt, response_schema and
+	// response_expires_at when the stored status is one of from (else
+	// *StateError naming it; ErrNotFound when there is no call c.ID), and
+	// appends evs.
+	UpdateCall(ctx context.Context, c *Call, from []string, evs ...*Event) error
+	// FinishCall stores c's terminal status, error, retryable, result and
+	// finished_at (and its prompt and response fields, which a finished call
+	// no longer has), only while the stored call is not terminal (else
+	// *StateError), and appends evs (tool.result last).
+	FinishCall(ctx context.Context, c *Call, evs ...*Event) error
 	// Call returns the tenant's call id, or ErrNotFound.
 	Call(ctx context.Context, tenantID, id string) (*Call, error)
 	// Calls lists the calls matching f, oldest first; f.Limit is
 	// 1..MaxListLimit+1, as for Events.
 	Calls(ctx context.Context, f CallFilter) ([]*Call, error)
 	// UnfinishedCalls lists every call left queued, running or
-	// requires_input, of every tenant (start-up recovery).
+	// requires_input, of every tenant, in Ord order (start-up recovery).
 	UnfinishedCalls(ctx context.Context) ([]*Call, error)
 
 	// Events lists up to limit stored events of session sessionID with ID >

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,9 @@ type DB struct {
 	// commit, dropped on rollback). A session not in known is looked up
 	// once. Only the writer writes the database, so the record stays true.
 	known, batch map[string]sessionState
+	// ord is the Ord of the last call stored (the writer's, like known),
+	// 0 until read; batchOrd the same as the transaction in progress sees it.
+	ord, batchOrd int64
 }
 
 // sessionState is the writer's record of one session. seq is the ID of its
@@ -135,9 +139,11 @@ func Open(path string, opts Options) (*DB, error) {
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	if err := migrateEvents(write); err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	for _, migrate := range []func(*sql.DB) error{migrateEvents, migrateWaitingCalls} {
+		if err := migrate(write); err != nil {
+			write.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
 	}
 	if _, err := write.Exec(schema); err != nil {
 		write.Close()
@@ -216,11 +222,28 @@ CREATE TABLE IF NOT EXISTS tool_calls (
 	error_code      TEXT NOT NULL DEFAULT '',
 	error_message   TEXT NOT NULL DEFAULT '',
 	unknown_outcome INTEGER NOT NULL DEFAULT 0,
-	result          TEXT
+	result          TEXT,
+` + waitingColumns + `
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tool_calls_tenant ON tool_calls (tenant_id, seq);
+CREATE INDEX IF NOT EXISTS tool_calls_tenant_ord ON tool_calls (tenant_id, ord);
 ` + eventsTable + `;
 `
+
+// waitingColumns are the tool_calls columns of calls that wait for an
+// answer or a slot (the ToolCall fields of the peer, seed 001): ord, the
+// call's place in the order calls were stored (lists and queues follow it;
+// seq, the ID of the call's tool.call event, is numbered per session and
+// orders nothing across sessions), who made the call and for which call,
+// what a call in requires_input waits for, and whether a failed call may be
+// retried (NULL until it failed).
+const waitingColumns = `	ord                 INTEGER NOT NULL DEFAULT 0,
+	parent_id           TEXT NOT NULL DEFAULT '',
+	caller_type         TEXT NOT NULL DEFAULT 'api',
+	input_kind          TEXT NOT NULL DEFAULT '',
+	prompt              TEXT NOT NULL DEFAULT '',
+	response_schema     TEXT,
+	response_expires_at INTEGER NOT NULL DEFAULT 0,
+	retryable           INTEGER`
 
 // eventsTable holds the events; seq numbers a session's events from 1 in
 // commit order, and that number is the event ID the API shows, so that it
@@ -270,13 +293,58 @@ func migrateEvents(db *sql.DB) error {
 	return tx.Commit()
 }
 
+// migrateWaitingCalls adds waitingColumns to the tool_calls of a database
+// from before them, in one transaction: every call keeps its row; ord
+// numbers the calls in the order they were created (created_at, then ID,
+// which sorts by creation time too); caller_type is api (brain made no calls
+// of its own then); a call that already failed gets retryable, true only
+// for one cancelled before it was sent. The index that ordered lists by
+// seq is replaced by the schema's on ord. A database that has the columns
+// is left alone, so the step runs once and opening again is a no-op.
+func migrateWaitingCalls(db *sql.DB) error {
+	var tables, cols int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'tool_calls'`).Scan(&tables); err != nil || tables == 0 {
+		return err
+	}
+	if err := db.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('tool_calls') WHERE name = 'ord'`).Scan(&cols); err != nil || cols > 0 {
+		return err
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var steps []string
+	for _, col := range strings.Split(waitingColumns, ",\n") {
+		steps = append(steps, `ALTER TABLE tool_calls ADD COLUMN `+strings.TrimSpace(col))
+	}
+	steps = append(steps,
+		`UPDATE tool_calls SET ord = n.ord FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY created_at, id) AS ord FROM tool_calls) AS n
+			WHERE tool_calls.id = n.id`,
+		`UPDATE tool_calls SET retryable = (unknown_outcome = 0 AND error_code = 'cancelled')
+			WHERE status IN ('failed', 'cancelled', 'timed_out')`,
+		`DROP INDEX IF EXISTS tool_calls_tenant`,
+	)
+	for _, q := range steps {
+		if _, err := tx.Exec(q); err != nil {
+			return fmt.Errorf("migrate tool calls to ord and waiting fields: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
 var writeStmts = map[string]string{
 	"insertEvent":   `INSERT INTO events (session_id, seq, call_id, type, time, data) VALUES (?, ?, ?, ?, ?, ?)`,
 	"lastSeq":       `SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`,
 	"insertSession": `INSERT INTO sessions (id, tenant_id, status, harness, tools, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-	"insertCall": `INSERT INTO tool_calls (id, seq, session_id, tenant_id, tool, status, arguments, created_at, started_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	"finishCall": `UPDATE tool_calls SET status = ?, finished_at = ?, error_code = ?, error_message = ?, unknown_outcome = ?, result = ?
+	"insertCall": `INSERT INTO tool_calls (id, seq, session_id, tenant_id, tool, status, arguments, created_at, started_at,
+			ord, parent_id, caller_type, input_kind, prompt, response_schema, response_expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	"lastOrd": `SELECT COALESCE(MAX(ord), 0) FROM tool_calls`,
+	"updateCall": `UPDATE tool_calls SET status = ?, started_at = ?, input_kind = ?, prompt = ?, response_schema = ?, response_expires_at = ?
+		WHERE id = ? AND status = ?`,
+	"finishCall": `UPDATE tool_calls SET status = ?, finished_at = ?, error_code = ?, error_message = ?, unknown_outcome = ?, result = ?,
+			retryable = ?, prompt = ?, response_schema = ?, response_expires_at = ?
 		WHERE id = ? AND status IN ('queued', 'running', 'requires_input')`,
 	"sessionStatus": `SELECT tenant_id, status FROM sessions WHERE id = ?`,
 	"callStatus":    `SELECT status FROM tool_calls WHERE id = ?`,
@@ -371,6 +439,7 @@ func refusal(err error) bool {
 // other error rolls everything back and is returned.
 func (db *DB) runBatch(batch []*op) error {
 	clear(db.batch)
+	db.batchOrd = db.ord
 	tx, err := db.write.Begin()
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -400,6 +469,7 @@ func (db *DB) runBatch(batch []*op) error {
 	for id, st := range db.batch {
 		db.known[id] = st
 	}
+	db.ord = db.batchOrd
 	return nil
 }
 
@@ -553,9 +623,17 @@ func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []
 	})
 }
 
-// CreateCall implements store.Store. The call's seq (its order in lists) is
-// the ID of its tool.call event.
-func (db *DB) CreateCall(ctx context.Context, c *store.Call, ev *store.Event) error {
+// CreateCall implements store.Store. The call's seq is the ID of its
+// tool.call event (evs[0]); its ord is one more than the last call's.
+func (db *DB) CreateCall(ctx context.Context, c *store.Call, evs ...*store.Event) error {
+	if len(evs) == 0 {
+		return errors.New("create tool call: no tool.call event")
+	}
+	schema := nullText(c.ResponseSchema)
+	caller := c.CallerType
+	if caller == "" {
+		caller = store.CallerAPI
+	}
 	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
 		cur, err := db.sessionStatus(tx, c.TenantID, c.SessionID)
 		if err != nil {
@@ -564,26 +642,72 @@ func (db *DB) CreateCall(ctx context.Context, c *store.Call, ev *store.Event) er
 		if cur != store.SessionActive {
 			return nil, &store.StateError{What: "session", Status: cur}
 		}
-		if err := db.appendEvent(tx, ev); err != nil {
+		if db.batchOrd == 0 {
+			if err := db.stmt(tx, "lastOrd").QueryRow().Scan(&db.batchOrd); err != nil {
+				return nil, fmt.Errorf("create tool call: %w", err)
+			}
+		}
+		for _, ev := range evs {
+			if err := db.appendEvent(tx, ev); err != nil {
+				return nil, fmt.Errorf("create tool call: %w", err)
+			}
+		}
+		ord := db.batchOrd + 1
+		if _, err := db.stmt(tx, "insertCall").Exec(c.ID, evs[0].ID, c.SessionID, c.TenantID, c.Tool, c.Status, string(c.Arguments),
+			c.CreatedAt.UnixNano(), unixNano(c.StartedAt), ord, c.ParentID, caller, c.InputKind, c.Prompt, schema,
+			unixNano(c.ResponseExpiresAt)); err != nil {
 			return nil, fmt.Errorf("create tool call: %w", err)
 		}
-		if _, err := db.stmt(tx, "insertCall").Exec(c.ID, ev.ID, c.SessionID, c.TenantID, c.Tool, c.Status, string(c.Arguments),
-			c.CreatedAt.UnixNano(), unixNano(c.StartedAt)); err != nil {
-			return nil, fmt.Errorf("create tool call: %w", err)
+		db.batchOrd = ord
+		c.Ord, c.CallerType = ord, caller
+		return evs, nil
+	})
+}
+
+// UpdateCall implements store.Store.
+func (db *DB) UpdateCall(ctx context.Context, c *store.Call, from []string, evs ...*store.Event) error {
+	if store.Terminal(c.Status) {
+		return fmt.Errorf("update tool call: %s is a final status; FinishCall records it", c.Status)
+	}
+	schema := nullText(c.ResponseSchema)
+	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
+		var cur string
+		err := db.stmt(tx, "callStatus").QueryRow(c.ID).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, store.ErrNotFound
 		}
-		return []*store.Event{ev}, nil
+		if err != nil {
+			return nil, fmt.Errorf("update tool call: %w", err)
+		}
+		if !slices.Contains(from, cur) {
+			return nil, &store.StateError{What: "tool call", Status: cur}
+		}
+		if _, err := db.stmt(tx, "updateCall").Exec(c.Status, unixNano(c.StartedAt), c.InputKind, c.Prompt, schema,
+			unixNano(c.ResponseExpiresAt), c.ID, cur); err != nil {
+			return nil, fmt.Errorf("update tool call: %w", err)
+		}
+		for _, ev := range evs {
+			if err := db.appendEvent(tx, ev); err != nil {
+				return nil, fmt.Errorf("update tool call: %w", err)
+			}
+		}
+		return evs, nil
 	})
 }
 
 // FinishCall implements store.Store.
-func (db *DB) FinishCall(ctx context.Context, c *store.Call, ev *store.Event) error {
-	var result any
+func (db *DB) FinishCall(ctx context.Context, c *store.Call, evs ...*store.Event) error {
+	var result, retryable any
 	if c.Result != nil {
 		result = string(c.Result)
 	}
+	if c.Retryable != nil {
+		retryable = *c.Retryable
+	}
+	schema := nullText(c.ResponseSchema)
 	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
 		res, err := db.stmt(tx, "finishCall").Exec(c.Status, unixNano(c.FinishedAt), c.ErrorCode, c.ErrorMessage,
-			c.UnknownOutcome, result, c.ID)
+			c.UnknownOutcome, result, retryable, c.Prompt, schema, unixNano(c.ResponseExpiresAt), c.ID)
 		if err != nil {
 			return nil, fmt.Errorf("finish tool call: %w", err)
 		}
@@ -600,10 +724,12 @@ func (db *DB) FinishCall(ctx context.Context, c *store.Call, ev *store.Event) er
 			}
 			return nil, &store.StateError{What: "tool call", Status: cur}
 		}
-		if err := db.appendEvent(tx, ev); err != nil {
-			return nil, fmt.Errorf("finish tool call: %w", err)
+		for _, ev := range evs {
+			if err := db.appendEvent(tx, ev); err != nil {
+				return nil, fmt.Errorf("finish tool call: %w", err)
+			}
 		}
-		return []*store.Event{ev}, nil
+		return evs, nil
 	})
 }
 
@@ -631,25 +757,35 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 }
 
 const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
-	error_code, error_message, unknown_outcome, result`
+	error_code, error_message, unknown_outcome, result, ord, parent_id, caller_type, input_kind, prompt, response_schema,
+	response_expires_at, retryable`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanCall(sc scanner) (*store.Call, error) {
 	var (
-		c                          store.Call
-		args                       string
-		created, started, finished int64
-		result                     sql.NullString
+		c                                   store.Call
+		args                                string
+		created, started, finished, expires int64
+		result, schema                      sql.NullString
+		retryable                           sql.NullBool
 	)
 	if err := sc.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
-		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result); err != nil {
+		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result, &c.Ord, &c.ParentID, &c.CallerType, &c.InputKind,
+		&c.Prompt, &schema, &expires, &retryable); err != nil {
 		return nil, err
 	}
 	c.Arguments = []byte(args)
 	c.CreatedAt, c.StartedAt, c.FinishedAt = fromUnixNano(created), fromUnixNano(started), fromUnixNano(finished)
+	c.ResponseExpiresAt = fromUnixNano(expires)
 	if result.Valid {
 		c.Result = []byte(result.String)
+	}
+	if schema.Valid {
+		c.ResponseSchema = []byte(schema.String)
+	}
+	if retryable.Valid {
+		c.Retryable = &retryable.Bool
 	}
 	return &c, nil
 }
@@ -677,14 +813,14 @@ func (db *DB) Calls(ctx context.Context, f store.CallFilter) ([]*store.Call, err
 		}
 	}
 	if f.After != "" {
-		q += ` AND seq > (SELECT seq FROM tool_calls WHERE id = ? AND tenant_id = ?)`
+		q += ` AND ord > (SELECT ord FROM tool_calls WHERE id = ? AND tenant_id = ?)`
 		args = append(args, f.After, f.TenantID)
 	}
 	limit := f.Limit
 	if limit <= 0 || limit > store.MaxListLimit+1 {
 		limit = store.MaxListLimit + 1
 	}
-	q += ` ORDER BY seq LIMIT ?`
+	q += ` ORDER BY ord LIMIT ?`
 	args = append(args, limit)
 	return db.queryCalls(ctx, "list tool calls", q, args...)
 }
@@ -692,7 +828,7 @@ func (db *DB) Calls(ctx context.Context, f store.CallFilter) ([]*store.Call, err
 // UnfinishedCalls implements store.Store.
 func (db *DB) UnfinishedCalls(ctx context.Context) ([]*store.Call, error) {
 	return db.queryCalls(ctx, "list unfinished tool calls",
-		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY seq`)
+		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY ord`)
 }
 
 func (db *DB) queryCalls(ctx context.Context, opName, q string, args ...any) ([]*store.Call, error) {
@@ -784,6 +920,14 @@ func unmarshalStrings(s string) ([]string, error) {
 	var v []string
 	err := json.Unmarshal([]byte(s), &v)
 	return v, err
+}
+
+// nullText is raw as a TEXT value, NULL when empty.
+func nullText(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
 }
 
 func unixNano(t time.Time) int64 {

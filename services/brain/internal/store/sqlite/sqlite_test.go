@@ -380,3 +380,157 @@ func TestSessionStateAfterReopen(t *testing.T) {
 		t.Errorf("tool.call event ID %d, want 2 (after session.created)", ev.ID)
 	}
 }
+
+// TestUpgradeFromBeforeWaitingCalls opens a copy of a brain.db written by
+// brain before calls could wait (testdata: two sessions, five calls
+// interleaved across them, one running, one queued), twice: every session,
+// call and event is still there, the calls are numbered in the order they
+// were made, the new fields read as their defaults, and the database takes
+// new calls after them.
+func TestUpgradeFromBeforeWaitingCalls(t *testing.T) {
+	ctx := context.Background()
+	old, err := os.ReadFile("testdata/brain-before-requires-input.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "brain.db")
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantOrder := []string{"call_a1", "call_b1", "call_a2", "call_b2", "call_a3"}
+	for round := range 2 {
+		db, err := Open(path, Options{})
+		if err != nil {
+			t.Fatalf("open %d: %v", round, err)
+		}
+		calls, err := db.Calls(ctx, store.CallFilter{TenantID: "local"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for i, c := range calls {
+			ids = append(ids, c.ID)
+			if c.Ord != int64(i+1) || c.CallerType != store.CallerAPI || c.ParentID != "" || c.InputKind != "" ||
+				c.Prompt != "" || c.ResponseSchema != nil || !c.ResponseExpiresAt.IsZero() {
+				t.Errorf("open %d: call %s after the upgrade: %+v", round, c.ID, c)
+			}
+			wantRetry := c.Status == store.CallFailed
+			if (c.Retryable != nil) != wantRetry || (c.Retryable != nil && *c.Retryable) {
+				t.Errorf("open %d: call %s (%s) retryable %v, want false for a failure, nil otherwise", round, c.ID, c.Status, c.Retryable)
+			}
+			if c.ID != "call_new" && string(c.Arguments) != `{"text":"`+c.ID+`"}` {
+				t.Errorf("call %s arguments %s", c.ID, c.Arguments)
+			}
+		}
+		if !cmp.Equal(ids, wantOrder) {
+			t.Errorf("open %d: calls %v, want them in the order made %v", round, ids, wantOrder)
+		}
+		page, err := db.Calls(ctx, store.CallFilter{TenantID: "local", After: "call_b1", Limit: 2})
+		if err != nil || len(page) != 2 || page[0].ID != "call_a2" || page[1].ID != "call_b2" {
+			t.Errorf("open %d: page after call_b1 = %v, %v", round, page, err)
+		}
+		unfinished, err := db.UnfinishedCalls(ctx)
+		if err != nil || len(unfinished) != 2+round || unfinished[0].ID != "call_b2" || unfinished[1].ID != "call_a3" {
+			t.Errorf("open %d: unfinished %v, %v", round, unfinished, err)
+		}
+		for _, sid := range []string{"ses_a", "ses_b"} {
+			evs, err := db.Events(ctx, sid, 0, 0)
+			if err != nil || len(evs) != map[string]int{"ses_a": 6 + round, "ses_b": 4}[sid] {
+				t.Errorf("open %d: %d events of %s, %v", round, len(evs), sid, err)
+			}
+		}
+		if round == 0 {
+			c, ev := newCall("call_new", "ses_a", "local")
+			if err := db.CreateCall(ctx, c, ev); err != nil || c.Ord != 6 {
+				t.Errorf("new call after the upgrade: ord %d, %v; want 6", c.Ord, err)
+			}
+			wantOrder = append(wantOrder, "call_new")
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWaitingCall walks a call through requires_input, queued and running
+// to its end, with the events each step appends, and checks the refusals
+// of a step from the wrong status.
+func TestWaitingCall(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, filepath.Join(t.TempDir(), "brain.db"), nil)
+	s, sev := newSession("ses_a", "t1")
+	if err := db.CreateSession(ctx, s, sev); err != nil {
+		t.Fatal(err)
+	}
+	schema := json.RawMessage(`{"type":"object"}`)
+	c, cev := newCall("call_w", "ses_a", "t1")
+	c.Status, c.StartedAt, c.InputKind = store.CallRequiresInput, time.Time{}, store.InputApproval
+	c.Prompt, c.ResponseSchema, c.ResponseExpiresAt = "approve?", schema, t0.Add(time.Minute)
+	c.ParentID, c.CallerType = "", store.CallerAPI
+	rev := &store.Event{Type: store.EventToolRequiresInput, SessionID: "ses_a", CallID: "call_w", Time: t0, Data: json.RawMessage(`{}`)}
+	if err := db.CreateCall(ctx, c, cev, rev); err != nil {
+		t.Fatal(err)
+	}
+	if cev.ID != 2 || rev.ID != 3 {
+		t.Errorf("event ids %d %d, want 2 3", cev.ID, rev.ID)
+	}
+	child, chev := newCall("call_child", "ses_a", "t1")
+	child.ParentID, child.CallerType = "call_w", store.CallerSystem
+	if err := db.CreateCall(ctx, child, chev); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := db.Call(ctx, "t1", "call_child")
+	if got.ParentID != "call_w" || got.CallerType != store.CallerSystem || got.Ord != c.Ord+1 {
+		t.Errorf("child call %+v", got)
+	}
+	if got, _ := db.Call(ctx, "t1", "call_w"); !cmp.Equal(got, c) {
+		t.Errorf("waiting call (-want +got):\n%s", cmp.Diff(c, got))
+	}
+
+	var se *store.StateError
+	moved := *c
+	moved.Status, moved.Prompt, moved.ResponseSchema, moved.ResponseExpiresAt = store.CallQueued, "", nil, time.Time{}
+	if err := db.UpdateCall(ctx, &moved, []string{store.CallQueued}); !errors.As(err, &se) || se.Status != store.CallRequiresInput {
+		t.Errorf("UpdateCall from the wrong status = %v, want StateError requires_input", err)
+	}
+	if err := db.UpdateCall(ctx, &store.Call{ID: "nope", Status: store.CallRunning}, []string{store.CallQueued}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateCall of no call = %v", err)
+	}
+	if err := db.UpdateCall(ctx, &store.Call{ID: "call_w", Status: store.CallSucceeded}, []string{store.CallRequiresInput}); err == nil {
+		t.Error("UpdateCall to a final status succeeded")
+	}
+	answered := &store.Event{Type: store.EventToolResponded, SessionID: "ses_a", CallID: "call_w", Time: t0, Data: json.RawMessage(`{}`)}
+	if err := db.UpdateCall(ctx, &moved, []string{store.CallRequiresInput}, answered); err != nil || answered.ID != 5 {
+		t.Fatalf("UpdateCall requires_input → queued: %v (event %d)", err, answered.ID)
+	}
+	moved.Status, moved.StartedAt = store.CallRunning, t0.Add(2*time.Second)
+	if err := db.UpdateCall(ctx, &moved, []string{store.CallQueued}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Call(ctx, "t1", "call_w"); !cmp.Equal(got, &moved) {
+		t.Errorf("running call (-want +got):\n%s", cmp.Diff(&moved, got))
+	}
+	no := false
+	moved.Status, moved.FinishedAt, moved.Retryable, moved.ErrorCode = store.CallFailed, t0.Add(3*time.Second), &no, "approval_denied"
+	moved.Result = json.RawMessage(`{"content":[{"type":"text","text":"denied"}],"is_error":true}`)
+	res := &store.Event{Type: store.EventToolResult, SessionID: "ses_a", CallID: "call_w", Time: t0, Data: json.RawMessage(`{}`)}
+	if err := db.FinishCall(ctx, &moved, res); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Call(ctx, "t1", "call_w"); !cmp.Equal(got, &moved) {
+		t.Errorf("finished call (-want +got):\n%s", cmp.Diff(&moved, got))
+	}
+	moved.Status = store.CallRunning
+	if err := db.UpdateCall(ctx, &moved, []string{store.CallRunning}); !errors.As(err, &se) || se.Status != store.CallFailed {
+		t.Errorf("UpdateCall of a finished call = %v, want StateError failed", err)
+	}
+	evs, _ := db.Events(ctx, "ses_a", 0, 0)
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	want := []string{"session.created", "tool.call", "tool.requires_input", "tool.call", "tool.responded", "tool.result"}
+	if !cmp.Equal(types, want) {
+		t.Errorf("events %v, want %v", types, want)
+	}
+}

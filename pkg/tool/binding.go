@@ -14,8 +14,10 @@ import (
 )
 
 // Binding declares one tool in the host config's tools array, with every
-// field of the contract's binding table. A tool service publishes its own
-// bindings at GET /tools so that a host config can be generated.
+// field of the contract's binding table and three of the host's own: type
+// (a function tool the application answers), require_approval and
+// max_concurrency. A tool service publishes its own bindings at GET /tools
+// so that a host config can be generated.
 type Binding struct {
 	// Name is what the model sees: a letter, then up to 63 letters, digits
 	// or underscores. Unique within a host config.
@@ -27,9 +29,13 @@ type Binding struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 	// OutputSchema optionally validates successful structured_content.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Type is TypeFunction for a function tool, which has no url: the host
+	// records the call and waits for the application to answer it (the
+	// peers' "function" tools). Empty for a tool the host calls at URL.
+	Type string `json:"type,omitempty"`
 	// URL is the http(s) endpoint the host POSTs calls to: no credentials,
-	// no fragment.
-	URL string `json:"url"`
+	// no fragment. Required unless Type is TypeFunction, and refused then.
+	URL string `json:"url,omitempty"`
 	// Tenants lists the tenants allowed to use the tool. Required.
 	Tenants []string `json:"tenants"`
 	// TokenEnv names the environment variable whose value the host sends as
@@ -48,7 +54,34 @@ type Binding struct {
 	// naming the server when it cannot be reached, instead of recording an
 	// mcp.unavailable event and going on without the tool.
 	Required bool `json:"required,omitempty"`
+	// RequireApproval is ApprovalAlways to have the host ask before each
+	// call is sent (the call waits in requires_input for an answer) or
+	// ApprovalNever, the default when empty. A session may tighten it,
+	// never loosen it. Not for a function tool.
+	RequireApproval string `json:"require_approval,omitempty"`
+	// MaxConcurrency caps the tenant's calls of the tool in progress at
+	// once: 1 to MaxConcurrencyLimit, 0 (unset) for no cap. Further calls
+	// wait queued, first come first served.
+	MaxConcurrency int `json:"max_concurrency,omitempty"`
 }
+
+// TypeFunction is Binding.Type of a function tool.
+const TypeFunction = "function"
+
+// Values of Binding.RequireApproval.
+const (
+	ApprovalAlways = "always"
+	ApprovalNever  = "never"
+)
+
+// MaxConcurrencyLimit is the largest max_concurrency.
+const MaxConcurrencyLimit = 10000
+
+// Function reports whether the binding is a function tool.
+func (b *Binding) Function() bool { return b.Type == TypeFunction }
+
+// Gated reports whether the binding asks for approval before each call.
+func (b *Binding) Gated() bool { return b.RequireApproval == ApprovalAlways }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,63}$`)
 
@@ -95,8 +128,47 @@ func (b *Binding) Validate() error {
 			return bad(fmt.Sprintf("tenants[%d]", i), "must not be empty")
 		}
 	}
+	switch b.RequireApproval {
+	case "", ApprovalAlways, ApprovalNever:
+	default:
+		return bad("require_approval", "must be %q or %q, got %q", ApprovalAlways, ApprovalNever, b.RequireApproval)
+	}
+	if b.MaxConcurrency < 0 || b.MaxConcurrency > MaxConcurrencyLimit {
+		return bad("max_concurrency", "must be from 1 to %d (omit it for no cap), got %d", MaxConcurrencyLimit, b.MaxConcurrency)
+	}
+	switch b.Type {
+	case "":
+	case TypeFunction:
+		return b.validateFunction(bad)
+	default:
+		return bad("type", "must be %q (a tool the application answers) or omitted (a tool called at url), got %q", TypeFunction, b.Type)
+	}
+	if b.URL == "" {
+		return bad("url", "required (or \"type\": %q for a tool the application answers itself)", TypeFunction)
+	}
 	if err := ValidateURL(b.URL); err != nil {
 		return bad("url", "%v", err)
+	}
+	return nil
+}
+
+// validateFunction refuses the fields a function tool cannot have: it is
+// not called over HTTP or MCP, so it has no url, token, MCP tool or session
+// inspection; and the application that answers it decides on it already,
+// so it takes no approval gate.
+func (b *Binding) validateFunction(bad func(field, format string, args ...any) error) error {
+	const why = "a function tool is answered by the application (POST /tool_calls/{id}/respond), not called"
+	switch {
+	case b.URL != "":
+		return bad("url", "%s: remove url, or remove \"type\": %q to call the tool at url", why, TypeFunction)
+	case b.TokenEnv != "":
+		return bad("token_env", "%s, so no token is sent", why)
+	case b.MCPTool != "":
+		return bad("mcp_tool", "%s on an MCP server", why)
+	case b.InspectSession:
+		return bad("inspect_session", "%s, so it gets no inspection token", why)
+	case b.Gated():
+		return bad("require_approval", "a function tool cannot be gated: the application that answers it decides on the call")
 	}
 	return nil
 }

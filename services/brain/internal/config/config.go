@@ -6,7 +6,13 @@
 // wrong case, keys written twice in one object, trailing data and wrong
 // types are refused):
 //
-//	{"tools": [<binding>, ...], "api_keys": [{"env": "BRAIN_API_KEY", "tenant": "local"}, ...]}
+//	{"tools": [<binding>, ...], "api_keys": [{"env": "BRAIN_API_KEY", "tenant": "local"}, ...],
+//	 "approvals": {"tool": "request_approval", "timeout_seconds": 300}}
+//
+// approvals is optional: it names the approval tool brain calls for a gated
+// call (a binding with require_approval "always", or one a session gates),
+// so that an operator answers on the approval page, and how long a gated
+// call waits for its answer.
 //
 // Every binding is checked when brain starts, as the contract requires, and
 // every error names the binding and the field at fault, for example
@@ -43,8 +49,44 @@ type Config struct {
 	Tools []*Tool
 	// APIKeys map client bearer tokens to tenants; values are unique.
 	APIKeys []APIKey
+	// Approvals is how gated calls are answered.
+	Approvals Approvals
 
 	byName map[string]*Tool
+}
+
+// Approvals configures approval gates (the host config's approvals
+// object). A gated call waits in requires_input for an answer through
+// POST /tool_calls/{id}/respond, and, when Tool is set, brain also calls
+// Tool for it (a child call whose parent_id is the gated call) so that an
+// operator answers on the approval page.
+type Approvals struct {
+	// Tool is the approval tool, a binding of this config that takes
+	// {"action", "details", "timeout_seconds"} and answers with
+	// structured_content {"decision": approved|denied|expired|cancelled,
+	// "operator", "comment"}: the local service's request_approval. nil
+	// when approvals.tool is not set.
+	Tool *Tool
+	// Timeout is how long a gated call waits for its answer
+	// (approvals.timeout_seconds, 1 to 86400, default 300 s); then it ends
+	// failed with approval_expired.
+	Timeout time.Duration
+}
+
+// DefaultApprovalTimeoutSeconds is approvals.timeout_seconds when unset.
+const DefaultApprovalTimeoutSeconds = 300
+
+// approvalsJSON is the approvals object as written.
+type approvalsJSON struct {
+	Tool           *string `json:"tool"`
+	TimeoutSeconds *int    `json:"timeout_seconds"`
+}
+
+// ApprovalSample is what brain sends an approval tool, with the largest
+// timeout_seconds a config may ask for: Parse checks that the tool takes it.
+func ApprovalSample(timeoutSeconds int) json.RawMessage {
+	data, _ := json.Marshal(map[string]any{"action": "Call tool x", "details": "arguments", "timeout_seconds": timeoutSeconds})
+	return data
 }
 
 // APIKey maps the value of an environment variable, a client's bearer
@@ -66,16 +108,23 @@ func (k APIKey) Short() bool { return k.short }
 
 // CatalogEntry is what GET /catalog shows of a binding: never its url,
 // token_env or limits (the contract's "Enable tools for a session").
+//
+// Type is "function" for a function tool, whose calls the application
+// answers; RequireApproval is "always" for a gated tool. Both are omitted
+// otherwise.
 type CatalogEntry struct {
-	Name         string          `json:"name"`
-	Description  string          `json:"description"`
-	InputSchema  json.RawMessage `json:"input_schema"`
-	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	Name            string          `json:"name"`
+	Description     string          `json:"description"`
+	InputSchema     json.RawMessage `json:"input_schema"`
+	OutputSchema    json.RawMessage `json:"output_schema,omitempty"`
+	Type            string          `json:"type,omitempty"`
+	RequireApproval string          `json:"require_approval,omitempty"`
 }
 
 type file struct {
-	Tools   []json.RawMessage `json:"tools"`
-	APIKeys []json.RawMessage `json:"api_keys"`
+	Tools     []json.RawMessage `json:"tools"`
+	APIKeys   []json.RawMessage `json:"api_keys"`
+	Approvals *approvalsJSON    `json:"approvals"`
 }
 
 // Load reads the host config at path (at most MaxFileBytes) and checks it
@@ -178,10 +227,63 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 			}
 		}
 	}
+	errs = append(errs, c.parseApprovals(f.Approvals, firstIndex)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// parseApprovals checks the approvals object: tool names a binding that
+// brain can call for any gated call (not a function tool, not gated
+// itself, allowed for every tenant of a binding that is always gated, and
+// taking ApprovalSample's arguments), timeout_seconds is 1..86400.
+func (c *Config) parseApprovals(a *approvalsJSON, index map[string]int) []error {
+	c.Approvals.Timeout = DefaultApprovalTimeoutSeconds * time.Second
+	if a == nil {
+		return nil
+	}
+	var errs []error
+	if a.TimeoutSeconds != nil {
+		if n := *a.TimeoutSeconds; n < 1 || n > tool.MaxTimeoutSeconds {
+			errs = append(errs, fmt.Errorf("approvals: timeout_seconds: must be from 1 to %d, got %d", tool.MaxTimeoutSeconds, n))
+		} else {
+			c.Approvals.Timeout = time.Duration(n) * time.Second
+		}
+	}
+	if a.Tool == nil {
+		return errs
+	}
+	name := *a.Tool
+	t, ok := c.byName[name]
+	switch {
+	case name == "":
+		return append(errs, errors.New("approvals: tool: must name a binding (the approval tool); omit it to answer gated calls through the API only"))
+	case !ok:
+		return append(errs, fmt.Errorf("approvals: tool: %q is not a binding of this config", name))
+	case t.Function():
+		return append(errs, fmt.Errorf("approvals: tool: %q is a function tool; the approval tool must be one brain calls", name))
+	case t.Gated():
+		return append(errs, fmt.Errorf("approvals: tool: %q has require_approval %q; the approval tool cannot wait for an approval itself", name, tool.ApprovalAlways))
+	}
+	secs := int(c.Approvals.Timeout / time.Second)
+	if err := t.ValidateArguments(ApprovalSample(secs)); err != nil {
+		errs = append(errs, fmt.Errorf("approvals: tool: %q does not take brain's approval request {action, details, timeout_seconds: %d}: %v", name, secs, err))
+	}
+	for _, g := range c.Tools {
+		if !g.Gated() {
+			continue
+		}
+		for j, tenant := range g.Tenants {
+			if !t.Allowed(tenant) {
+				errs = append(errs, fmt.Errorf("tools[%d] %q: tenants[%d]: approvals.tool %q is not allowed for tenant %q, so nobody could answer this tool's gated calls on the approval page", index[g.Name], g.Name, j, name, tenant))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		c.Approvals.Tool = t
+	}
+	return errs
 }
 
 // duplicateError names the entry and the field of a duplicate key, e.g.
@@ -271,12 +373,17 @@ func (c *Config) Catalog(tenant string) []CatalogEntry {
 	out := []CatalogEntry{}
 	for _, t := range c.Tools {
 		if t.Allowed(tenant) {
-			out = append(out, CatalogEntry{
+			e := CatalogEntry{
 				Name:         t.Name,
 				Description:  t.Description,
 				InputSchema:  t.InputSchema,
 				OutputSchema: t.OutputSchema,
-			})
+				Type:         t.Type,
+			}
+			if t.Gated() {
+				e.RequireApproval = tool.ApprovalAlways
+			}
+			out = append(out, e)
 		}
 	}
 	return out
@@ -372,6 +479,15 @@ func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
 	}
 	if _, ok := present["mcp_tool"]; ok && b.MCPTool == "" {
 		return nil, errors.New("mcp_tool: must name the remote tool; omit it for an HTTP tool")
+	}
+	if _, ok := present["type"]; ok && b.Type == "" {
+		return nil, fmt.Errorf("type: must be %q; omit it for a tool brain calls at url", tool.TypeFunction)
+	}
+	if _, ok := present["require_approval"]; ok && b.RequireApproval == "" {
+		return nil, fmt.Errorf("require_approval: must be %q or %q, got \"\"", tool.ApprovalAlways, tool.ApprovalNever)
+	}
+	if _, ok := present["max_concurrency"]; ok && b.MaxConcurrency == 0 {
+		return nil, fmt.Errorf("max_concurrency: must be from 1 to %d, got 0; omit it for no cap", tool.MaxConcurrencyLimit)
 	}
 	t := &Tool{Binding: b, tenants: map[string]struct{}{}}
 	t.Binding.TimeoutSeconds = int(b.Timeout() / time.Second)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -243,6 +244,18 @@ func TestParseInvalid(t *testing.T) {
 		{"mcp_tool empty", set("mcp_tool", ""), `tools[1] "second"`, "mcp_tool: must name"},
 		{"mcp_tool wrong type", set("mcp_tool", true), `tools[1] "second"`, "mcp_tool: wrong type"},
 		{"unknown field", set("timeout", 30), `tools[1] "second"`, "timeout: unknown field"},
+		{"type empty", set("type", ""), `tools[1] "second"`, `type: must be "function"; omit it for a tool brain calls at url`},
+		{"type unknown", set("type", "webhook"), `tools[1] "second"`, `type: must be "function" (a tool the application answers) or omitted (a tool called at url), got "webhook"`},
+		{"function tool with url", set("type", "function"), `tools[1] "second"`, "url: a function tool is answered by the application"},
+		{"function tool without url, with token_env", func(b map[string]any) { b["type"] = "function"; delete(b, "url") }, `tools[1] "second"`, "token_env: a function tool"},
+		{"require_approval empty", set("require_approval", ""), `tools[1] "second"`, `require_approval: must be "always" or "never", got ""`},
+		{"require_approval yes", set("require_approval", "yes"), `tools[1] "second"`, `require_approval: must be "always" or "never", got "yes"`},
+		{"require_approval bool", set("require_approval", true), `tools[1] "second"`, "require_approval: wrong type"},
+		{"max_concurrency 0", set("max_concurrency", 0), `tools[1] "second"`, "max_concurrency: must be from 1 to 10000, got 0; omit it for no cap"},
+		{"max_concurrency negative", set("max_concurrency", -2), `tools[1] "second"`, "max_concurrency: must be from 1 to 10000 (omit it for no cap), got -2"},
+		{"max_concurrency 10001", set("max_concurrency", 10001), `tools[1] "second"`, "max_concurrency: must be from 1 to 10000 (omit it for no cap), got 10001"},
+		{"max_concurrency fraction", set("max_concurrency", 1.5), `tools[1] "second"`, "max_concurrency: wrong type"},
+		{"maxConcurrency", set("maxConcurrency", 2), `tools[1] "second"`, "maxConcurrency: unknown field"},
 		{"unknown field camel case", set("inputSchema", map[string]any{}), `tools[1] "second"`, "inputSchema: unknown field"},
 	}
 	for _, c := range cases {
@@ -616,5 +629,100 @@ func TestSecretsNotPrinted(t *testing.T) {
 		if strings.Contains(sb.String(), secret) {
 			t.Errorf("output shows %q: %s", secret, sb.String())
 		}
+	}
+}
+
+// approvalTool is a binding that takes brain's approval request, as the
+// local service's request_approval does.
+func approvalTool(edit func(b map[string]any)) map[string]any {
+	return binding("request_approval", func(b map[string]any) {
+		b["input_schema"] = map[string]any{"type": "object", "required": []string{"action"}, "additionalProperties": false,
+			"properties": map[string]any{"action": map[string]any{"type": "string"}, "details": map[string]any{"type": "string"},
+				"timeout_seconds": map[string]any{"type": "integer", "minimum": 1, "maximum": 3600}}}
+		delete(b, "output_schema")
+		if edit != nil {
+			edit(b)
+		}
+	})
+}
+
+func functionTool(edit func(b map[string]any)) map[string]any {
+	return binding("lookup_order", func(b map[string]any) {
+		b["type"] = "function"
+		delete(b, "url")
+		delete(b, "token_env")
+		if edit != nil {
+			edit(b)
+		}
+	})
+}
+
+// TestFunctionToolsAndApprovals: a function tool (no url), a gated
+// binding, a capped one and the approvals object load, and show in the
+// catalog as the application needs to know them; each mistake in them is
+// refused naming the field.
+func TestFunctionToolsAndApprovals(t *testing.T) {
+	gated := binding("storage_delete", func(b map[string]any) { b["require_approval"] = "always"; b["max_concurrency"] = 2 })
+	doc := func(approvals any, tools ...map[string]any) []byte {
+		data, _ := json.Marshal(map[string]any{"tools": tools, "approvals": approvals,
+			"api_keys": []map[string]any{{"env": "BRAIN_API_KEY", "tenant": "local"}, {"env": "OTHER_API_KEY", "tenant": "team_b"}}})
+		return data
+	}
+	c, err := Parse(doc(map[string]any{"tool": "request_approval", "timeout_seconds": 3600}, functionTool(nil), gated, approvalTool(nil)), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, _ := c.Tool("lookup_order")
+	del, _ := c.Tool("storage_delete")
+	if !fn.Function() || fn.URL != "" || fn.Token != "" || !del.Gated() || del.MaxConcurrency != 2 {
+		t.Errorf("bindings: %+v %+v", fn.Binding, del.Binding)
+	}
+	if c.Approvals.Tool == nil || c.Approvals.Tool.Name != "request_approval" || c.Approvals.Timeout != time.Hour {
+		t.Errorf("approvals %+v", c.Approvals)
+	}
+	cat, _ := json.Marshal(c.Catalog("local"))
+	for _, want := range []string{`"name":"lookup_order","description"`, `"type":"function"`, `"name":"storage_delete"`, `"require_approval":"always"`} {
+		if !strings.Contains(string(cat), want) {
+			t.Errorf("catalog %s lacks %s", cat, want)
+		}
+	}
+	if strings.Count(string(cat), `"type":"function"`) != 1 || strings.Contains(string(cat), "max_concurrency") {
+		t.Errorf("catalog %s", cat)
+	}
+	plain, err := Parse(doc(nil, functionTool(nil)), getenv)
+	if err != nil || plain.Approvals.Tool != nil || plain.Approvals.Timeout != DefaultApprovalTimeoutSeconds*time.Second {
+		t.Errorf("no approvals object: %+v, %v", plain, err)
+	}
+
+	for _, tc := range []struct {
+		name      string
+		approvals any
+		tools     []map[string]any
+		want      string
+	}{
+		{"tool not a binding", map[string]any{"tool": "nope"}, []map[string]any{gated}, `approvals: tool: "nope" is not a binding of this config`},
+		{"tool empty", map[string]any{"tool": ""}, []map[string]any{gated}, "approvals: tool: must name a binding"},
+		{"tool a function tool", map[string]any{"tool": "lookup_order"}, []map[string]any{functionTool(nil)}, `approvals: tool: "lookup_order" is a function tool`},
+		{"tool gated itself", map[string]any{"tool": "request_approval"}, []map[string]any{approvalTool(func(b map[string]any) { b["require_approval"] = "always" })},
+			`approvals: tool: "request_approval" has require_approval "always"`},
+		{"tool takes other arguments", map[string]any{"tool": "echo"}, []map[string]any{binding("echo", nil)},
+			`approvals: tool: "echo" does not take brain's approval request {action, details, timeout_seconds: 300}: arguments: at (root): missing property 'text'`},
+		{"timeout past what the tool takes", map[string]any{"tool": "request_approval", "timeout_seconds": 3601}, []map[string]any{approvalTool(nil)},
+			`does not take brain's approval request {action, details, timeout_seconds: 3601}`},
+		{"tool not for a gated tenant", map[string]any{"tool": "request_approval"}, []map[string]any{
+			binding("storage_delete", func(b map[string]any) { b["require_approval"] = "always"; b["tenants"] = []string{"local", "team_b"} }), approvalTool(nil)},
+			`tools[0] "storage_delete": tenants[1]: approvals.tool "request_approval" is not allowed for tenant "team_b"`},
+		{"timeout 0", map[string]any{"timeout_seconds": 0}, nil, "approvals: timeout_seconds: must be from 1 to 86400, got 0"},
+		{"timeout 86401", map[string]any{"timeout_seconds": 86401}, nil, "approvals: timeout_seconds: must be from 1 to 86400, got 86401"},
+		{"timeout string", map[string]any{"timeout_seconds": "60"}, nil, "approvals.timeout_seconds: wrong type"},
+		{"unknown field", map[string]any{"tool_name": "x"}, nil, "approvals.tool_name: unknown field"},
+		{"not an object", []string{"request_approval"}, nil, "approvals: wrong type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(doc(tc.approvals, tc.tools...), getenv)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v\nwant it to contain %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -352,20 +352,26 @@ func (c *Config) Tool(name string) (*Tool, bool) {
 	return t, ok
 }
 
-// TenantForKey returns the tenant of the API key equal to key. It compares
-// SHA-256 digests in constant time against every key, so neither the
-// position of a match nor the length of a key shows in the timing.
+// TenantForKey returns the tenant of the API key equal to key (APIKeyFor).
 func (c *Config) TenantForKey(key string) (tenant string, ok bool) {
+	k, ok := c.APIKeyFor(key)
+	return k.Tenant, ok
+}
+
+// APIKeyFor returns the API key equal to key. It compares SHA-256 digests
+// in constant time against every key, so neither the position of a match
+// nor the length of a key shows in the timing.
+func (c *Config) APIKeyFor(key string) (k APIKey, ok bool) {
 	if key == "" {
-		return "", false
+		return APIKey{}, false
 	}
 	sum := sha256.Sum256([]byte(key))
-	for _, k := range c.APIKeys {
-		if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 && !ok {
-			tenant, ok = k.Tenant, true
+	for _, cand := range c.APIKeys {
+		if subtle.ConstantTimeCompare(sum[:], cand.sum[:]) == 1 && !ok {
+			k, ok = cand, true
 		}
 	}
-	return tenant, ok
+	return k, ok
 }
 
 // Catalog lists, in config order, the bindings tenant may use.

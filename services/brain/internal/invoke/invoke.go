@@ -32,6 +32,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,11 @@ const (
 	CodeBadEvent             = "bad_event"              // SSE event other than progress/result, or non-JSON progress; unknown outcome
 	CodeOutputSchemaMismatch = "output_schema_mismatch" // structured_content fails output_schema; unknown outcome
 	CodeCancelled            = "cancelled"              // ctx cancelled by the caller; unknown_outcome = Sent
+	CodeBrainRestarted       = "brain_restarted"        // brain stopped while the request may have been out; unknown outcome
+	CodeApprovalDenied       = "approval_denied"        // an approval gate's answer was no: not sent; known outcome
+	CodeApprovalExpired      = "approval_expired"       // nobody answered an approval gate in time: not sent; known outcome
+	CodeQueueFull            = "queue_full"             // the binding's queue of waiting calls is full: not sent; known outcome
+	CodeNotInConfig          = "tool_not_in_config"     // the binding left the host config while the call waited: not sent; known outcome
 )
 
 // Outcome is the classified end of one tool call.
@@ -91,6 +97,13 @@ type Outcome struct {
 	// Sent reports whether the request (may have) left brain: false only
 	// when brain refused the call or knows nothing was written.
 	Sent bool
+	// Retryable reports whether the same call may be made again safely
+	// (the ToolCall's retryable, meaningful for a failure): false when the
+	// outcome is unknown or the tool (or brain, for the arguments) refused
+	// the call; true for a transient refusal before sending (a call
+	// cancelled while queued, an approval that expired) and for a 429 or
+	// 503 whose Retry-After says to come back.
+	Retryable bool
 }
 
 // Options configure a Caller.
@@ -205,12 +218,25 @@ func LogOutcome(ctx context.Context, logger *slog.Logger, msg string, t *config.
 	logger.LogAttrs(ctx, level, msg, attrs...)
 }
 
-func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(json.RawMessage)) Outcome {
-	if !t.Allowed(req.TenantID) {
-		return Refused(CodeTenantNotAllowed, fmt.Sprintf("tool %s is not allowed for tenant %q", t.Name, req.TenantID))
+// Precheck is the refusal of a call before anything else happens to it —
+// the tenant is not allowed, or the arguments fail input_schema (the
+// contract's "refused before sending") — and ok false; ok is true when the
+// call may go on. Call runs it first; the server runs it before a call
+// waits for an answer or a slot, so that nobody is asked to approve, and
+// nothing queues, a call that could never be sent.
+func Precheck(t *config.Tool, tenantID string, args json.RawMessage) (refusal Outcome, ok bool) {
+	if !t.Allowed(tenantID) {
+		return Refused(CodeTenantNotAllowed, fmt.Sprintf("tool %s is not allowed for tenant %q", t.Name, tenantID)), false
 	}
-	if err := t.ValidateArguments(req.Arguments); err != nil {
-		return Refused(CodeInvalidArguments, fmt.Sprintf("tool %s: %v", t.Name, err))
+	if err := t.ValidateArguments(args); err != nil {
+		return Refused(CodeInvalidArguments, fmt.Sprintf("tool %s: %v", t.Name, err)), false
+	}
+	return Outcome{}, true
+}
+
+func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(json.RawMessage)) Outcome {
+	if o, ok := Precheck(t, req.TenantID, req.Arguments); !ok {
+		return o
 	}
 	if t.TokenEnv != "" && t.Token == "" {
 		return Refused(CodeMissingCredential, fmt.Sprintf("tool %s: token_env %s is not set", t.Name, t.TokenEnv))
@@ -289,7 +315,13 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, cancelReq context.Can
 		if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 			msg += " (redirects are not followed)"
 		}
-		return Failed(CodeHTTPStatus, true, msg)
+		after, retry := retryAfter(resp)
+		if retry {
+			msg += fmt.Sprintf(" with Retry-After %s", after)
+		}
+		o := Failed(CodeHTTPStatus, true, msg)
+		o.Retryable = retry
+		return o
 	}
 
 	limit := t.MaxOutputBytes()
@@ -459,9 +491,31 @@ func (c *Caller) readFailure(ctx, reqCtx context.Context, t *config.Tool, sent b
 	return o
 }
 
+// retryAfter reports whether resp is a 429 or 503 that says when to come
+// back (Retry-After, RFC 9110 section 10.2.3: seconds or an HTTP date), and
+// the value. Such a tool said it is busy: the outcome stays unknown, as the
+// contract says of every non-2xx status, but the call is retryable.
+func retryAfter(resp *http.Response) (string, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return "", false
+	}
+	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if v == "" {
+		return "", false
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return fmt.Sprintf("%ds", n), true
+	}
+	if _, err := http.ParseTime(v); err == nil {
+		return strictjson.Clip(v, 64), true
+	}
+	return "", false
+}
+
 // Refused is the outcome of a call brain did not send: an error with a
 // known outcome (the contract's "refused the call before sending it" row),
-// its one text block msg.
+// its one text block msg, not retryable (the same call would be refused
+// again).
 func Refused(code, msg string) Outcome {
 	return Outcome{
 		Result:       tool.Result{Content: []tool.Content{tool.Text(msg)}, IsError: true},
@@ -469,6 +523,15 @@ func Refused(code, msg string) Outcome {
 		ErrorCode:    code,
 		ErrorMessage: msg,
 	}
+}
+
+// RefusedRetryable is Refused for a transient reason (a queue that was
+// full, an approval nobody answered in time): the call was not sent, and
+// may be made again.
+func RefusedRetryable(code, msg string) Outcome {
+	o := Refused(code, msg)
+	o.Retryable = true
+	return o
 }
 
 // Failed is the outcome of a call that was sent and failed; with unknown
@@ -489,15 +552,16 @@ func Failed(code string, unknown bool, msg string) Outcome {
 }
 
 // Cancelled is the outcome of a call its caller cancelled (status
-// cancelled); the outcome is unknown when the request had been sent. cause,
-// unless it is context.Canceled, is named in the message.
+// cancelled); the outcome is unknown when the request had been sent, and
+// only a call that was not sent is retryable. cause, unless it is
+// context.Canceled, is named in the message.
 func Cancelled(t *config.Tool, sent bool, cause error) Outcome {
 	msg := fmt.Sprintf("tool %s: call cancelled", t.Name)
 	if cause != nil && !errors.Is(cause, context.Canceled) {
 		msg += ": " + cause.Error()
 	}
 	o := Failed(CodeCancelled, sent, msg)
-	o.Status, o.Sent = StatusCancelled, sent
+	o.Status, o.Sent, o.Retryable = StatusCancelled, sent, !sent
 	return o
 }
 

@@ -187,6 +187,22 @@ func refusal(code, text string) want {
 	return want{status: StatusFailed, code: code, text: text}
 }
 
+// statusWith answers status with one header set.
+func statusWith(status int, header, value string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(header, value)
+		w.WriteHeader(status)
+	}
+}
+
+func wantRetryable(want bool) func(t *testing.T, o Outcome) {
+	return func(t *testing.T, o Outcome) {
+		if o.Retryable != want {
+			t.Errorf("retryable = %v, want %v (%s)", o.Retryable, want, o.ErrorMessage)
+		}
+	}
+}
+
 // TestOutcomeTable runs one real tool server per case on 127.0.0.1 and
 // checks the outcome against the contract's outcome table.
 func TestOutcomeTable(t *testing.T) {
@@ -367,7 +383,20 @@ func TestOutcomeTable(t *testing.T) {
 					t.Error("the body of a non-2xx response was used")
 				}
 			}},
-		{name: "status 401", handler: func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) }, want: unknownFailure(CodeHTTPStatus, "HTTP 401"), requests: 1},
+		{name: "status 401", handler: func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) }, want: unknownFailure(CodeHTTPStatus, "HTTP 401"), requests: 1,
+			check: wantRetryable(false)},
+		// A 429 or 503 that says when to come back is retryable; the outcome
+		// stays unknown, as for every non-2xx status.
+		{name: "status 429 with Retry-After seconds", handler: statusWith(429, "Retry-After", "7"), want: unknownFailure(CodeHTTPStatus, "HTTP 429 Too Many Requests with Retry-After 7s"), requests: 1,
+			check: wantRetryable(true)},
+		{name: "status 503 with Retry-After date", handler: statusWith(503, "Retry-After", "Wed, 21 Oct 2026 07:28:00 GMT"), want: unknownFailure(CodeHTTPStatus, "with Retry-After Wed, 21 Oct 2026 07:28:00 GMT"), requests: 1,
+			check: wantRetryable(true)},
+		{name: "status 503 without Retry-After", handler: statusWith(503, "X-Other", "1"), want: unknownFailure(CodeHTTPStatus, "HTTP 503"), requests: 1,
+			check: wantRetryable(false)},
+		{name: "status 429 with a bad Retry-After", handler: statusWith(429, "Retry-After", "soon"), want: unknownFailure(CodeHTTPStatus, "HTTP 429"), requests: 1,
+			check: wantRetryable(false)},
+		{name: "status 500 with Retry-After", handler: statusWith(500, "Retry-After", "1"), want: unknownFailure(CodeHTTPStatus, "HTTP 500"), requests: 1,
+			check: wantRetryable(false)},
 		{name: "status 404 with a large body", handler: func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(404)
 			io.WriteString(w, strings.Repeat("x", 3<<20))
@@ -438,9 +467,11 @@ func TestOutcomeTable(t *testing.T) {
 
 		// Cancelled by the caller (session interrupted or closed, call cancelled).
 		{name: "cancelled before sending", preCancel: true, handler: jsonHandler(okResult),
-			want: want{status: StatusCancelled, code: CodeCancelled, unknown: false, sent: false, text: "cancelled"}, requests: 0},
+			want: want{status: StatusCancelled, code: CodeCancelled, unknown: false, sent: false, text: "cancelled"}, requests: 0,
+			check: wantRetryable(true)},
 		{name: "cancelled while waiting for headers", cancelAfter: 200 * time.Millisecond, handler: waitHandler(nil),
-			want: want{status: StatusCancelled, code: CodeCancelled, unknown: true, sent: true, text: "cancelled"}, requests: 1},
+			want: want{status: StatusCancelled, code: CodeCancelled, unknown: true, sent: true, text: "cancelled"}, requests: 1,
+			check: wantRetryable(false)},
 		{name: "cancelled mid stream", cancelOnProgress: true, handler: waitHandler(func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "event: progress\ndata: {\"waiting\":true}\n\n")

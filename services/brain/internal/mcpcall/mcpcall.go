@@ -232,7 +232,8 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 				continue
 			}
 			msg := fmt.Sprintf("tool %s: MCP server %s forgot the session again after brain re-initialized it (HTTP 404); the call was not run", t.Name, t.URL)
-			o := invoke.Refused(CodeSessionExpired, msg)
+			// The server ran nothing: the same call may be made again.
+			o := invoke.RefusedRetryable(CodeSessionExpired, msg)
 			o.Sent = true
 			return o
 		}

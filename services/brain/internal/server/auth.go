@@ -13,15 +13,22 @@ import (
 // tenant authenticates r by its API key (Authorization: Bearer) and returns
 // the key's tenant; 401 otherwise.
 func (s *Server) tenant(r *http.Request) (string, error) {
+	tenant, _, err := s.caller(r)
+	return tenant, err
+}
+
+// caller is tenant, and the name of the key's environment variable: who
+// answered, when a call is answered through the API.
+func (s *Server) caller(r *http.Request) (tenant, keyEnv string, err error) {
 	tok, err := bearerToken(r, "Authorization: Bearer <api key>")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	tenant, ok := s.cfg.TenantForKey(tok)
+	k, ok := s.cfg.APIKeyFor(tok)
 	if !ok {
-		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key")
+		return "", "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key")
 	}
-	return tenant, nil
+	return k.Tenant, k.Env, nil
 }
 
 // bearerToken returns r's bearer token, or the 401 that says what is wrong

@@ -11,9 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/brain-tools/suite/pkg/tool"
-	"github.com/brain-tools/suite/services/brain/internal/config"
-	"github.com/brain-tools/suite/services/brain/internal/invoke"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/julienschmidt/httprouter"
 	"go.opentelemetry.io/otel/propagation"
@@ -73,7 +70,11 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 		// The session was created under a host config that had the tool.
 		return badRequest("tool: %q is not in the catalog of tenant %q", req.Tool, tenant)
 	}
-	rc, err := s.start(r, sess, t, args)
+	rc, err := s.start(r.Context(), callSpec{
+		tenant: sess.TenantID, sessionID: sess.ID, t: t, args: args, caller: store.CallerAPI,
+		gated: t.Gated() || sessionGates(sess, t.Name),
+		ctx:   propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)),
+	})
 	if err != nil {
 		return err
 	}
@@ -81,199 +82,26 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 	if err != nil {
 		return err
 	}
-	writeCall(w, c)
+	writeCall(w, c, s.queuePosition(c))
 	return nil
 }
 
-func writeCall(w http.ResponseWriter, c *store.Call) {
+// writeCall answers with call c: 200 when it has finished, 202 while it is
+// pending. pos is its queue position when queued.
+func writeCall(w http.ResponseWriter, c *store.Call, pos *int) {
 	status := http.StatusOK
 	if !store.Terminal(c.Status) {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, callJSON(c))
+	writeJSON(w, status, callJSON(c, pos))
 }
 
-// start records the call with its tool.call event and runs it. The call is
-// registered as in flight before it is stored, under the lock endSession
-// marks the session with: an interrupt or close that begins after the
-// registration finds the call, cancels it and waits for its result; one that
-// began before makes start refuse the call (409).
-func (s *Server) start(r *http.Request, sess *store.Session, t *config.Tool, args json.RawMessage) (*running, error) {
-	now := time.Now().UTC()
-	c := store.Call{
-		ID: newID("call"), SessionID: sess.ID, TenantID: sess.TenantID, Tool: t.Name, Status: store.CallRunning,
-		Arguments: args, CreatedAt: now, StartedAt: now,
-	}
-	// The call outlives the request; it keeps the request's trace context so
-	// invoke sends traceparent (W3C) with it.
-	ctx := s.callsCtx
-	traced := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+// withTrace gives ctx the remote span context traced carries, if any.
+func withTrace(ctx, traced context.Context) context.Context {
 	if sc := trace.SpanContextFromContext(traced); sc.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+		return trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	rc := &running{call: c, cancel: cancel, done: make(chan struct{})}
-	s.mu.Lock()
-	if s.draining {
-		s.mu.Unlock()
-		cancel(nil)
-		return nil, errShuttingDown()
-	}
-	if cs, ok := s.sessions[sess.ID]; ok && cs.Status != store.SessionActive {
-		st := cs.Status
-		s.mu.Unlock()
-		cancel(nil)
-		return nil, conflict("session %q is %s", sess.ID, st)
-	}
-	if e, ok := s.ending[sess.ID]; ok {
-		s.mu.Unlock()
-		cancel(nil)
-		return nil, conflict("session %q is being %s", sess.ID, e.to)
-	}
-	s.inflight[c.ID] = rc
-	if s.bySession[c.SessionID] == nil {
-		s.bySession[c.SessionID] = map[string]*running{}
-	}
-	s.bySession[c.SessionID][c.ID] = rc
-	s.calls.Add(1)
-	s.mu.Unlock()
-
-	ev := &store.Event{Type: store.EventToolCall, SessionID: c.SessionID, CallID: c.ID, Time: now,
-		Data: mustJSON(toolCallData{Tool: t.Name, Arguments: args})}
-	if err := s.store.CreateCall(r.Context(), &c, ev); err != nil {
-		s.forget(rc)
-		cancel(nil)
-		// An endSession that collected rc waits for done; the call never
-		// existed, so there is no final state (final stays nil).
-		close(rc.done)
-		s.calls.Done()
-		var se *store.StateError
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return nil, notFound("session %q not found", c.SessionID)
-		case errors.As(err, &se):
-			return nil, conflict("session %q is %s", c.SessionID, se.Status)
-		}
-		return nil, fmt.Errorf("create tool call: %w", err)
-	}
-	go s.execute(ctx, rc, t)
-	return rc, nil
-}
-
-func (s *Server) forget(rc *running) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.inflight, rc.call.ID)
-	if m := s.bySession[rc.call.SessionID]; m != nil {
-		delete(m, rc.call.ID)
-		if len(m) == 0 {
-			delete(s.bySession, rc.call.SessionID)
-		}
-	}
-}
-
-// execute sends the call and records its outcome.
-func (s *Server) execute(ctx context.Context, rc *running, t *config.Tool) {
-	defer s.calls.Done()
-	c := &rc.call
-	req := tool.Request{TenantID: c.TenantID, SessionID: c.SessionID, CallID: c.ID, Arguments: c.Arguments}
-	var (
-		tok string
-		g   *grant
-	)
-	if t.InspectSession {
-		tok, g = s.tokens.issue(c.TenantID, c.SessionID, c.ID)
-		req.InspectionToken, req.BrainURL = tok, s.brainURL()
-	}
-	out := s.invoker.Call(ctx, t, req, func(data json.RawMessage) {
-		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: c.SessionID, CallID: c.ID,
-			Time: time.Now().UTC(), Data: data})
-	})
-	if g != nil {
-		// "An inspection_token can read the session's events until the call
-		// returns."
-		s.tokens.revoke(tok, g)
-	}
-	final, err := s.finish(context.WithoutCancel(ctx), c, out)
-	if err != nil {
-		// The store refused the result; the call stays unfinished on disk and
-		// a restart ends it as brain_restarted. Waiters still get the outcome.
-		s.log.Error("record tool result", "call_id", c.ID, "tool", c.Tool, "err", err)
-	}
-	rc.final = final
-	s.forget(rc)
-	close(rc.done)
-	rc.cancel(nil)
-}
-
-// finish stores the outcome of call c with its tool.result event and counts
-// it in the metrics. It returns the finished call even when storing failed.
-func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome) (*store.Call, error) {
-	now := time.Now().UTC()
-	status := out.Status
-	if !store.Terminal(status) {
-		status = store.CallFailed
-	}
-	res := out.Result
-	result := mustJSON(&res)
-	f := *c
-	f.Status, f.FinishedAt, f.ErrorCode, f.ErrorMessage = status, now, out.ErrorCode, out.ErrorMessage
-	f.UnknownOutcome, f.Result = res.UnknownOutcome, result
-	start := c.StartedAt
-	if start.IsZero() {
-		start = c.CreatedAt
-	}
-	dur := now.Sub(start)
-	ev := &store.Event{Type: store.EventToolResult, SessionID: c.SessionID, CallID: c.ID, Time: now,
-		Data: mustJSON(toolResultData{Tool: c.Tool, Status: status, ErrorCode: optString(out.ErrorCode),
-			Result: result, DurationMS: dur.Milliseconds()})}
-	if err := s.store.FinishCall(ctx, &f, ev); err != nil {
-		return &f, err
-	}
-	s.metrics.calls.WithLabelValues(c.Tool, status).Inc()
-	s.metrics.duration.WithLabelValues(c.Tool, status).Observe(dur.Seconds())
-	return &f, nil
-}
-
-// errShuttingDown is the refusal of a request brain cannot answer because
-// it is shutting down.
-func errShuttingDown() *apiError {
-	return unavailable("brain is shutting down; retry once it is back")
-}
-
-// wait waits up to d for rc to finish (or ctx to end) and returns the call as
-// it is then. At shutdown the calls in flight record their final state
-// before request contexts end (see Serve), so a waiter gets that state; only
-// when brain goes away before the record (a call outlasting the shutdown
-// grace) does the wait end with 503 instead of a call that only looks
-// still running.
-func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store.Call, error) {
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-rc.done:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-	select {
-	case <-rc.done:
-		return rc.final, nil
-	default:
-		if ctx.Err() != nil && s.isDraining() {
-			return nil, unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", rc.call.ID)
-		}
-		c := rc.call
-		return &c, nil
-	}
-}
-
-func (s *Server) lookupRunning(id string) (*running, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rc, ok := s.inflight[id]
-	return rc, ok
+	return ctx
 }
 
 // call returns the tenant's call id, or 404.
@@ -315,7 +143,7 @@ func (s *Server) getCall(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 			return err
 		}
 	}
-	writeCall(w, c)
+	writeCall(w, c, s.queuePosition(c))
 	return nil
 }
 
@@ -325,7 +153,8 @@ var errCallCancelled = errors.New("tool call cancelled by the client")
 // cancelCall answers POST /tool_calls/{id}/cancel: an in-flight call is
 // cancelled and the finished call returned (status cancelled, is_error, and
 // unknown_outcome when the request had been sent — or the status it reached
-// first); a finished call is 409 naming its status.
+// first); a finished call is 409 naming its status. A queued call, or one
+// waiting for an approval, was never sent: it ends cancelled, retryable.
 func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
 	tenant, err := s.tenant(r)
 	if err != nil {
@@ -357,10 +186,14 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 			}
 			return r.Context().Err()
 		}
+		if !store.Terminal(c.Status) {
+			// Left waiting by a shutdown that began first.
+			return unavailable("brain is shutting down; call %q waits as it was: cancel it again once brain is back", id)
+		}
 	} else if c, err = s.call(r.Context(), tenant, id); err != nil {
 		return err
 	}
-	writeCall(w, c)
+	writeCall(w, c, nil)
 	return nil
 }
 
@@ -414,7 +247,7 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, _ httprouter.
 	}
 	out := make([]CallJSON, 0, len(calls))
 	for _, c := range calls {
-		out = append(out, callJSON(c))
+		out = append(out, callJSON(c, s.queuePosition(c)))
 	}
 	body := map[string]any{"tool_calls": out, "has_more": more}
 	if more {

@@ -13,9 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestRecoverUnfinished: calls a previous process left queued or running end
-// failed with brain_restarted, is_error and unknown_outcome, each with a
-// tool.result event; finished calls are untouched.
+// TestRecoverUnfinished: a call a previous process left running ends failed
+// with brain_restarted, is_error and unknown_outcome, with a tool.result
+// event; one it left queued was never sent, and is sent now, once;
+// finished calls are untouched.
 func TestRecoverUnfinished(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -48,16 +49,20 @@ func TestRecoverUnfinished(t *testing.T) {
 	}
 	defer srv.Close()
 	b := &brain{t: t, srv: srv, tools: ts, url: newHTTPTestServer(t, srv)}
+	if req := waitStarted(t, ts); req.CallID != "call_q" {
+		t.Fatalf("the tool got %s, want the call left queued", req.CallID)
+	}
+	ts.releaseAll()
 	tests := []struct {
 		id, status, code string
 		unknown          bool
 	}{
-		{"call_q", "failed", "brain_restarted", true},
+		{"call_q", "succeeded", "", false},
 		{"call_r", "failed", "brain_restarted", true},
 		{"call_done", "succeeded", "", false},
 	}
 	for _, tt := range tests {
-		r := b.do("GET", "/tool_calls/"+tt.id, "t1", nil)
+		r := b.do("GET", "/tool_calls/"+tt.id+"?wait_seconds=5", "t1", nil)
 		var c CallJSON
 		r.json(t, &c)
 		_, res := resultText(t, c.Result)

@@ -3,8 +3,11 @@
 //
 // It owns the lifecycle of every tool call: a call is stored with its
 // tool.call event before the request leaves brain (the tool contract's
-// "records a tool.call event ... and sends"), runs through the invoke
-// Caller, and ends with exactly one tool.result event. State lives in a
+// "records a tool.call event ... and sends"), may wait for an answer
+// (requires_input: a function tool's result from the application, or the
+// answer to an approval gate) or for a slot of its binding's
+// max_concurrency (queued), runs through the invoke Caller, and ends with
+// exactly one tool.result event (lifecycle.go). State lives in a
 // store.Store (SQLite); live events fan out through a hub.
 package server
 
@@ -71,6 +74,9 @@ type Options struct {
 	// (1..MaxRequestBytesLimit); 0 means MaxBodyBytes (1 MiB). A tool
 	// call's arguments travel in this body, so it bounds them too.
 	MaxRequestBytes int64
+	// MaxQueued caps the calls of one binding and tenant that wait queued
+	// under its max_concurrency; 0 means DefaultMaxQueued.
+	MaxQueued int
 }
 
 // MaxRequestBytesLimit is the largest Options.MaxRequestBytes: 64 MiB.
@@ -88,6 +94,7 @@ type Server struct {
 	heartbeat time.Duration
 	grace     time.Duration // shutdownGrace; tests shorten it
 	maxBody   int64         // Options.MaxRequestBytes
+	maxQueued int           // Options.MaxQueued
 	publicURL atomic.Pointer[string]
 	metrics   *metrics
 	tokens    inspections
@@ -108,26 +115,20 @@ type Server struct {
 	inflight  map[string]*running            // by call ID
 	bySession map[string]map[string]*running // session ID → call ID →
 	ending    map[string]*ending             // sessions endSession is interrupting or closing
+	queues    map[string]*queue              // by tenant and binding, for max_concurrency
 	calls     sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// running is a call in flight. final is set before done is closed; it stays
-// nil when the call could not be stored (start failed).
-type running struct {
-	call   store.Call
-	cancel context.CancelCauseFunc
-	done   chan struct{}
-	final  *store.Call
-}
-
 // errShutdown is the cancel cause of calls still in flight at Close.
 var errShutdown = errors.New("brain is shutting down")
 
-// New opens the store under o.DataDir, ends the calls a previous process left
-// unfinished (failed, brain_restarted, unknown outcome, each with its
-// tool.result event), and returns a Server ready to serve.
+// New opens the store under o.DataDir, takes up the calls a previous
+// process left unfinished (see recoverCalls: running ones end failed,
+// brain_restarted, unknown outcome, each with its tool.result event; those
+// waiting for an answer or a slot wait again), and returns a Server ready to
+// serve.
 func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Config == nil {
 		return nil, errors.New("new server: config is required")
@@ -155,6 +156,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		inflight:  map[string]*running{},
 		bySession: map[string]map[string]*running{},
 		ending:    map[string]*ending{},
+		queues:    map[string]*queue{},
+		maxQueued: o.MaxQueued,
+	}
+	if s.maxQueued <= 0 {
+		s.maxQueued = DefaultMaxQueued
 	}
 	if s.invoker == nil {
 		// Bindings with mcp_tool go to their MCP server, the rest over HTTP.
@@ -186,36 +192,14 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("new server: %w", err)
 	}
 	s.store = db
-	if err := s.recover(ctx); err != nil {
+	s.handler = s.routes()
+	if err := s.recoverCalls(ctx); err != nil {
+		s.drain(s.grace)
 		db.Close()
 		lock.Close()
 		return nil, fmt.Errorf("new server: %w", err)
 	}
-	s.handler = s.routes()
 	return s, nil
-}
-
-// recover ends every call left queued or running by a previous process: its
-// request may or may not have reached the tool, so it is an unknown outcome.
-func (s *Server) recover(ctx context.Context) error {
-	calls, err := s.store.UnfinishedCalls(ctx)
-	if err != nil {
-		return fmt.Errorf("recover calls: %w", err)
-	}
-	for _, c := range calls {
-		res := tool.Result{
-			Content:        []tool.Content{tool.Text("brain restarted while this call was in flight; the tool may or may not have done the work")},
-			IsError:        true,
-			UnknownOutcome: true,
-		}
-		out := invoke.Outcome{Result: res, Status: store.CallFailed, ErrorCode: "brain_restarted",
-			ErrorMessage: "brain restarted before the call finished", Sent: true}
-		if _, err := s.finish(ctx, c, out); err != nil {
-			return fmt.Errorf("recover call %s: %w", c.ID, err)
-		}
-		s.log.Warn("ended call left in flight by a previous process", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
-	}
-	return nil
 }
 
 // Handler returns the HTTP API.
@@ -257,6 +241,7 @@ func (s *Server) routes() http.Handler {
 	r.GET("/sessions/:id/events", s.handle(s.events))
 	r.POST("/sessions/:id/tool_calls", s.handle(s.createCall))
 	r.POST("/tool_calls/:id/cancel", s.handle(s.cancelCall))
+	r.POST("/tool_calls/:id/respond", s.handle(s.respond))
 	return withRequestID(service.LimitBodyTime(service.BodyTimeout, r))
 }
 

@@ -1,12 +1,18 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/brain-tools/suite/pkg/tool"
 
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
@@ -33,7 +39,9 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 }
 
 // createSessionRequest is the body of POST /sessions. harness and
-// config.model are stored and returned; config.tools enables tools by name.
+// config.model are stored and returned; config.tools enables tools by name;
+// config.require_approval gates tools of the session: {"name": "always"}
+// (a session may tighten a binding's require_approval, never loosen it).
 type createSessionRequest struct {
 	Harness *string            `json:"harness"`
 	Config  *sessionConfigBody `json:"config"`
@@ -42,14 +50,58 @@ type createSessionRequest struct {
 // sessionConfigBody is config as sent: a tool name may be null there (a
 // []string would read it as ""), to be refused as such.
 type sessionConfigBody struct {
-	Model *string   `json:"model"`
-	Tools []*string `json:"tools"`
+	Model           *string            `json:"model"`
+	Tools           []*string          `json:"tools"`
+	RequireApproval map[string]*string `json:"require_approval"`
 }
 
 // sessionConfig is config as stored and returned.
 type sessionConfig struct {
-	Model *string  `json:"model,omitempty"`
-	Tools []string `json:"tools"`
+	Model           *string           `json:"model,omitempty"`
+	Tools           []string          `json:"tools"`
+	RequireApproval map[string]string `json:"require_approval,omitempty"`
+}
+
+// sessionGates reports whether session sess gates tool name (its
+// config.require_approval says "always").
+func sessionGates(sess *store.Session, name string) bool {
+	if !bytes.Contains(sess.Config, []byte(`"require_approval"`)) {
+		return false
+	}
+	var cfg sessionConfig
+	return json.Unmarshal(sess.Config, &cfg) == nil && cfg.RequireApproval[name] == tool.ApprovalAlways
+}
+
+// checkRequireApproval checks config.require_approval against the session's
+// tools: each name is a tool of config.tools, each value "always" or
+// "never", and none loosens its binding ("never" for a binding that says
+// "always") or gates a function tool.
+func (s *Server) checkRequireApproval(ra map[string]*string, tools []string) (map[string]string, error) {
+	if len(ra) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(ra)) {
+		field := fmt.Sprintf("config.require_approval.%s", strictjson.Clip(name, 64))
+		v := ra[name]
+		switch {
+		case !slices.Contains(tools, name):
+			return nil, badRequest("%s: %q is not one of config.tools", field, name)
+		case v == nil:
+			return nil, badRequest(`%s: must be "always" or "never", got null`, field)
+		case *v != tool.ApprovalAlways && *v != tool.ApprovalNever:
+			return nil, badRequest(`%s: must be "always" or "never", got %q`, field, *v)
+		}
+		t, _ := s.cfg.Tool(name)
+		switch {
+		case *v == tool.ApprovalNever && t.Gated():
+			return nil, badRequest(`%s: "never" would loosen the binding's require_approval "always"; a session may only tighten it`, field)
+		case *v == tool.ApprovalAlways && t.Function():
+			return nil, badRequest("%s: %q is a function tool, answered by the application itself; it cannot be gated", field, name)
+		}
+		out[name] = *v
+	}
+	return out, nil
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
@@ -103,6 +155,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 	// MCP servers the session's tools use are reached now: a required one
 	// that cannot be refuses the session; any other is recorded as an
 	// mcp.unavailable event and the session goes on with fewer tools.
+	if req.Config != nil {
+		if cfg.RequireApproval, err = s.checkRequireApproval(req.Config.RequireApproval, cfg.Tools); err != nil {
+			return err
+		}
+	}
 	var unavailable []mcpcall.Unavailable
 	if s.mcp != nil {
 		tools := make([]*config.Tool, 0, len(cfg.Tools))

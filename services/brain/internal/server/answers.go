@@ -1,0 +1,447 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
+	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/invoke"
+	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/julienschmidt/httprouter"
+)
+
+// MaxCommentChars is the longest comment an approval answer may carry, in
+// characters (as the approval page's).
+const MaxCommentChars = 2000
+
+// answerKind is what ended a call's wait for input.
+type answerKind int
+
+const (
+	answerGiven     answerKind = iota // an application's or an operator's answer
+	answerExpired                     // response_expires_at passed with no answer
+	answerCancelled                   // the call was cancelled, or its session ended
+	answerParked                      // brain is shutting down: the call stays waiting, as stored
+)
+
+// answer is what ended a call's wait for input: the first one offered
+// wins (running.offer). For answerGiven, by says who gave it; an approval
+// answer has approved and comment, a function tool's answer the outcome
+// its result makes. done is closed once the answer's effect is stored
+// (call is the call then, err the store's refusal).
+type answer struct {
+	kind     answerKind
+	by       responder
+	approved bool
+	comment  string
+	outcome  invoke.Outcome // a function tool's answer
+	function bool
+	expired  string // for answerExpired: who saw it expire ("" = brain's clock)
+
+	done chan struct{}
+	call *store.Call
+	err  error
+}
+
+func newAnswer(kind answerKind) *answer { return &answer{kind: kind, done: make(chan struct{})} }
+
+func (a *answer) given() bool { return a.kind == answerGiven }
+
+// recorded tells whoever gave the answer that it has been stored.
+func (a *answer) recorded(c *store.Call, err error) {
+	a.call, a.err = c, err
+	close(a.done)
+}
+
+// event is the tool.responded event of an answer given to call c.
+func (a *answer) event(c *store.Call) *store.Event {
+	d := respondedData{Tool: c.Tool, Kind: c.InputKind, Responder: a.by}
+	if !a.function {
+		d.Approved, d.Comment = &a.approved, optString(a.comment)
+	}
+	return &store.Event{Type: store.EventToolResponded, SessionID: c.SessionID, CallID: c.ID, Time: time.Now().UTC(), Data: mustJSON(d)}
+}
+
+// responder is who answered a call that waited for input.
+type responder struct {
+	// Type is "api" (an application, through POST /tool_calls/{id}/respond)
+	// or "operator" (a person, on the approval page, through the approval
+	// call).
+	Type string `json:"type"`
+	// APIKey names the environment variable of the API key that answered.
+	APIKey string `json:"api_key,omitempty"`
+	// Name is the operator's name, as the approval tool reported it.
+	Name string `json:"name,omitempty"`
+	// CallID is the approval call through which the operator answered.
+	CallID string `json:"call_id,omitempty"`
+}
+
+// String is who answered, for the model: "operator alice", "the
+// application (API key BRAIN_API_KEY)".
+func (r responder) String() string {
+	if r.Type == "operator" {
+		return "operator " + r.Name
+	}
+	return fmt.Sprintf("the application (API key %s)", r.APIKey)
+}
+
+// approvalResponseSchema is the response_schema of an approval gate.
+var approvalResponseSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"approved":{"type":"boolean"},`+
+	`"comment":{"type":"string","maxLength":%d}},"required":["approved"],"additionalProperties":false}`, MaxCommentChars))
+
+// functionResponseSchema is the response_schema of a function tool's call:
+// the contract's result object, with the binding's output_schema for
+// structured_content (which a result with is_error bypasses, so the schema
+// says it of successes only).
+func functionResponseSchema(t *config.Tool) json.RawMessage {
+	structured := json.RawMessage(`{}`)
+	if t != nil && len(t.OutputSchema) > 0 {
+		structured = t.OutputSchema
+	}
+	const block = `{"oneOf":[` +
+		`{"type":"object","properties":{"type":{"const":"text"},"text":{"type":"string"}},"required":["type","text"],"additionalProperties":false},` +
+		`{"type":"object","properties":{"type":{"const":"image"},"data":{"type":"string","contentEncoding":"base64"},` +
+		`"mime_type":{"type":"string","pattern":"^image/"}},"required":["type","data","mime_type"],"additionalProperties":false}]}`
+	return json.RawMessage(`{"type":"object","properties":{"content":{"type":"array","minItems":1,"items":` + block + `},` +
+		`"structured_content":{},"is_error":{"type":"boolean"},"unknown_outcome":{"type":"boolean"}},"additionalProperties":false,` +
+		`"anyOf":[{"required":["content"]},{"required":["structured_content"]}],` +
+		`"if":{"properties":{"is_error":{"const":true}},"required":["is_error"]},` +
+		`"else":{"properties":{"structured_content":` + string(structured) + `}}}`)
+}
+
+// approvalPrompt shows the tool and its exact arguments.
+func approvalPrompt(c *store.Call) string {
+	return fmt.Sprintf("Approve calling tool %s with these arguments? %s\nAnswer {\"approved\": true} to send the call, "+
+		"or {\"approved\": false, \"comment\": \"why\"} to refuse it.", c.Tool, c.Arguments)
+}
+
+// functionPrompt asks the application for the function tool's result.
+func functionPrompt(c *store.Call) string {
+	return fmt.Sprintf("Function tool %s was called with these arguments: %s\nAnswer with its result: "+
+		"{\"content\": [{\"type\": \"text\", \"text\": \"...\"}], \"structured_content\": ..., \"is_error\": false}.", c.Tool, c.Arguments)
+}
+
+// approvalDetails is what the operator sees of a gated call on the approval
+// page: where the call comes from, and its exact arguments.
+func approvalDetails(c *store.Call) string {
+	return fmt.Sprintf("brain asks before it sends this call.\nTool: %s\nTenant: %s\nSession: %s\nCall: %s\nArguments (exact JSON):\n%s",
+		c.Tool, c.TenantID, c.SessionID, c.ID, c.Arguments)
+}
+
+// errAnswered is the cancel cause of an approval call whose gated call was
+// answered another way, or ended.
+var errAnswered = errors.New("the gated call no longer waits for this approval")
+
+// awaitApproval waits for the answer to a gated call: through the API, or,
+// when the host config names an approval tool, from the operator through
+// an approval call made for it. It returns approved true once the approval
+// is recorded (the call then goes on); otherwise how the call ended: denied
+// (failed, approval_denied), expired (failed, approval_expired, retryable),
+// cancelled, or parked at shutdown — none of them sent.
+func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
+	c := rc.snapshot()
+	expiry := time.NewTimer(time.Until(c.ResponseExpiresAt))
+	defer expiry.Stop()
+	child := s.startApproval(rc, c)
+	var childDone <-chan struct{}
+	if child != nil {
+		childDone = child.done
+		defer child.cancel(errAnswered)
+	}
+	for rc.standingAnswer() == nil {
+		select {
+		case <-rc.answered:
+		case <-expiry.C:
+			rc.offer(newAnswer(answerExpired))
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errShutdown) {
+				rc.offer(newAnswer(answerParked))
+			} else {
+				rc.offer(newAnswer(answerCancelled))
+			}
+		case <-childDone:
+			childDone = nil
+			if a := s.operatorAnswer(child); a != nil {
+				rc.offer(a)
+			}
+		}
+	}
+	a := rc.standingAnswer()
+	t := rc.t
+	switch a.kind {
+	case answerParked:
+		return ended{park: true}, false
+	case answerCancelled:
+		return ended{out: invoke.Cancelled(t, false, context.Cause(ctx))}, false
+	case answerExpired:
+		who := "nobody answered"
+		if a.expired != "" {
+			who = a.expired
+		}
+		return ended{out: invoke.RefusedRetryable(invoke.CodeApprovalExpired, fmt.Sprintf(
+			"tool %s: the call was not sent: %s its approval request before %s (approvals.timeout_seconds). Nobody denied it either.",
+			t.Name, who, c.ResponseExpiresAt.Format(time.RFC3339)))}, false
+	}
+	if !a.approved {
+		msg := fmt.Sprintf("tool %s: the call was not sent: %s denied it", t.Name, a.by)
+		if a.comment != "" {
+			msg += fmt.Sprintf(", saying: %q", a.comment)
+		}
+		return ended{out: invoke.Refused(invoke.CodeApprovalDenied, msg+"."), answer: a}, false
+	}
+	// Approved: the answer is stored with the call's next step, so the call
+	// goes on even if brain stops right after (queued or running).
+	next := c
+	next.Prompt, next.ResponseSchema, next.ResponseExpiresAt = "", nil, time.Time{}
+	if rc.q != nil {
+		next.Status = store.CallQueued
+	} else {
+		next.Status, next.StartedAt = store.CallRunning, time.Now().UTC()
+	}
+	err := s.store.UpdateCall(context.WithoutCancel(ctx), &next, []string{store.CallRequiresInput}, a.event(&c))
+	if err != nil {
+		a.recorded(nil, err)
+		return ended{out: storeRefusal(t, err)}, false
+	}
+	rc.set(next)
+	a.recorded(&next, nil)
+	return ended{}, true
+}
+
+// startApproval makes the approval call of gated call c, when the host
+// config names an approval tool allowed for its tenant: a child call
+// (caller system, parent c) in c's session, with the action, the exact
+// arguments and the time left to answer. It returns nil when there is no
+// such tool or the call could not start (logged; the gated call can still
+// be answered through the API).
+func (s *Server) startApproval(rc *running, c store.Call) *running {
+	at := s.cfg.Approvals.Tool
+	if at == nil || !at.Allowed(c.TenantID) {
+		return nil
+	}
+	secs := int(math.Ceil(time.Until(c.ResponseExpiresAt).Seconds()))
+	if secs < 1 {
+		return nil
+	}
+	args := mustJSON(map[string]any{"action": "Call tool " + c.Tool, "details": approvalDetails(&c), "timeout_seconds": secs})
+	child, err := s.start(context.Background(), callSpec{tenant: c.TenantID, sessionID: c.SessionID, t: at, args: args,
+		parent: c.ID, caller: store.CallerSystem})
+	if err != nil {
+		s.log.Warn("approval call not started; the gated call waits for an answer through the API", "call_id", c.ID, "tool", c.Tool, "err", err)
+		return nil
+	}
+	return child
+}
+
+// decision is what brain reads of an approval tool's result.
+type decision struct {
+	Decision string `json:"decision"`
+	Operator string `json:"operator"`
+	Comment  string `json:"comment"`
+}
+
+// operatorAnswer reads the decision of a finished approval call: approved
+// (the call succeeded) or denied by an operator, or expired. Any other end
+// (cancelled, failed) decides nothing, and nil is returned: the gated call
+// still waits for an answer through the API.
+func (s *Server) operatorAnswer(child *running) *answer {
+	f := child.final
+	if f == nil || f.Result == nil {
+		return nil
+	}
+	var r struct {
+		StructuredContent json.RawMessage `json:"structured_content"`
+	}
+	var d decision
+	if json.Unmarshal(f.Result, &r) != nil || len(r.StructuredContent) == 0 || json.Unmarshal(r.StructuredContent, &d) != nil {
+		if f.Status != store.CallCancelled {
+			s.log.Warn("approval call ended without a decision; the gated call waits for an answer through the API",
+				"call_id", f.ID, "parent_id", f.ParentID, "status", f.Status, "error_code", f.ErrorCode)
+		}
+		return nil
+	}
+	by := responder{Type: "operator", Name: d.Operator, CallID: f.ID}
+	switch {
+	case d.Decision == "approved" && f.Status == store.CallSucceeded:
+		a := newAnswer(answerGiven)
+		a.by, a.approved, a.comment = by, true, d.Comment
+		return a
+	case d.Decision == "denied":
+		a := newAnswer(answerGiven)
+		a.by, a.comment = by, d.Comment
+		return a
+	case d.Decision == "expired":
+		a := newAnswer(answerExpired)
+		a.expired = "no operator answered"
+		return a
+	}
+	s.log.Warn("approval call decided nothing", "call_id", f.ID, "parent_id", f.ParentID, "decision", d.Decision, "status", f.Status)
+	return nil
+}
+
+// awaitFunction waits for the application's answer to a function tool's
+// call, until its response_expires_at (timeout_seconds after it began to
+// wait): then it ends timed_out. The call was handed to the application,
+// so a call that times out or is cancelled has an unknown outcome.
+func (s *Server) awaitFunction(ctx context.Context, rc *running) ended {
+	c := rc.snapshot()
+	expiry := time.NewTimer(time.Until(c.ResponseExpiresAt))
+	defer expiry.Stop()
+	select {
+	case <-rc.answered:
+	case <-expiry.C:
+		rc.offer(newAnswer(answerExpired))
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), errShutdown) {
+			rc.offer(newAnswer(answerParked))
+		} else {
+			rc.offer(newAnswer(answerCancelled))
+		}
+	}
+	a := rc.standingAnswer()
+	switch a.kind {
+	case answerParked:
+		return ended{park: true}
+	case answerCancelled:
+		return s.stopWaiting(ctx, rc, true)
+	case answerExpired:
+		o := invoke.Failed(invoke.CodeTimeout, true, fmt.Sprintf("tool %s: the application did not answer within timeout_seconds (%s)", rc.t.Name, rc.t.Timeout()))
+		o.Status = invoke.StatusTimedOut
+		return ended{out: o}
+	}
+	return ended{out: a.outcome, answer: a}
+}
+
+// respond answers POST /tool_calls/{id}/respond: the answer of a call in
+// requires_input, as its response_schema says — for an approval gate
+// {"approved": bool, "comment"?: string}, for a function tool the result
+// object, checked as a tool's answer is (strict decoding, output_schema for
+// a success, max_output_bytes). A body that does not fit is refused (400,
+// or 413 past max_output_bytes) naming the field, and the call still
+// waits. The first answer wins: a call that is not waiting (queued,
+// running, already answered, expired, finished) is 409. The answer is
+// recorded with who gave it (tool.responded); the response is the call
+// after it: finished (200) or gone on (202).
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
+	tenant, key, err := s.caller(r)
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	id := p.ByName("id")
+	c, err := s.call(r.Context(), tenant, id)
+	if err != nil {
+		return err
+	}
+	if store.Terminal(c.Status) {
+		return conflict("tool call %q is already %s; it takes no answer", id, c.Status)
+	}
+	rc, ok := s.lookupRunning(id)
+	if !ok {
+		return conflict("tool call %q is no longer waiting for input", id)
+	}
+	cur := rc.snapshot()
+	if cur.Status != store.CallRequiresInput {
+		return conflict("tool call %q is %s, not waiting for input (requires_input)", id, cur.Status)
+	}
+	if err := checkJSONContentType(r); err != nil {
+		return err
+	}
+	data, err := readBody(r, s.maxBody)
+	if err != nil {
+		return err
+	}
+	a := newAnswer(answerGiven)
+	a.by = responder{Type: "api", APIKey: key}
+	if cur.InputKind == store.InputFunction {
+		a.function = true
+		if a.outcome, err = functionAnswer(rc.t, data); err != nil {
+			return err
+		}
+	} else if a.approved, a.comment, err = approvalAnswer(data); err != nil {
+		return err
+	}
+	if won, standing := rc.offer(a); !won {
+		return conflict("tool call %q %s", id, standing.why())
+	}
+	select {
+	case <-a.done:
+	case <-r.Context().Done():
+		return r.Context().Err()
+	}
+	if a.err != nil {
+		return fmt.Errorf("record the answer of tool call %s: %w", id, a.err)
+	}
+	writeCall(w, a.call, s.queuePosition(a.call))
+	return nil
+}
+
+// why says why a call no longer takes an answer, after "tool call X".
+func (a *answer) why() string {
+	switch a.kind {
+	case answerExpired:
+		return "is no longer waiting for input: its response expired"
+	case answerCancelled:
+		return "is no longer waiting for input: it was cancelled"
+	case answerParked:
+		return "is no longer waiting for input here: brain is shutting down; answer again once it is back"
+	}
+	return "was already answered by " + a.by.String()
+}
+
+// approvalAnswer decodes an approval gate's answer strictly.
+func approvalAnswer(data []byte) (approved bool, comment string, err error) {
+	var body struct {
+		Approved *bool   `json:"approved"`
+		Comment  *string `json:"comment"`
+	}
+	if err := decodeObject(data, &body); err != nil {
+		return false, "", err
+	}
+	if body.Approved == nil {
+		return false, "", badRequest(`approved: required: true to send the call, false to refuse it`)
+	}
+	if body.Comment != nil {
+		comment = *body.Comment
+		if n := utf8.RuneCountInString(comment); n > MaxCommentChars {
+			return false, "", badRequest("comment: longer than %d characters (got %d)", MaxCommentChars, n)
+		}
+	}
+	return *body.Approved, comment, nil
+}
+
+// functionAnswer checks the application's result for function tool t as a
+// tool's answer is checked, and returns the outcome it makes.
+func functionAnswer(t *config.Tool, data []byte) (invoke.Outcome, error) {
+	if n := int64(len(data)); n > t.MaxOutputBytes() {
+		return invoke.Outcome{}, errorf(http.StatusRequestEntityTooLarge, codeTooLarge,
+			"body: the result of %d bytes is larger than tool %s's max_output_bytes %d", n, t.Name, t.MaxOutputBytes())
+	}
+	if t := strings.TrimSpace(string(data)); t != "" && t[0] != '{' {
+		return invoke.Outcome{}, badRequest("body: must be a result object, got %s", jsonKind(t[0]))
+	}
+	r, err := tool.DecodeResult(data)
+	if err != nil {
+		var fe *strictjson.FieldError
+		if errors.As(err, &fe) && fe.Field != "" {
+			return invoke.Outcome{}, badRequest("%s: %s", fe.Field, fe.Problem)
+		}
+		return invoke.Outcome{}, badRequest("body: %s", strings.TrimPrefix(err.Error(), "result: "))
+	}
+	o, err := invoke.Accept(t, r)
+	if err != nil {
+		return invoke.Outcome{}, badRequest("structured_content: does not match tool %s's output_schema: %v", t.Name, err)
+	}
+	return o, nil
+}

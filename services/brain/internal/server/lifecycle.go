@@ -1,0 +1,598 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/invoke"
+	"github.com/brain-tools/suite/services/brain/internal/store"
+)
+
+// A call's life, from start to its one tool.result:
+//
+//	refused before anything (Precheck, a full queue)  → failed at once
+//	gated:    requires_input (approval) → answered yes → queued or running
+//	                                    → no, expired, cancelled → failed / cancelled, never sent
+//	capped:   queued → running (a slot of the binding's max_concurrency)
+//	function: requires_input (function) → the application's result, or timed_out / cancelled
+//	otherwise running → sent → the tool's outcome
+//
+// Each step is stored (store.UpdateCall) before the next begins, with its
+// events: tool.requires_input when a call starts to wait, tool.responded
+// with the answer. A call that waits (requires_input, queued) when brain
+// shuts down, or dies, is left as stored and taken up again at the next
+// start (recoverCalls): nothing it waits for was sent.
+
+// running is a call in flight. final is set before done is closed; it stays
+// nil when the call could not be stored (start failed), and is not terminal
+// when the call was left waiting at shutdown.
+type running struct {
+	id, sessionID string
+	t             *config.Tool
+	cancel        context.CancelCauseFunc
+	done          chan struct{}
+	final         *store.Call
+
+	// refusal is the outcome a call refused at start ends with at once.
+	refusal *invoke.Outcome
+	// q is the binding's queue for the tenant (nil without
+	// max_concurrency); ord is the call's stored order in it, holding
+	// (guarded by q.mu) whether it holds a slot, and admitted is closed
+	// when the queue gives it one.
+	q        *queue
+	ord      int64
+	holding  bool
+	admitted chan struct{}
+
+	mu       sync.Mutex
+	call     store.Call // as last stored
+	answer   *answer    // the first answer, or what ended the wait for one
+	answered chan struct{}
+}
+
+func (rc *running) snapshot() store.Call {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.call
+}
+
+func (rc *running) set(c store.Call) {
+	rc.mu.Lock()
+	rc.call = c
+	rc.mu.Unlock()
+}
+
+// offer makes a the call's answer unless it has one: the first answer wins
+// (an application's, an operator's, the expiry's, the cancellation's). It
+// returns the answer that stands.
+func (rc *running) offer(a *answer) (won bool, standing *answer) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.answer != nil {
+		return false, rc.answer
+	}
+	rc.answer = a
+	close(rc.answered)
+	return true, a
+}
+
+func (rc *running) standingAnswer() *answer {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.answer
+}
+
+func newRunning(c store.Call, t *config.Tool, cancel context.CancelCauseFunc) *running {
+	return &running{id: c.ID, sessionID: c.SessionID, t: t, cancel: cancel, done: make(chan struct{}),
+		admitted: make(chan struct{}), answered: make(chan struct{}), call: c}
+}
+
+// callSpec is a call to start: a tool of a session, made by an application
+// (CallerAPI) or by brain for a gated call (CallerSystem, with parent).
+type callSpec struct {
+	tenant, sessionID string
+	t                 *config.Tool
+	args              json.RawMessage
+	gated             bool   // wait for an approval before sending
+	parent            string // the gated call an approval call is made for
+	caller            string
+	// ctx carries what the call keeps of the request that made it (its
+	// trace context, for traceparent); nil means none.
+	ctx context.Context
+}
+
+// start records the call with its tool.call event (and tool.requires_input
+// when it starts out waiting) and runs it. The call is registered as in
+// flight before it is stored, under the lock endSession marks the session
+// with: an interrupt or close that begins after the registration finds the
+// call, cancels it and waits for its result; one that began before makes
+// start refuse the call (409). reqCtx bounds only the write.
+func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
+	now := time.Now().UTC()
+	t := sp.t
+	c := store.Call{
+		ID: newID("call"), SessionID: sp.sessionID, TenantID: sp.tenant, Tool: t.Name, Status: store.CallRunning,
+		Arguments: sp.args, CreatedAt: now, StartedAt: now, ParentID: sp.parent, CallerType: sp.caller,
+	}
+	// The call outlives the request; it keeps the request's trace context
+	// so invoke sends traceparent (W3C) with it.
+	ctx := s.callsCtx
+	if sp.ctx != nil {
+		ctx = withTrace(ctx, sp.ctx)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	rc := newRunning(c, t, cancel)
+	if err := s.register(rc); err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	// A call that waits must be one that could be sent: refuse the others
+	// before anybody is asked, or anything queues. Other calls get the
+	// same refusal from the invoker.
+	var queued bool
+	if t.Function() || sp.gated || t.MaxConcurrency > 0 {
+		if o, ok := invoke.Precheck(t, sp.tenant, sp.args); !ok {
+			rc.refusal = &o
+		}
+	}
+	if t.MaxConcurrency > 0 && rc.refusal == nil && !sp.gated {
+		rc.q = s.queueFor(sp.tenant, t)
+		switch rc.q.take(rc, s.maxQueued) {
+		case slotQueued:
+			queued = true
+		case slotFull:
+			o := invoke.RefusedRetryable(invoke.CodeQueueFull, fmt.Sprintf(
+				"tool %s: %d calls of tenant %q already wait for one of its %d slots (max_concurrency); the call was not sent",
+				t.Name, s.maxQueued, sp.tenant, t.MaxConcurrency))
+			rc.refusal, rc.q = &o, nil
+		}
+	} else if t.MaxConcurrency > 0 && sp.gated {
+		rc.q = s.queueFor(sp.tenant, t) // joined once approved
+	}
+	evs := []*store.Event{{Type: store.EventToolCall, SessionID: c.SessionID, CallID: c.ID, Time: now,
+		Data: mustJSON(toolCallData{Tool: t.Name, Arguments: sp.args, CallerType: sp.caller, ParentID: optString(sp.parent)})}}
+	switch {
+	case rc.refusal != nil:
+	case sp.gated:
+		c.StartedAt = time.Time{}
+		evs = append(evs, s.waitForInput(&c, store.InputApproval, now.Add(s.cfg.Approvals.Timeout)))
+	case queued:
+		c.Status, c.StartedAt = store.CallQueued, time.Time{}
+	case t.Function():
+		evs = append(evs, s.waitForInput(&c, store.InputFunction, now.Add(t.Timeout())))
+	}
+	rc.set(c)
+	if err := s.store.CreateCall(reqCtx, &c, evs...); err != nil {
+		if queued {
+			rc.q.unpend()
+		} else if rc.q != nil {
+			rc.q.leave(rc)
+		}
+		s.unregister(rc)
+		var se *store.StateError
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, notFound("session %q not found", c.SessionID)
+		case errors.As(err, &se):
+			return nil, conflict("session %q is %s", c.SessionID, se.Status)
+		}
+		return nil, fmt.Errorf("create tool call: %w", err)
+	}
+	rc.ord = c.Ord
+	rc.set(c)
+	if queued {
+		rc.q.join(rc, true)
+	}
+	go s.execute(ctx, rc)
+	return rc, nil
+}
+
+// register adds rc to the calls in flight, unless brain is draining or its
+// session is ending.
+func (s *Server) register(rc *running) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return errShuttingDown()
+	}
+	if cs, ok := s.sessions[rc.sessionID]; ok && cs.Status != store.SessionActive {
+		return conflict("session %q is %s", rc.sessionID, cs.Status)
+	}
+	if e, ok := s.ending[rc.sessionID]; ok {
+		return conflict("session %q is being %s", rc.sessionID, e.to)
+	}
+	s.inflight[rc.id] = rc
+	if s.bySession[rc.sessionID] == nil {
+		s.bySession[rc.sessionID] = map[string]*running{}
+	}
+	s.bySession[rc.sessionID][rc.id] = rc
+	s.calls.Add(1)
+	return nil
+}
+
+// unregister undoes register for a call that was never stored. An
+// endSession that collected rc waits for done; the call never existed, so
+// there is no final state (final stays nil).
+func (s *Server) unregister(rc *running) {
+	s.forget(rc)
+	rc.cancel(nil)
+	close(rc.done)
+	s.calls.Done()
+}
+
+func (s *Server) forget(rc *running) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, rc.id)
+	if m := s.bySession[rc.sessionID]; m != nil {
+		delete(m, rc.id)
+		if len(m) == 0 {
+			delete(s.bySession, rc.sessionID)
+		}
+	}
+}
+
+// waitForInput makes c wait in requires_input for an answer of kind until expires,
+// and returns its tool.requires_input event.
+func (s *Server) waitForInput(c *store.Call, kind string, expires time.Time) *store.Event {
+	c.Status, c.InputKind, c.ResponseExpiresAt = store.CallRequiresInput, kind, expires.UTC()
+	if kind == store.InputApproval {
+		c.Prompt, c.ResponseSchema = approvalPrompt(c), approvalResponseSchema
+	} else {
+		c.Prompt, c.ResponseSchema = functionPrompt(c), functionResponseSchema(s.toolOf(c))
+	}
+	return &store.Event{Type: store.EventToolRequiresInput, SessionID: c.SessionID, CallID: c.ID, Time: time.Now().UTC(),
+		Data: mustJSON(requiresInputData{Tool: c.Tool, Kind: kind, Prompt: c.Prompt, ResponseSchema: c.ResponseSchema,
+			ResponseExpiresAt: timeString(c.ResponseExpiresAt)})}
+}
+
+// toolOf is the binding of call c; nil when the config no longer has it.
+func (s *Server) toolOf(c *store.Call) *config.Tool {
+	t, _ := s.cfg.Tool(c.Tool)
+	return t
+}
+
+// ended is how run ended a call: its outcome, the answer that decided it
+// (recorded with it, tool.responded before tool.result), or park: the call
+// was left waiting as stored, for the next brain to take up.
+type ended struct {
+	out    invoke.Outcome
+	answer *answer
+	park   bool
+}
+
+// execute runs the call and records how it ended.
+func (s *Server) execute(ctx context.Context, rc *running) {
+	defer s.calls.Done()
+	e := s.run(ctx, rc)
+	c := rc.snapshot()
+	final := &c
+	if !e.park {
+		var evs []*store.Event
+		if e.answer != nil && e.answer.given() {
+			evs = append(evs, e.answer.event(&c))
+		}
+		var err error
+		final, err = s.finish(context.WithoutCancel(ctx), &c, e.out, evs...)
+		if err != nil {
+			// The store refused the result; the call stays unfinished on
+			// disk and a restart ends it as brain_restarted. Waiters still
+			// get the outcome.
+			s.log.Error("record tool result", "call_id", c.ID, "tool", c.Tool, "err", err)
+		}
+		if e.answer != nil {
+			e.answer.recorded(final, err)
+		}
+	}
+	rc.final = final
+	s.forget(rc)
+	close(rc.done)
+	rc.cancel(nil)
+}
+
+// run takes the call through its steps (see the top of this file) and
+// returns how it ended.
+func (s *Server) run(ctx context.Context, rc *running) ended {
+	if rc.refusal != nil {
+		return ended{out: *rc.refusal}
+	}
+	c := rc.snapshot()
+	if c.Status == store.CallRequiresInput && c.InputKind == store.InputApproval {
+		if e, approved := s.awaitApproval(ctx, rc); !approved {
+			return e
+		}
+	}
+	if e, ok := s.admit(ctx, rc); !ok {
+		return e
+	}
+	if rc.q != nil {
+		defer rc.q.leave(rc)
+	}
+	if rc.t.Function() {
+		return s.awaitFunction(ctx, rc)
+	}
+	return ended{out: s.send(ctx, rc)}
+}
+
+// admit waits, when the call is capped and does not hold a slot of its
+// queue yet, until it gets one (queued, first come first served), then
+// stores the call running, or, for a function tool, requires_input. A call
+// cancelled while queued was never sent. An uncapped call goes on at once
+// (stored running first when it was left queued: by a process whose binding
+// had max_concurrency).
+func (s *Server) admit(ctx context.Context, rc *running) (ended, bool) {
+	c := rc.snapshot()
+	if rc.q == nil {
+		if c.Status != store.CallQueued {
+			return ended{}, true
+		}
+		return s.begin(ctx, rc)
+	}
+	if rc.q.holds(rc) {
+		return ended{}, true
+	}
+	from := c.Status
+	if c.Status != store.CallQueued {
+		// Approved: the call joins the queue now, in its stored order.
+		c.Status, c.StartedAt = store.CallQueued, time.Time{}
+		if err := s.store.UpdateCall(context.WithoutCancel(ctx), &c, []string{from}); err != nil {
+			return ended{out: storeRefusal(rc.t, err)}, false
+		}
+		rc.set(c)
+		rc.q.join(rc, false)
+	}
+	select {
+	case <-rc.admitted:
+	case <-ctx.Done():
+	}
+	if ctx.Err() != nil {
+		rc.q.leave(rc)
+		return s.stopWaiting(ctx, rc, false), false
+	}
+	e, ok := s.begin(ctx, rc)
+	if !ok {
+		rc.q.leave(rc)
+	}
+	return e, ok
+}
+
+// begin stores a queued call that may go on: running, or, for a function
+// tool, requires_input until its answer is due.
+func (s *Server) begin(ctx context.Context, rc *running) (ended, bool) {
+	c := rc.snapshot()
+	now := time.Now().UTC()
+	c.StartedAt = now
+	var evs []*store.Event
+	if rc.t.Function() {
+		evs = append(evs, s.waitForInput(&c, store.InputFunction, now.Add(rc.t.Timeout())))
+	} else {
+		c.Status = store.CallRunning
+	}
+	if err := s.store.UpdateCall(context.WithoutCancel(ctx), &c, []string{store.CallQueued}, evs...); err != nil {
+		return ended{out: storeRefusal(rc.t, err)}, false
+	}
+	rc.set(c)
+	return ended{}, true
+}
+
+// stopWaiting is how a call that waits for an answer or a slot ends when
+// ctx is done: at shutdown it is parked (left waiting as stored, for the
+// next brain); otherwise it is cancelled, sent (to the application, for a
+// function tool in requires_input) or not.
+func (s *Server) stopWaiting(ctx context.Context, rc *running, sent bool) ended {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errShutdown) {
+		return ended{park: true}
+	}
+	return ended{out: invoke.Cancelled(rc.t, sent, cause)}
+}
+
+// storeRefusal is the outcome of a call brain could not move on because the
+// store refused the step: it is not sent, since a call sent without its
+// step recorded could be sent again after a restart.
+func storeRefusal(t *config.Tool, err error) invoke.Outcome {
+	return invoke.Refused(invoke.CodeCancelled, fmt.Sprintf("tool %s: the call was not sent: brain could not record it: %v", t.Name, err))
+}
+
+// send sends the call to its tool and returns the outcome.
+func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
+	c := rc.snapshot()
+	req := tool.Request{TenantID: c.TenantID, SessionID: c.SessionID, CallID: c.ID, Arguments: c.Arguments}
+	var (
+		tok string
+		g   *grant
+	)
+	if rc.t.InspectSession {
+		tok, g = s.tokens.issue(c.TenantID, c.SessionID, c.ID)
+		req.InspectionToken, req.BrainURL = tok, s.brainURL()
+	}
+	out := s.invoker.Call(ctx, rc.t, req, func(data json.RawMessage) {
+		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: c.SessionID, CallID: c.ID,
+			Time: time.Now().UTC(), Data: data})
+	})
+	if g != nil {
+		// "An inspection_token can read the session's events until the call
+		// returns."
+		s.tokens.revoke(tok, g)
+	}
+	return out
+}
+
+// finish stores the outcome of call c with evs and its tool.result event,
+// and counts it in the metrics. It returns the finished call even when
+// storing failed.
+func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome, evs ...*store.Event) (*store.Call, error) {
+	now := time.Now().UTC()
+	status := out.Status
+	if !store.Terminal(status) {
+		status = store.CallFailed
+	}
+	res := out.Result
+	result := mustJSON(&res)
+	f := *c
+	f.Status, f.FinishedAt, f.ErrorCode, f.ErrorMessage = status, now, out.ErrorCode, out.ErrorMessage
+	f.UnknownOutcome, f.Result = res.UnknownOutcome, result
+	f.Prompt, f.ResponseSchema, f.ResponseExpiresAt = "", nil, time.Time{}
+	f.Retryable = nil
+	if status != store.CallSucceeded {
+		r := out.Retryable && !res.UnknownOutcome
+		f.Retryable = &r
+	}
+	start := c.StartedAt
+	if start.IsZero() {
+		start = c.CreatedAt
+	}
+	dur := now.Sub(start)
+	evs = append(evs, &store.Event{Type: store.EventToolResult, SessionID: c.SessionID, CallID: c.ID, Time: now,
+		Data: mustJSON(toolResultData{Tool: c.Tool, Status: status, ErrorCode: optString(out.ErrorCode),
+			Retryable: f.Retryable, Result: result, DurationMS: dur.Milliseconds()})})
+	if err := s.store.FinishCall(ctx, &f, evs...); err != nil {
+		return &f, err
+	}
+	s.metrics.calls.WithLabelValues(c.Tool, status).Inc()
+	s.metrics.duration.WithLabelValues(c.Tool, status).Observe(dur.Seconds())
+	return &f, nil
+}
+
+// errShuttingDown is the refusal of a request brain cannot answer because
+// it is shutting down.
+func errShuttingDown() *apiError {
+	return unavailable("brain is shutting down; retry once it is back")
+}
+
+// wait waits up to d for rc to finish (or ctx to end) and returns the call as
+// it is then. At shutdown the calls in flight record their final state (or
+// are left waiting, as stored) before request contexts end (see Serve), so
+// a waiter gets that state; only when brain goes away before the record (a
+// call outlasting the shutdown grace) does the wait end with 503 instead of
+// a call that only looks still running.
+func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store.Call, error) {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-rc.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	select {
+	case <-rc.done:
+		return rc.final, nil
+	default:
+		if ctx.Err() != nil && s.isDraining() {
+			return nil, unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", rc.id)
+		}
+		c := rc.snapshot()
+		return &c, nil
+	}
+}
+
+func (s *Server) lookupRunning(id string) (*running, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rc, ok := s.inflight[id]
+	return rc, ok
+}
+
+// queuePosition is the place of queued call c in its binding's queue, 1
+// for the next to go; nil when c is not queued here.
+func (s *Server) queuePosition(c *store.Call) *int {
+	if c.Status != store.CallQueued {
+		return nil
+	}
+	rc, ok := s.lookupRunning(c.ID)
+	if !ok || rc.q == nil {
+		return nil
+	}
+	if n := rc.q.position(rc); n > 0 {
+		return &n
+	}
+	return nil
+}
+
+// recoverCalls takes up the calls a previous process left unfinished, in
+// their stored order. A running call may or may not have reached its tool:
+// it ends failed, brain_restarted, with an unknown outcome. A call that was
+// waiting — for an answer (requires_input) or a slot (queued) — was not
+// sent: it waits again, answerable as before (an approval call is made
+// anew), or queued in its place; one whose wait has expired ends as it
+// would have. A call whose binding left the host config, or whose session
+// has ended, ends without being sent.
+func (s *Server) recoverCalls(ctx context.Context) error {
+	calls, err := s.store.UnfinishedCalls(ctx)
+	if err != nil {
+		return fmt.Errorf("recover calls: %w", err)
+	}
+	type takenUp struct {
+		rc  *running
+		ctx context.Context
+	}
+	var waiting []takenUp
+	for _, c := range calls {
+		if c.Status == store.CallRunning {
+			res := tool.Result{
+				Content:        []tool.Content{tool.Text("brain restarted while this call was in flight; the tool may or may not have done the work")},
+				IsError:        true,
+				UnknownOutcome: true,
+			}
+			out := invoke.Outcome{Result: res, Status: store.CallFailed, ErrorCode: invoke.CodeBrainRestarted,
+				ErrorMessage: "brain restarted before the call finished", Sent: true}
+			if _, err := s.finish(ctx, c, out); err != nil {
+				return fmt.Errorf("recover call %s: %w", c.ID, err)
+			}
+			s.log.Warn("ended call left in flight by a previous process", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
+			continue
+		}
+		t, ok := s.cfg.Tool(c.Tool)
+		var out *invoke.Outcome
+		if !ok {
+			o := invoke.Refused(invoke.CodeNotInConfig, fmt.Sprintf("tool %s is no longer in brain's host config; the call was not sent", c.Tool))
+			out = &o
+		} else if sess, err := s.store.Session(ctx, c.TenantID, c.SessionID); err != nil {
+			return fmt.Errorf("recover call %s: %w", c.ID, err)
+		} else if sess.Status != store.SessionActive {
+			o := invoke.Cancelled(t, false, errSessionEnded)
+			out = &o
+		}
+		if out != nil {
+			if _, err := s.finish(ctx, c, *out); err != nil {
+				return fmt.Errorf("recover call %s: %w", c.ID, err)
+			}
+			continue
+		}
+		callCtx, cancel := context.WithCancelCause(s.callsCtx)
+		rc := newRunning(*c, t, cancel)
+		rc.ord = c.Ord
+		if err := s.register(rc); err != nil {
+			cancel(nil)
+			return fmt.Errorf("recover call %s: %w", c.ID, err)
+		}
+		if t.MaxConcurrency > 0 {
+			rc.q = s.queueFor(c.TenantID, t)
+			// A function call waiting for its answer holds its slot again.
+			if c.Status == store.CallRequiresInput && c.InputKind == store.InputFunction {
+				rc.q.hold(rc)
+			}
+		}
+		waiting = append(waiting, takenUp{rc, callCtx})
+		s.log.Info("took up a call left waiting by a previous process", "call_id", c.ID, "tool", c.Tool, "status", c.Status)
+	}
+	// The queued calls join once every held slot is counted, in their
+	// stored order.
+	for _, w := range waiting {
+		if w.rc.q != nil && w.rc.call.Status == store.CallQueued {
+			w.rc.q.join(w.rc, false)
+		}
+	}
+	for _, w := range waiting {
+		go s.execute(w.ctx, w.rc)
+	}
+	return nil
+}

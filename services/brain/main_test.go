@@ -28,15 +28,26 @@ const (
 )
 
 // toolService is a real tool service: echo answers at once, slow holds the
-// request until the test ends and counts arrivals.
+// request until the test ends and counts arrivals, held answers once the
+// test sends on release. It counts the requests of each call ID.
 type toolService struct {
 	*httptest.Server
 	arrived chan string
 	stop    chan struct{}
+	release chan struct{}
+
+	mu   sync.Mutex
+	sent map[string]int
+}
+
+func (ts *toolService) count(callID string) int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.sent[callID]
 }
 
 func newToolService(t *testing.T) *toolService {
-	ts := &toolService{arrived: make(chan string, 100), stop: make(chan struct{})}
+	ts := &toolService{arrived: make(chan string, 100), stop: make(chan struct{}), release: make(chan struct{}, 100), sent: map[string]int{}}
 	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+toolsKey {
 			w.WriteHeader(http.StatusUnauthorized)
@@ -47,13 +58,26 @@ func newToolService(t *testing.T) *toolService {
 			Arguments json.RawMessage `json:"arguments"`
 		}
 		json.NewDecoder(r.Body).Decode(&req)
-		if r.URL.Path == "/tools/slow" {
+		ts.mu.Lock()
+		ts.sent[req.CallID]++
+		ts.mu.Unlock()
+		switch r.URL.Path {
+		case "/tools/slow":
 			ts.arrived <- req.CallID
 			select {
 			case <-ts.stop:
 			case <-r.Context().Done():
 			}
 			return
+		case "/tools/held":
+			ts.arrived <- req.CallID
+			select {
+			case <-ts.release:
+			case <-ts.stop:
+				return
+			case <-r.Context().Done():
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"content":[{"type":"text","text":%q}]}`, string(req.Arguments))
@@ -575,6 +599,111 @@ func TestSIGKILL(t *testing.T) {
 	call := c.do("POST", "/sessions/"+sid+"/tool_calls", `{"tool":"echo","arguments":{},"wait_seconds":5}`, 200)
 	if call["status"] != "succeeded" {
 		t.Errorf("call after restart = %v", call)
+	}
+}
+
+// TestSIGKILLWaitingCalls runs the real brain binary, kills it with SIGKILL
+// while a function tool's call and a gated call wait in requires_input and
+// a capped tool's calls wait queued behind one running, and restarts it on
+// the same data dir: the waiting calls are still answerable, the queued
+// ones run in their order, the running one ends brain_restarted, and no
+// call reaches its tool twice.
+func TestSIGKILLWaitingCalls(t *testing.T) {
+	t.Parallel()
+	ts := newToolService(t)
+	cfg := writeConfig(t, ts.URL, func(doc map[string]any) {
+		tools := doc["tools"].([]any)
+		gated := map[string]any{"name": "gated", "description": "echo, gated", "url": ts.URL + "/tools/echo", "token_env": "BRAIN_TOOLS_KEY",
+			"tenants": []string{"local"}, "input_schema": map[string]any{"type": "object"}, "require_approval": "always"}
+		held := map[string]any{"name": "held", "description": "held", "url": ts.URL + "/tools/held", "token_env": "BRAIN_TOOLS_KEY",
+			"tenants": []string{"local"}, "input_schema": map[string]any{"type": "object"}, "max_concurrency": 1}
+		fn := map[string]any{"name": "lookup", "description": "a function tool", "type": "function",
+			"tenants": []string{"local"}, "input_schema": map[string]any{"type": "object"}}
+		doc["tools"] = append(tools, gated, held, fn)
+	})
+	dataDir := t.TempDir()
+	cmd, c := startBinary(t, cfg, dataDir)
+	sid := c.do("POST", "/sessions", `{"config":{"tools":["gated","held","lookup"]}}`, 201)["id"].(string)
+	call := func(tool string) map[string]any {
+		return c.do("POST", "/sessions/"+sid+"/tool_calls", `{"tool":"`+tool+`","arguments":{}}`, 202)
+	}
+	fn, gated := call("lookup"), call("gated")
+	running := call("held")
+	select {
+	case <-ts.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first held call did not reach the tool")
+	}
+	queued := []map[string]any{call("held"), call("held")}
+	for i, want := range []map[string]any{fn, gated, queued[0], queued[1]} {
+		status := map[int]string{0: "requires_input", 1: "requires_input", 2: "queued", 3: "queued"}[i]
+		if want["status"] != status {
+			t.Fatalf("call %d before the kill: %v, want %s", i, want, status)
+		}
+	}
+	before := c.do("GET", "/sessions/"+sid+"/events", "", 200)["events"].([]any)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	_, c = startBinary(t, cfg, dataDir)
+	after := c.do("GET", "/sessions/"+sid+"/events", "", 200)["events"].([]any)
+	if diff := cmp.Diff(before, after[:len(before)]); diff != "" {
+		t.Errorf("events recorded before the kill changed (-before +after):\n%s", diff)
+	}
+	get := func(call map[string]any) map[string]any {
+		return c.do("GET", "/tool_calls/"+call["id"].(string), "", 202)
+	}
+	if r := c.do("GET", "/tool_calls/"+running["id"].(string), "", 200); r["status"] != "failed" || r["error_code"] != "brain_restarted" || r["unknown_outcome"] != true {
+		t.Errorf("the running call after the restart: %v", r)
+	}
+	for _, w := range []map[string]any{fn, gated} {
+		if r := get(w); r["status"] != "requires_input" || r["prompt"] != w["prompt"] || r["response_expires_at"] != w["response_expires_at"] {
+			t.Errorf("waiting call after the restart: %v, want it as before: %v", r, w)
+		}
+	}
+	// The first queued call runs (the running one's slot is free); the
+	// second waits for it, first in line.
+	select {
+	case id := <-ts.arrived:
+		if id != queued[0]["id"] {
+			t.Fatalf("the tool got %s after the restart, want the first queued call %s", id, queued[0]["id"])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first queued call did not run after the restart")
+	}
+	if r := get(queued[1]); r["status"] != "queued" || r["queue_position"] != float64(1) {
+		t.Errorf("second queued call: %v", r)
+	}
+	ts.release <- struct{}{}
+	select {
+	case id := <-ts.arrived:
+		if id != queued[1]["id"] {
+			t.Fatalf("the tool got %s, want the second queued call", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second queued call did not run")
+	}
+	ts.release <- struct{}{}
+	answered := c.do("POST", "/tool_calls/"+fn["id"].(string)+"/respond", `{"content":[{"type":"text","text":"from the application"}]}`, 200)
+	if answered["status"] != "succeeded" {
+		t.Errorf("function call answered after the restart: %v", answered)
+	}
+	c.do("POST", "/tool_calls/"+gated["id"].(string)+"/respond", `{"approved":true}`, 202)
+	for _, w := range append([]map[string]any{gated}, queued...) {
+		id := w["id"].(string)
+		if r := c.do("GET", "/tool_calls/"+id+"?wait_seconds=10", "", 200); r["status"] != "succeeded" {
+			t.Errorf("%s after the restart: %v", w["tool"], r)
+		}
+	}
+	for _, w := range []map[string]any{running, gated, queued[0], queued[1]} {
+		if n := ts.count(w["id"].(string)); n != 1 {
+			t.Errorf("call %s (%s) reached its tool %d times, want once", w["id"], w["tool"], n)
+		}
+	}
+	if n := ts.count(fn["id"].(string)); n != 0 {
+		t.Errorf("the function tool's call reached a tool %d times", n)
 	}
 }
 

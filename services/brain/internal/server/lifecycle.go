@@ -555,6 +555,12 @@ func (s *Server) recoverCalls(ctx context.Context) error {
 		if !ok {
 			o := invoke.Refused(invoke.CodeNotInConfig, fmt.Sprintf("tool %s is no longer in brain's host config; the call was not sent", c.Tool))
 			out = &o
+		} else if (c.InputKind == store.InputFunction) != t.Function() && c.Status == store.CallRequiresInput {
+			// A call that waited for the application's answer is never sent
+			// to a url, nor one that waited for its approval answered as a
+			// function tool's.
+			o := invoke.Refused(invoke.CodeNotInConfig, fmt.Sprintf("tool %s changed kind in brain's host config while the call waited; the call was not sent", c.Tool))
+			out = &o
 		} else if sess, err := s.store.Session(ctx, c.TenantID, c.SessionID); err != nil {
 			return fmt.Errorf("recover call %s: %w", c.ID, err)
 		} else if sess.Status != store.SessionActive {

@@ -441,7 +441,7 @@ func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome, 
 	f.Prompt, f.ResponseSchema, f.ResponseExpiresAt = "", nil, time.Time{}
 	f.Retryable = nil
 	if status != store.CallSucceeded {
-		r := out.Retryable && !res.UnknownOutcome
+		r := out.Retryable
 		f.Retryable = &r
 	}
 	start := c.StartedAt

@@ -67,6 +67,11 @@ func newCountingTools(t *testing.T) *countingTools {
 			ct.mu.Unlock()
 		}
 		switch name {
+		case "busy":
+			done()
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
 		case "held":
 			ct.arrived <- req
 			select {
@@ -140,6 +145,7 @@ func waitingConfig(t *testing.T, url string, approvalTool bool, approvalTimeout 
 		bind("plain", nil),
 		bind("held", map[string]any{"max_concurrency": 2}),
 		bind("approve", map[string]any{"timeout_seconds": 120}),
+		bind("busy", nil),
 	}
 	doc := map[string]any{"tools": tools, "api_keys": []any{
 		map[string]string{"env": "KEY_ONE", "tenant": "t1"}, map[string]string{"env": "KEY_TWO", "tenant": "t2"}}}
@@ -733,3 +739,41 @@ func TestShutdownLeavesWaitingCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryable: retryable is null until a call failed; false for an
+// unknown outcome or a refusal of the arguments; true for a 429 that says
+// when to come back (its outcome still unknown, as the contract says).
+func TestRetryable(t *testing.T) {
+	t.Parallel()
+	b, _ := startWaitingBrain(t, false, 300)
+	s := b.session("t1", "busy", "plain", "lookup")
+	for _, tc := range []struct {
+		tool           string
+		args           any
+		status         string
+		retryable      *bool
+		unknownOutcome bool
+	}{
+		{"busy", map[string]any{}, "failed", ptr(true), true},
+		{"plain", map[string]any{}, "succeeded", nil, false},
+		{"lookup", map[string]any{"order_id": 5}, "failed", ptr(false), false},
+	} {
+		_, c := b.call("t1", s.ID, tc.tool, tc.args, 5)
+		if c.Status != tc.status || c.UnknownOutcome != tc.unknownOutcome || (c.Retryable == nil) != (tc.retryable == nil) ||
+			c.Retryable != nil && *c.Retryable != *tc.retryable {
+			t.Errorf("%s: %s unknown=%v retryable=%v (%s)", tc.tool, c.Status, c.UnknownOutcome, c.Retryable, deref(c.ErrorMessage))
+		}
+	}
+	var d toolResultData
+	for _, e := range b.events("t1", s.ID) {
+		if e.Type == "tool.result" {
+			json.Unmarshal(e.Data, &d)
+			break
+		}
+	}
+	if d.Retryable == nil || !*d.Retryable {
+		t.Errorf("the first tool.result says retryable %v", d.Retryable)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -10,20 +10,24 @@ import (
 
 // TestBindingsMatchExamples: the host configs of compose and Kubernetes bind
 // the same tools as examples/brain.json (which `make config` regenerates
-// from what the services publish), field for field, but for the URL, which
-// names the service where it runs. A schema or description changed in a
+// from what the services publish and examples/brain.host.json adds),
+// field for field, but for the URL, which names the service where it runs,
+// and have the same approvals object. A schema or description changed in a
 // service and in examples but not here would have brain refuse, under
-// compose or Kubernetes, arguments the service now takes.
+// compose or Kubernetes, arguments the service now takes; a gate, a cap or
+// a function tool missing here would leave the deployed host less careful
+// than the demo.
 func TestBindingsMatchExamples(t *testing.T) {
 	root := repoRoot(t)
-	tools := func(rel string) map[string]map[string]any {
+	read := func(rel string) (map[string]map[string]any, any) {
 		t.Helper()
 		data, err := os.ReadFile(filepath.Join(root, rel))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var doc struct {
-			Tools []map[string]any `json:"tools"`
+			Tools     []map[string]any `json:"tools"`
+			Approvals any              `json:"approvals"`
 		}
 		if err := json.Unmarshal(data, &doc); err != nil {
 			t.Fatalf("%s: %v", rel, err)
@@ -34,11 +38,14 @@ func TestBindingsMatchExamples(t *testing.T) {
 			delete(b, "url")
 			m[name] = b
 		}
-		return m
+		return m, doc.Approvals
 	}
-	want := tools("examples/brain.json")
+	want, wantApprovals := read("examples/brain.json")
 	for _, rel := range []string{"deploy/brain.compose.json", "deploy/k8s/base/brain.json"} {
-		got := tools(rel)
+		got, approvals := read(rel)
+		if !reflect.DeepEqual(approvals, wantApprovals) {
+			t.Errorf("%s: approvals %v differ from examples/brain.json's %v", rel, approvals, wantApprovals)
+		}
 		for name, b := range want {
 			g, ok := got[name]
 			if !ok {

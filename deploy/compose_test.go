@@ -141,6 +141,7 @@ type hostConfig struct {
 	} `json:"api_keys"`
 	Tools []struct {
 		Name     string `json:"name"`
+		Type     string `json:"type"`
 		URL      string `json:"url"`
 		TokenEnv string `json:"token_env"`
 	} `json:"tools"`
@@ -472,7 +473,9 @@ func checkEnv(t *testing.T, s stackService, svc types.ServiceConfig, known map[s
 			allowed[k.Env] = ""
 		}
 		for _, tool := range hc.Tools {
-			allowed[tool.TokenEnv] = ""
+			if tool.TokenEnv != "" {
+				allowed[tool.TokenEnv] = ""
+			}
 		}
 	}
 	for name := range svc.Environment {
@@ -593,6 +596,13 @@ func checkHostConfig(t *testing.T, hc hostConfig, ports map[string]int) {
 		t.Fatal("deploy/brain.compose.json: no tools")
 	}
 	for _, tool := range hc.Tools {
+		if tool.Type == "function" {
+			// The application answers it: no service, no url, no token.
+			if tool.URL != "" || tool.TokenEnv != "" {
+				t.Errorf("brain.compose.json %s: a function tool with url %q, token_env %q", tool.Name, tool.URL, tool.TokenEnv)
+			}
+			continue
+		}
 		u, err := url.Parse(tool.URL)
 		if err != nil {
 			t.Errorf("brain.compose.json %s: url %q: %v", tool.Name, tool.URL, err)

@@ -131,16 +131,22 @@ func (a *Args) Validate() error {
 }
 
 // Call is one tool call in the summary. Status is brain's final status
-// (succeeded, failed, timed_out, cancelled) or "running" while no
-// tool.result has been seen (the inspect_session call itself is one).
+// (succeeded, failed, timed_out, cancelled), or while no tool.result has
+// been seen "requires_input" for a call waiting for an answer
+// (tool.requires_input) and "running" otherwise (the inspect_session call
+// itself is one). RespondedBy is who answered a call that waited
+// (tool.responded): "operator NAME" or "api KEY_ENV"; ParentID the call an
+// approval call was made for.
 type Call struct {
-	CallID     string `json:"call_id"`
-	Tool       string `json:"tool"`
-	Status     string `json:"status"`
-	ErrorCode  string `json:"error_code,omitempty"`
-	StartedAt  string `json:"started_at,omitempty"`
-	FinishedAt string `json:"finished_at,omitempty"`
-	DurationMS *int64 `json:"duration_ms,omitempty"`
+	CallID      string `json:"call_id"`
+	Tool        string `json:"tool"`
+	Status      string `json:"status"`
+	ParentID    string `json:"parent_id,omitempty"`
+	RespondedBy string `json:"responded_by,omitempty"`
+	ErrorCode   string `json:"error_code,omitempty"`
+	StartedAt   string `json:"started_at,omitempty"`
+	FinishedAt  string `json:"finished_at,omitempty"`
+	DurationMS  *int64 `json:"duration_ms,omitempty"`
 }
 
 // Summary is inspect_session's structured_content.
@@ -345,12 +351,32 @@ func summarize(sessionID string, events []event, truncated bool, lastN int) Summ
 		}
 		s.LastEventAt = ev.Time
 		switch ev.Type {
-		case "tool.call":
+		case "tool.requires_input", "tool.responded":
 			var d struct {
-				Tool string `json:"tool"`
+				Responder *struct {
+					Type   string `json:"type"`
+					Name   string `json:"name"`
+					APIKey string `json:"api_key"`
+				} `json:"responder"`
 			}
 			_ = json.Unmarshal(ev.Data, &d)
-			c := &Call{CallID: ev.CallID, Tool: d.Tool, Status: "running", StartedAt: ev.Time}
+			c, ok := byID[ev.CallID]
+			if !ok {
+				continue
+			}
+			if ev.Type == "tool.requires_input" {
+				c.Status = "requires_input"
+			} else if r := d.Responder; r != nil {
+				c.Status = "running"
+				c.RespondedBy = strings.TrimSpace(r.Type + " " + r.Name + r.APIKey)
+			}
+		case "tool.call":
+			var d struct {
+				Tool     string `json:"tool"`
+				ParentID string `json:"parent_id"`
+			}
+			_ = json.Unmarshal(ev.Data, &d)
+			c := &Call{CallID: ev.CallID, Tool: d.Tool, Status: "running", ParentID: d.ParentID, StartedAt: ev.Time}
 			if old, ok := byID[ev.CallID]; ok && ev.CallID != "" {
 				*old = *c
 				continue
@@ -427,9 +453,16 @@ func (s Summary) text() string {
 		fmt.Fprintf(&b, "\n%d tool calls, oldest first:", s.CallsTotal)
 	}
 	for _, c := range s.Calls {
-		fmt.Fprintf(&b, "\n- %s (call %s): %s", c.Tool, c.CallID, c.Status)
+		fmt.Fprintf(&b, "\n- %s (call %s", c.Tool, c.CallID)
+		if c.ParentID != "" {
+			fmt.Fprintf(&b, ", for call %s", c.ParentID)
+		}
+		fmt.Fprintf(&b, "): %s", c.Status)
 		if c.ErrorCode != "" {
 			fmt.Fprintf(&b, " [%s]", c.ErrorCode)
+		}
+		if c.RespondedBy != "" {
+			fmt.Fprintf(&b, ", answered by %s", c.RespondedBy)
 		}
 		if c.DurationMS != nil {
 			fmt.Fprintf(&b, " in %s", (time.Duration(*c.DurationMS) * time.Millisecond).String())

@@ -147,6 +147,43 @@ func TestSummary(t *testing.T) {
 	}
 }
 
+// TestSummaryOfWaitingCalls: a call waiting for an answer is
+// requires_input; an answered one names who answered; an approval call
+// names the call it was made for.
+func TestSummaryOfWaitingCalls(t *testing.T) {
+	es := &eventsServer{}
+	es.add("session.created", "", map[string]any{"status": "active"})
+	es.add("tool.call", "gated", map[string]any{"tool": "storage_delete", "arguments": map[string]any{}, "caller_type": "api"})
+	es.add("tool.requires_input", "gated", map[string]any{"tool": "storage_delete", "kind": "approval"})
+	es.add("tool.call", "ask", map[string]any{"tool": "request_approval", "arguments": map[string]any{}, "caller_type": "system", "parent_id": "gated"})
+	es.add("tool.result", "ask", map[string]any{"tool": "request_approval", "status": "succeeded", "duration_ms": 5})
+	es.add("tool.responded", "gated", map[string]any{"tool": "storage_delete", "kind": "approval", "responder": map[string]any{"type": "operator", "name": "alice"}, "approved": true})
+	es.add("tool.call", "fn", map[string]any{"tool": "lookup_order", "arguments": map[string]any{}})
+	es.add("tool.requires_input", "fn", map[string]any{"tool": "lookup_order", "kind": "function"})
+	es.add("tool.call", "c-inspect", map[string]any{"tool": "inspect_session", "arguments": map[string]any{}})
+	ts := httptest.NewServer(es)
+	defer ts.Close()
+	res, _ := run(t, Options{}, ts.URL, token, `{}`)
+	var s Summary
+	if err := json.Unmarshal(res.StructuredContent, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Counts["tool.requires_input"] != 2 || s.Counts["tool.responded"] != 1 || len(s.Calls) != 4 {
+		t.Fatalf("summary %+v", s)
+	}
+	gated, ask, fn := s.Calls[0], s.Calls[1], s.Calls[2]
+	if gated.Status != "running" || gated.RespondedBy != "operator alice" || ask.ParentID != "gated" || fn.Status != "requires_input" {
+		t.Errorf("calls %+v", s.Calls)
+	}
+	text := res.Content[0].Text
+	for _, want := range []string{"tool.requires_input 2, tool.responded 1", "- storage_delete (call gated): running, answered by operator alice",
+		"- request_approval (call ask, for call gated): succeeded", "- lookup_order (call fn): requires_input"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}
+
 func TestPagingAndTruncation(t *testing.T) {
 	es := &eventsServer{}
 	for i := range 2500 {

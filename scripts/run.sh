@@ -124,14 +124,16 @@ ADDR=127.0.0.1:8085 WEBFETCH_ALLOW="${DOCS_ADDR%:*}" WEBFETCH_PORTS="80,443,${DO
 
 if [ "${1:-}" = config ]; then
   # make config: regenerate the host config from what the services publish.
-  "$BIN/genconfig" http://127.0.0.1:8081 http://127.0.0.1:8082 http://127.0.0.1:8083 \
+  "$BIN/genconfig" -host examples/brain.host.json http://127.0.0.1:8081 http://127.0.0.1:8082 http://127.0.0.1:8083 \
     http://127.0.0.1:8084 http://127.0.0.1:8085 >examples/brain.json
   echo "wrote examples/brain.json ($(grep -c '"name"' examples/brain.json) tools)"
   exit 0
 fi
 
-# The committed host config should be what the services publish now.
-"$BIN/genconfig" http://127.0.0.1:8081 http://127.0.0.1:8082 http://127.0.0.1:8083 \
+# The committed host config should be what the services publish now, with
+# what the host adds (examples/brain.host.json: the function tool, the gate
+# on storage_delete, the approvals tool).
+"$BIN/genconfig" -host examples/brain.host.json http://127.0.0.1:8081 http://127.0.0.1:8082 http://127.0.0.1:8083 \
   http://127.0.0.1:8084 http://127.0.0.1:8085 >"$WORK/published.json"
 if ! cmp -s "$WORK/published.json" examples/brain.json; then
   echo "  warning: examples/brain.json differs from the bindings the services publish: run make config" >&2
@@ -142,5 +144,5 @@ BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" \
 
 echo
 BRAIN_URL=http://127.0.0.1:8080 DOCS_URL="http://$DOCS_ADDR" \
-  BRAIN_TOOLS="${BRAIN_TOOLS:-echo,inspect_session,request_approval,sandbox_exec,sandbox_start,sandbox_status,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,storage_delete,web_fetch$SEARCH}" \
+  BRAIN_TOOLS="${BRAIN_TOOLS:-echo,lookup_order,inspect_session,sandbox_exec,sandbox_start,sandbox_status,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,storage_delete,web_fetch$SEARCH}" \
   "$BIN/session"

@@ -16,12 +16,14 @@ import (
 	"github.com/brain-tools/suite/pkg/sse"
 )
 
-// approve shows an operator approval end to end: the session asks for
-// approval, brain streams the tool's waiting_for_operator progress live,
-// a stand-in operator signs in to the local service's approval page and
-// approves with a comment, and the call finishes with the decision. Only
-// then does the session perform the action (deleting the demo object).
-func approve(ctx context.Context, c *client, session, operatorToken string, has func(string) bool, p func(string, ...any)) error {
+// gatedDelete shows an approval gate end to end: the host config gates
+// storage_delete (require_approval "always"), so the call waits in
+// requires_input with a prompt showing its exact arguments, and brain asks
+// the approval tool for it (a child call whose parent_id is the gated
+// call). The approval's waiting_for_operator progress arrives live with the
+// page's link; a stand-in operator signs in to the local service's
+// approval page and approves with a comment; only then is the delete sent.
+func gatedDelete(ctx context.Context, c *client, session, key, operatorToken string, p func(string, ...any)) error {
 	// Follow the session's events live from now on.
 	var page struct {
 		Events []event `json:"events"`
@@ -33,33 +35,42 @@ func approve(ctx context.Context, c *client, session, operatorToken string, has 
 	if n := len(page.Events); n > 0 {
 		after = page.Events[n-1].ID
 	}
-	progress := make(chan map[string]any, 1)
+	progress := make(chan progressEvent, 1)
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go watchProgress(sctx, c, session, after, progress)
 
-	action := `storage_delete "demo/notes (1).md"`
 	var tc toolCall
 	status, err := c.do(ctx, http.MethodPost, "/sessions/"+session+"/tool_calls", map[string]any{
-		"tool": "request_approval", "wait_seconds": 0,
-		"arguments": map[string]any{"action": action, "details": "The demo session wants to delete the note it wrote.\nTenant: local. Reversible: no.", "timeout_seconds": 120},
+		"tool": "storage_delete", "arguments": map[string]any{"key": key}, "wait_seconds": 0,
 	}, &tc)
 	if err != nil {
 		return err
 	}
-	p("\n== request_approval %s → %d %s (the call waits for a person)", action, status, tc.Status)
+	if tc.Status != "requires_input" || tc.Prompt == nil {
+		return fmt.Errorf("storage_delete: call %s is %s, want requires_input behind its approval gate", tc.ID, tc.Status)
+	}
+	p("\n== storage_delete %q → %d %s (the binding says require_approval: always)\n   prompt: %s\n   answer before %s",
+		key, status, tc.Status, firstLine(*tc.Prompt), deref(tc.ResponseExpiresAt))
 
-	var waiting map[string]any
+	var waiting progressEvent
 	select {
 	case waiting = <-progress:
 	case <-time.After(30 * time.Second):
-		return errors.New("request_approval: no waiting_for_operator progress within 30 s")
+		return errors.New("storage_delete: no approval call reported waiting_for_operator within 30 s")
 	}
-	id, _ := waiting["approval_id"].(string)
-	link, _ := waiting["url"].(string)
-	p("   tool.progress (live): status=%v approval_id=%s\n   operator page: %s", waiting["status"], id, link)
-	if id == "" || link == "" {
-		return fmt.Errorf("request_approval: progress without approval_id or url: %v", waiting)
+	var approvalCall toolCall
+	if _, err := c.do(ctx, http.MethodGet, "/tool_calls/"+waiting.callID, nil, &approvalCall); err != nil {
+		return err
+	}
+	if approvalCall.ParentID == nil || *approvalCall.ParentID != tc.ID {
+		return fmt.Errorf("storage_delete: the approval call %s is not the gated call's (parent_id %v)", approvalCall.ID, approvalCall.ParentID)
+	}
+	link, _ := waiting.data["url"].(string)
+	p("   brain asked %s for it: call %s (caller_type %s, parent_id %s)\n   tool.progress (live): status=%v\n   operator page: %s",
+		approvalCall.Tool, approvalCall.ID, approvalCall.CallerType, *approvalCall.ParentID, waiting.data["status"], link)
+	if link == "" {
+		return fmt.Errorf("storage_delete: approval progress without a url: %v", waiting.data)
 	}
 	if err := operatorApproves(ctx, link, operatorToken, "demo-operator", "Looks fine: the note is the demo's own."); err != nil {
 		return fmt.Errorf("operator: %w", err)
@@ -72,23 +83,21 @@ func approve(ctx context.Context, c *client, session, operatorToken string, has 
 		}
 	}
 	if tc.Result == nil || tc.Result.IsError {
-		return fmt.Errorf("request_approval: call %s ended %s", tc.ID, tc.Status)
+		return fmt.Errorf("storage_delete: call %s ended %s", tc.ID, tc.Status)
 	}
-	p("== request_approval → %s\n%s", tc.Status, indent(text(tc.Result)))
-
-	if has("storage_delete") {
-		done, err := c.call(ctx, session, "storage_delete", map[string]any{"key": "demo/notes (1).md"})
-		if err != nil {
-			return err
-		}
-		p("\n== storage_delete (after the approval) → %s\n%s", done.Status, indent(text(done.Result)))
-	}
+	p("== storage_delete (approved, then sent) → %s\n%s", tc.Status, indent(text(tc.Result)))
 	return nil
+}
+
+// progressEvent is a tool.progress payload and the call that sent it.
+type progressEvent struct {
+	callID string
+	data   map[string]any
 }
 
 // watchProgress reads the session's event stream after the given event ID
 // and sends the first waiting_for_operator progress payload.
-func watchProgress(ctx context.Context, c *client, session, after string, out chan<- map[string]any) {
+func watchProgress(ctx context.Context, c *client, session, after string, out chan<- progressEvent) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/sessions/"+session+"/events", nil)
 	if err != nil {
 		return
@@ -109,10 +118,11 @@ func watchProgress(ctx context.Context, c *client, session, after string, out ch
 			continue
 		}
 		var ev struct {
-			Data map[string]any `json:"data"`
+			CallID string         `json:"call_id"`
+			Data   map[string]any `json:"data"`
 		}
 		if json.Unmarshal([]byte(e.Data), &ev) == nil && ev.Data["status"] == "waiting_for_operator" {
-			out <- ev.Data
+			out <- progressEvent{ev.CallID, ev.Data}
 			return
 		}
 	}
@@ -185,4 +195,60 @@ func operatorApproves(ctx context.Context, link, token, name, comment string) er
 		return err
 	}
 	return post(u.Path+"/decision", url.Values{"csrf": {t}, "decision": {"approve"}, "comment": {comment}})
+}
+
+// orders are the demo application's own records, which the function tool
+// lookup_order answers from.
+var orders = map[string]map[string]any{
+	"A-1042": {"order_id": "A-1042", "status": "shipped", "eta": "2026-12-04"},
+}
+
+// answerFunction shows a function tool: brain records the call and waits in
+// requires_input until the application — this program — answers with the
+// result from its own records through POST /tool_calls/{id}/respond.
+func answerFunction(ctx context.Context, c *client, session string, p func(string, ...any)) error {
+	var tc toolCall
+	status, err := c.do(ctx, http.MethodPost, "/sessions/"+session+"/tool_calls", map[string]any{
+		"tool": "lookup_order", "arguments": map[string]any{"order_id": "A-1042"}, "wait_seconds": 0,
+	}, &tc)
+	if err != nil {
+		return err
+	}
+	if tc.Status != "requires_input" || tc.Prompt == nil {
+		return fmt.Errorf("lookup_order: call %s is %s, want requires_input", tc.ID, tc.Status)
+	}
+	p("\n== lookup_order (a function tool: the application answers it) → %d %s\n   prompt: %s\n   answer before %s",
+		status, tc.Status, firstLine(*tc.Prompt), deref(tc.ResponseExpiresAt))
+	var args struct {
+		OrderID string `json:"order_id"`
+	}
+	if err := json.Unmarshal(tc.Arguments, &args); err != nil {
+		return fmt.Errorf("lookup_order: arguments: %w", err)
+	}
+	rec, ok := orders[args.OrderID]
+	res := map[string]any{"structured_content": rec, "content": []map[string]string{{"type": "text",
+		"text": fmt.Sprintf("Order %s: %v, expected %v.", args.OrderID, rec["status"], rec["eta"])}}}
+	if !ok {
+		res = map[string]any{"is_error": true, "content": []map[string]string{{"type": "text", "text": "no such order " + args.OrderID}}}
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/tool_calls/"+tc.ID+"/respond", res, &tc); err != nil {
+		return err
+	}
+	if tc.Result == nil || tc.Result.IsError {
+		return fmt.Errorf("lookup_order: call %s ended %s", tc.ID, tc.Status)
+	}
+	p("== respond (the application's answer, checked against the output_schema) → %s\n%s", tc.Status, indent(text(tc.Result)))
+	return nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -9,8 +9,11 @@
 //	BRAIN_API_KEY  the API key of the tenant (required)
 //	BRAIN_TOOLS    comma-separated tools to enable (default: all in the catalog)
 //	DOCS_URL       base URL of a server of $(go env GOROOT)/doc, for web_fetch
-//	APPROVAL_OPERATOR_TOKEN  the approval page's operator token: with
-//	               request_approval the demo plays the operator who approves
+//	APPROVAL_OPERATOR_TOKEN  the approval page's operator token: the demo
+//	               plays the operator who approves the gated storage_delete
+//
+// With lookup_order (a function tool of examples/brain.json) the demo is
+// also the application that answers the tool's calls.
 //
 // It exits non-zero when any step fails or a tool answers is_error.
 package main
@@ -116,12 +119,17 @@ type result struct {
 }
 
 type toolCall struct {
-	ID           string  `json:"id"`
-	Tool         string  `json:"tool"`
-	Status       string  `json:"status"`
-	ErrorCode    *string `json:"error_code"`
-	ErrorMessage *string `json:"error_message"`
-	Result       *result `json:"result"`
+	ID                string          `json:"id"`
+	Tool              string          `json:"tool"`
+	Status            string          `json:"status"`
+	Arguments         json.RawMessage `json:"arguments"`
+	ParentID          *string         `json:"parent_id"`
+	CallerType        string          `json:"caller_type"`
+	Prompt            *string         `json:"prompt"`
+	ResponseExpiresAt *string         `json:"response_expires_at"`
+	ErrorCode         *string         `json:"error_code"`
+	ErrorMessage      *string         `json:"error_message"`
+	Result            *result         `json:"result"`
 }
 
 type event struct {
@@ -229,6 +237,11 @@ func run(ctx context.Context, out io.Writer) error {
 		}
 		p("\n== echo → %s\n%s", tc.Status, indent(text(tc.Result)))
 	}
+	if has("lookup_order") {
+		if err := answerFunction(ctx, c, session.ID, p); err != nil {
+			return err
+		}
+	}
 
 	if has("web_fetch") {
 		docs := os.Getenv("DOCS_URL")
@@ -257,15 +270,6 @@ func run(ctx context.Context, out io.Writer) error {
 		}
 		p("\n== web_search → %s\n%s", tc.Status, indent(excerpt(text(tc.Result), 15)))
 	}
-	if has("request_approval") {
-		token := os.Getenv("APPROVAL_OPERATOR_TOKEN")
-		if token == "" {
-			return errors.New("request_approval is enabled but APPROVAL_OPERATOR_TOKEN (the demo operator's sign-in) is not set")
-		}
-		if err := approve(ctx, c, session.ID, token, has, p); err != nil {
-			return err
-		}
-	}
 	if has("inspect_session") {
 		tc, err := c.call(ctx, session.ID, "inspect_session", map[string]any{})
 		if err != nil {
@@ -283,9 +287,16 @@ func run(ctx context.Context, out io.Writer) error {
 	p("\n== events of session %s: %d recorded", session.ID, len(events.Events))
 	for _, e := range events.Events {
 		var d struct {
-			Tool       string `json:"tool"`
-			Status     string `json:"status"`
-			DurationMS *int64 `json:"duration_ms"`
+			Tool       string  `json:"tool"`
+			Status     string  `json:"status"`
+			Kind       string  `json:"kind"`
+			ParentID   *string `json:"parent_id"`
+			DurationMS *int64  `json:"duration_ms"`
+			Responder  *struct {
+				Type   string `json:"type"`
+				APIKey string `json:"api_key"`
+				Name   string `json:"name"`
+			} `json:"responder"`
 		}
 		_ = json.Unmarshal(e.Data, &d)
 		line := fmt.Sprintf("  #%-4s %-18s", e.ID, e.Type)
@@ -297,6 +308,15 @@ func run(ctx context.Context, out io.Writer) error {
 		}
 		if d.Status != "" {
 			line += " status=" + d.Status
+		}
+		if d.Kind != "" {
+			line += " waits for=" + d.Kind
+		}
+		if d.ParentID != nil {
+			line += " for=" + *d.ParentID
+		}
+		if r := d.Responder; r != nil {
+			line += " answered by " + r.Type + " " + r.Name + r.APIKey
 		}
 		if d.DurationMS != nil {
 			line += fmt.Sprintf(" %dms", *d.DurationMS)
@@ -428,6 +448,15 @@ func storage(ctx context.Context, c *client, session string, has func(string) bo
 			return err
 		}
 		p("\n== storage_list demo/ → %s\n%s", tc.Status, indent(excerpt(text(tc.Result), 10)))
+	}
+	if has("storage_delete") {
+		token := os.Getenv("APPROVAL_OPERATOR_TOKEN")
+		if token == "" {
+			return errors.New("storage_delete is enabled but APPROVAL_OPERATOR_TOKEN (the demo operator's sign-in, who approves it) is not set")
+		}
+		if err := gatedDelete(ctx, c, session, key, token, p); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -227,11 +227,23 @@ var listeningRE = regexp.MustCompile(`brain listening on (\S+)`)
 
 func startBrain(t testing.TB, l *local) *brain {
 	t.Helper()
+	return startBrainWith(t, l, nil)
+}
+
+// startBrainWith is startBrain with a host config that edit changes first:
+// its "tools" are the local service's published bindings (as
+// []json.RawMessage), "api_keys" one key for tenant local.
+func startBrainWith(t testing.TB, l *local, edit func(doc map[string]any)) *brain {
+	t.Helper()
 	dir := t.TempDir()
-	cfg, _ := json.Marshal(map[string]any{
+	doc := map[string]any{
 		"tools":    l.bindings(),
 		"api_keys": []map[string]string{{"env": "BRAIN_API_KEY", "tenant": tenant}},
-	})
+	}
+	if edit != nil {
+		edit(doc)
+	}
+	cfg, _ := json.Marshal(doc)
 	path := filepath.Join(dir, "brain.json")
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
 		t.Fatal(err)
@@ -255,6 +267,34 @@ func startBrain(t testing.TB, l *local) *brain {
 	}
 	t.Fatalf("brain did not start:\n%s", p.out.String())
 	return nil
+}
+
+// raw sends a request as the tenant's application and returns the status
+// and body, whatever the status.
+func (b *brain) raw(method, path string, body any) (int, []byte) {
+	b.t.Helper()
+	var r io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(v)
+	default:
+		data, _ := json.Marshal(body)
+		r = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, b.url+path, r)
+	req.Header.Set("Authorization", "Bearer "+brainKey)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
 }
 
 func (b *brain) do(method, path string, body any, into any) int {
@@ -296,13 +336,19 @@ func (b *brain) session(tools ...string) string {
 
 // toolCall is brain's ToolCall resource.
 type toolCall struct {
-	ID             string       `json:"id"`
-	Tool           string       `json:"tool"`
-	Status         string       `json:"status"`
-	ErrorCode      *string      `json:"error_code"`
-	ErrorMessage   *string      `json:"error_message"`
-	UnknownOutcome bool         `json:"unknown_outcome"`
-	Result         *tool.Result `json:"result"`
+	ID                string          `json:"id"`
+	Tool              string          `json:"tool"`
+	Status            string          `json:"status"`
+	ParentID          *string         `json:"parent_id"`
+	CallerType        string          `json:"caller_type"`
+	Prompt            *string         `json:"prompt"`
+	ResponseSchema    json.RawMessage `json:"response_schema"`
+	ResponseExpiresAt *string         `json:"response_expires_at"`
+	ErrorCode         *string         `json:"error_code"`
+	ErrorMessage      *string         `json:"error_message"`
+	UnknownOutcome    bool            `json:"unknown_outcome"`
+	Retryable         *bool           `json:"retryable"`
+	Result            *tool.Result    `json:"result"`
 }
 
 func (b *brain) call(session, name string, args any, wait int) toolCall {

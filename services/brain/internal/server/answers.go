@@ -149,33 +149,11 @@ var errAnswered = errors.New("the gated call no longer waits for this approval")
 // cancelled, or parked at shutdown — none of them sent.
 func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 	c := rc.snapshot()
-	expiry := time.NewTimer(time.Until(c.ResponseExpiresAt))
-	defer expiry.Stop()
 	child := s.startApproval(rc, c)
-	var childDone <-chan struct{}
 	if child != nil {
-		childDone = child.done
 		defer child.cancel(errAnswered)
 	}
-	for rc.standingAnswer() == nil {
-		select {
-		case <-rc.answered:
-		case <-expiry.C:
-			rc.offer(newAnswer(answerExpired))
-		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), errShutdown) {
-				rc.offer(newAnswer(answerParked))
-			} else {
-				rc.offer(newAnswer(answerCancelled))
-			}
-		case <-childDone:
-			childDone = nil
-			if a := s.operatorAnswer(child); a != nil {
-				rc.offer(a)
-			}
-		}
-	}
-	a := rc.standingAnswer()
+	a := s.awaitAnswer(ctx, rc, c.ResponseExpiresAt, child)
 	t := rc.t
 	switch a.kind {
 	case answerParked:
@@ -215,6 +193,38 @@ func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 	rc.set(next)
 	a.recorded(&next, nil)
 	return ended{}, true
+}
+
+// awaitAnswer waits until rc has an answer and returns it: one given
+// (through respond, or, with child, by the operator through that approval
+// call), the expiry at expires, or what the end of ctx makes of the wait:
+// parked at shutdown, cancelled otherwise. The first offered wins.
+func (s *Server) awaitAnswer(ctx context.Context, rc *running, expires time.Time, child *running) *answer {
+	expiry := time.NewTimer(time.Until(expires))
+	defer expiry.Stop()
+	var childDone <-chan struct{}
+	if child != nil {
+		childDone = child.done
+	}
+	for rc.standingAnswer() == nil {
+		select {
+		case <-rc.answered:
+		case <-expiry.C:
+			rc.offer(newAnswer(answerExpired))
+		case <-ctx.Done():
+			kind := answerCancelled
+			if errors.Is(context.Cause(ctx), errShutdown) {
+				kind = answerParked
+			}
+			rc.offer(newAnswer(kind))
+		case <-childDone:
+			childDone = nil
+			if a := s.operatorAnswer(child); a != nil {
+				rc.offer(a)
+			}
+		}
+	}
+	return rc.standingAnswer()
 }
 
 // startApproval makes the approval call of gated call c, when the host
@@ -293,21 +303,7 @@ func (s *Server) operatorAnswer(child *running) *answer {
 // wait): then it ends timed_out. The call was handed to the application,
 // so a call that times out or is cancelled has an unknown outcome.
 func (s *Server) awaitFunction(ctx context.Context, rc *running) ended {
-	c := rc.snapshot()
-	expiry := time.NewTimer(time.Until(c.ResponseExpiresAt))
-	defer expiry.Stop()
-	select {
-	case <-rc.answered:
-	case <-expiry.C:
-		rc.offer(newAnswer(answerExpired))
-	case <-ctx.Done():
-		if errors.Is(context.Cause(ctx), errShutdown) {
-			rc.offer(newAnswer(answerParked))
-		} else {
-			rc.offer(newAnswer(answerCancelled))
-		}
-	}
-	a := rc.standingAnswer()
+	a := s.awaitAnswer(ctx, rc, rc.snapshot().ResponseExpiresAt, nil)
 	switch a.kind {
 	case answerParked:
 		return ended{park: true}
@@ -340,12 +336,8 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 		return err
 	}
 	id := p.ByName("id")
-	c, err := s.call(r.Context(), tenant, id)
-	if err != nil {
+	if _, err := s.unfinishedCall(r.Context(), tenant, id, "; it takes no answer"); err != nil {
 		return err
-	}
-	if store.Terminal(c.Status) {
-		return conflict("tool call %q is already %s; it takes no answer", id, c.Status)
 	}
 	rc, ok := s.lookupRunning(id)
 	if !ok {

@@ -113,6 +113,19 @@ func (s *Server) call(ctx context.Context, tenant, id string) (*store.Call, erro
 	return c, err
 }
 
+// unfinishedCall returns the tenant's call id: 404 when there is none, 409
+// (naming its status, then why) when it has finished.
+func (s *Server) unfinishedCall(ctx context.Context, tenant, id, why string) (*store.Call, error) {
+	c, err := s.call(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if store.Terminal(c.Status) {
+		return nil, conflict("tool call %q is already %s%s", id, c.Status, why)
+	}
+	return c, nil
+}
+
 // getCall answers GET /tool_calls/{id}[?wait_seconds=N]: 200 with a finished
 // call, 202 with one still pending after the wait.
 func (s *Server) getCall(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
@@ -168,12 +181,9 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 		return err
 	}
 	id := p.ByName("id")
-	c, err := s.call(r.Context(), tenant, id)
+	c, err := s.unfinishedCall(r.Context(), tenant, id, "")
 	if err != nil {
 		return err
-	}
-	if store.Terminal(c.Status) {
-		return conflict("tool call %q is already %s", id, c.Status)
 	}
 	if rc, ok := s.lookupRunning(id); ok {
 		rc.cancel(errCallCancelled)

@@ -15,6 +15,13 @@
 //   - reads one JSON result or an SSE stream of progress events and one
 //     result event, and classifies everything else as a failure with
 //     unknown_outcome, per the contract's outcome table.
+//
+// The outcome helpers (Refused, RefusedRetryable, Failed, Cancelled, and
+// Finish / Accept, which check a result) are the one place an Outcome is
+// made: the MCP caller uses them, and the server for what happens to a call
+// before it is sent (an approval denied or expired, a full queue) and for a
+// function tool's result, which the application gives through the API and
+// Accept checks as a tool's answer.
 package invoke
 
 import (

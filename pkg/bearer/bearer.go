@@ -5,11 +5,12 @@ package bearer
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/brain-tools/suite/pkg/httpapi"
 )
 
 // Token returns the credential of an Authorization header value of the form
@@ -99,13 +100,6 @@ func Unauthorized(w http.ResponseWriter, r *http.Request) {
 	} else if r.Header.Get("Authorization") != "" {
 		msg = "malformed Authorization header: want Bearer TOKEN"
 	}
-	body := map[string]string{"code": "unauthorized", "message": msg}
-	if id := w.Header().Get("X-Request-Id"); id != "" {
-		body["request_id"] = id
-	}
-	data, _ := json.Marshal(map[string]any{"error": body})
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusUnauthorized)
-	_, _ = w.Write(append(data, '\n'))
+	httpapi.Refuse(w, http.StatusUnauthorized, httpapi.CodeUnauthorized, msg)
 }

@@ -22,8 +22,15 @@ type Binding struct {
 	// Name is what the model sees: a letter, then up to 63 letters, digits
 	// or underscores. Unique within a host config.
 	Name string `json:"name"`
+	// Title is a short human-readable name for user interfaces ("Word
+	// count"), MCP's tool title. Optional; not the contract's, which hosts
+	// ignore or show.
+	Title string `json:"title,omitempty"`
 	// Description tells the model when to call the tool. Required.
 	Description string `json:"description"`
+	// Annotations are hints about the tool's behaviour that MCP hosts use
+	// to decide whether to ask the user before a call. Optional.
+	Annotations *Annotations `json:"annotations,omitempty"`
 	// InputSchema is the JSON Schema (draft 2020-12 by default) of the
 	// arguments. Required; must be a JSON object.
 	InputSchema json.RawMessage `json:"input_schema"`
@@ -82,6 +89,32 @@ func (b *Binding) Function() bool { return b.Type == TypeFunction }
 
 // Gated reports whether the binding asks for approval before each call.
 func (b *Binding) Gated() bool { return b.RequireApproval == ApprovalAlways }
+
+// Annotations are the MCP specification's tool annotations (2025-11-25,
+// "Tool annotations"): hints, never guarantees, about what a call does, so
+// a host can decide whether to ask the user first. A host must not trust
+// them from a server it does not trust.
+type Annotations struct {
+	// ReadOnlyHint: the tool does not change its environment. Default false.
+	ReadOnlyHint bool `json:"readOnlyHint,omitempty"`
+	// DestructiveHint: the tool may destroy or overwrite (meaningful when
+	// not read-only). nil means the MCP default, true.
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	// IdempotentHint: calling again with the same arguments has no further
+	// effect (meaningful when not read-only). Default false.
+	IdempotentHint bool `json:"idempotentHint,omitempty"`
+	// OpenWorldHint: the tool reaches an open world (the web, a provider);
+	// false for a closed one (its own store). nil means the MCP default,
+	// true.
+	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
+}
+
+// ReadOnly returns the annotations of a tool that only reads its own,
+// closed world (a counter, a status lookup): read-only, not open-world.
+func ReadOnly() *Annotations {
+	f := false
+	return &Annotations{ReadOnlyHint: true, OpenWorldHint: &f}
+}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,63}$`)
 

@@ -17,22 +17,39 @@ import (
 // ctx is cancelled when the host drops the request.
 type Handler func(ctx context.Context, call *Call) *tool.Result
 
-// Tool is one tool a service serves at POST /tools/<Binding.Name>.
-// Binding's URL, TokenEnv and Tenants may be left empty: GET /tools fills
-// them from the service's Config.
+// Tool is one tool a service serves at POST /tools/<Binding.Name> and,
+// unless it is HTTPOnly, over MCP at /mcp. Binding's URL, TokenEnv and
+// Tenants may be left empty: GET /tools fills them from the service's
+// Config. Declare a tool with NewTool; a Tool written as a literal (or
+// with Typed or TypedTool) gets no schema checks over HTTP.
 type Tool struct {
 	Binding tool.Binding
 	Handler Handler
+	// HTTPOnly says the tool cannot work over MCP, so /mcp does not list
+	// it: an MCP call has no brain session to inspect, for one. A binding
+	// with inspect_session is HTTP-only whatever this says.
+	HTTPOnly bool
 
-	// decodeArgs, set by TypedTool, decodes the arguments in the same pass
-	// as the request body.
+	// decodeArgs, set by NewTool and TypedTool, decodes the arguments in
+	// the same pass as the request body.
 	decodeArgs argsDecoder
+	// decl, set by NewTool, holds the compiled schemas every transport
+	// checks the call against.
+	decl *declared
 }
+
+// OverMCP reports whether /mcp lists the tool: not HTTPOnly and no
+// inspect_session (an MCP call carries no inspection token).
+func (t *Tool) OverMCP() bool { return !t.HTTPOnly && !t.Binding.InspectSession }
 
 // TypedTool is a Tool whose handler is Typed(fn), with one difference on
 // the HTTP transport: the arguments are decoded into A in the same pass as
 // the request body instead of a second pass over them, which matters for
 // large arguments (a base64 upload). Results are the same as Typed's.
+//
+// Deprecated: declare the tool with NewTool, which also infers the
+// schemas and checks them on every transport. Phase 2 of issue 16 moves
+// every service onto it and removes TypedTool.
 func TypedTool[A any](b tool.Binding, fn func(ctx context.Context, call *Call, args A) *tool.Result) Tool {
 	return Tool{Binding: b, Handler: Typed(fn), decodeArgs: func(dec *jsontext.Decoder) (any, error) {
 		args := new(A)
@@ -61,8 +78,12 @@ func NewCall(req tool.Request, logger *slog.Logger, progress func(any) error) *C
 }
 
 // Progress reports progress: v is marshalled to JSON and sent as an SSE
-// "progress" event, switching the response to SSE on the first call. When
-// the host did not accept text/event-stream, progress is dropped.
+// "progress" event, switching the response to SSE on the first call; over
+// MCP it is a notifications/progress message, and in a job (pkg/jobs) it
+// is the progress the status tool shows. A Progress value is structured
+// progress: MCP gets its progress, total and message as they are. When the
+// host did not ask for progress (no text/event-stream, no MCP progress
+// token) it is dropped.
 func (c *Call) Progress(v any) error {
 	if c.progress == nil {
 		return nil
@@ -84,6 +105,10 @@ func (c *Call) OnWritten(f func()) {
 // refused), and a decoding failure answers an is_error result naming the
 // field, before fn runs. A may implement Validate() error for rules beyond
 // types; its error is reported the same way.
+//
+// Deprecated: declare the tool with NewTool, which infers the schemas
+// from the types and checks them on every transport. Phase 2 of issue 16
+// moves every service onto it and removes Typed.
 func Typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result) Handler {
 	return func(ctx context.Context, call *Call) *tool.Result {
 		var args A
@@ -99,4 +124,16 @@ func Typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result)
 		}
 		return fn(ctx, call, args)
 	}
+}
+
+// Progress is structured progress, for Call.Progress: Progress is how far
+// the work is and Total how far it goes (0: unknown), in the same unit
+// (seconds, bytes, items); Message says it in words. Over HTTP it is the
+// SSE progress event {"progress":3,"total":10,"message":"7 s left"}; over
+// MCP the notification's progress, total and message. MCP asks Progress to
+// grow with every report.
+type Progress struct {
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"`
+	Message  string  `json:"message,omitempty"`
 }

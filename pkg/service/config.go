@@ -56,6 +56,9 @@ type Config struct {
 	// response switches to SSE on its own, so the host's 30 s header limit
 	// is met (env SSE_STREAM_AFTER).
 	StreamAfter time.Duration `env:"SSE_STREAM_AFTER" envDefault:"10s"`
+	// DisableMCP turns the /mcp endpoint off (env DISABLE_MCP=true); it is
+	// on by default, behind the same bearer token as the tools.
+	DisableMCP bool `env:"DISABLE_MCP"`
 }
 
 // Validate reports settings that cannot work, each naming its variable: a

@@ -17,6 +17,20 @@ import (
 // serve until ctx is cancelled, return nil after a clean shutdown.
 type RunFunc func(ctx context.Context, environ map[string]string, logger *slog.Logger) error
 
+// RunTools is the RunFunc of a service that is nothing but its tools: the
+// shared Config from the environment (ParseEnv), then Run of a Server
+// named name with them. Main(RunTools("customtool", tools...)) is a whole
+// service.
+func RunTools(name string, tools ...Tool) RunFunc {
+	return func(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
+		cfg, err := ParseEnv[Config](environ)
+		if err != nil {
+			return err
+		}
+		return Run(ctx, &Server{Name: name, Config: cfg, Logger: logger, Tools: tools})
+	}
+}
+
 // MainOption adjusts Main: see DefaultAddr.
 type MainOption func(*mainOptions)
 

@@ -3,12 +3,9 @@ package service
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -20,46 +17,8 @@ import (
 // decoder into the tool's argument type (see TypedTool).
 type argsDecoder func(dec *jsontext.Decoder) (any, error)
 
-// readRequest reads the call's body. A body that declares a length within
-// limit is read in one allocation of that size (net/http ends the body
-// there); any other is read up to limit+1 bytes. A body over limit is read
-// that far, not refused on its declared length alone: a client still
-// sending when the connection closes may lose the 413 to a reset.
-func readRequest(r *http.Request, limit int64) ([]byte, error) {
-	n := r.ContentLength
-	if n > 0 && (limit <= 0 || n <= limit) {
-		data := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, data); err != nil {
-			return nil, readError(err)
-		}
-		return data, nil
-	}
-	body := io.Reader(r.Body)
-	if limit > 0 {
-		body = io.LimitReader(r.Body, limit+1)
-	}
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return nil, readError(err)
-	}
-	if limit > 0 && int64(len(data)) > limit {
-		return nil, &strictjson.TooLargeError{Limit: limit}
-	}
-	return data, nil
-}
-
 // bodyTimeout is BodyTimeout; tests shorten it.
 var bodyTimeout = BodyTimeout
-
-// errBodyTimeout is a body not sent within bodyTimeout.
-var errBodyTimeout = fmt.Errorf("request body did not arrive within %ds", int(BodyTimeout/time.Second))
-
-func readError(err error) error {
-	if IsTimeout(err) {
-		return errBodyTimeout
-	}
-	return &strictjson.FieldError{Problem: fmt.Sprintf("read body: %v", err)}
-}
 
 // decodeRequest decodes the request body data strictly. It reads the
 // envelope token by token in one pass: Arguments is the slice of data that

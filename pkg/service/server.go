@@ -13,18 +13,13 @@ package service
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"mime"
 	"net"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,9 +30,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brain-tools/suite/pkg/bearer"
-	"github.com/brain-tools/suite/pkg/bufpool"
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/sse"
-	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
@@ -47,8 +41,11 @@ import (
 //	GET  /tools         the service's bindings {"tools":[...]} (bearer)
 //	GET  /healthz       {"status":"ok"} or 503 (no auth)
 //	GET  /metrics       Prometheus metrics (no auth)
+//	GET, POST, DELETE /mcp  the tools over MCP (bearer), unless Config.DisableMCP
 //
-// plus whatever Routes adds.
+// plus whatever Routes adds. Every answer carries an X-Request-Id
+// (httpapi.WithRequestID) and every refusal is the suite's JSON error body
+// (httpapi.WriteError).
 type Server struct {
 	// Name names the service in logs and metrics.
 	Name   string
@@ -60,8 +57,11 @@ type Server struct {
 	// merged into the /healthz body (a "status" detail replaces "ok"); an
 	// error answers 503.
 	Health func(ctx context.Context) (detail map[string]any, err error)
-	// Routes adds the service's own routes (an operator page, /mcp).
+	// Routes adds the service's own routes (an operator page).
 	Routes func(r *httprouter.Router)
+	// MCP configures the /mcp endpoint; its zero value takes every option
+	// from the Server (see MCPOptions).
+	MCP MCPOptions
 
 	once     sync.Once // builds handler
 	built    atomic.Bool
@@ -113,21 +113,21 @@ func (s *Server) build() {
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		httpapi.WriteError(w, httpapi.NotFound("no route for %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow")))
+		httpapi.WriteError(w, httpapi.Errorf(http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow")))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
 		s.Logger.Error("panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
-		WriteError(w, http.StatusInternalServerError, "internal_error", "internal error")
+		httpapi.WriteError(w, httpapi.Internal(nil))
 	}
 	byName := make(map[string]*toolEntry, len(s.Tools))
 	for i := range s.Tools {
 		t := &s.Tools[i]
 		name := t.Binding.Name
 		// Metric children are looked up once here, not on every call.
-		byName[name] = &toolEntry{Tool: t,
+		byName[name] = &toolEntry{Tool: t, core: newCore(t),
 			ok: s.calls.WithLabelValues(name, "ok"), failed: s.calls.WithLabelValues(name, "error"),
 			invalid: s.calls.WithLabelValues(name, "invalid_request"), duration: s.duration.WithLabelValues(name)}
 	}
@@ -136,7 +136,7 @@ func (s *Server) build() {
 		s.authed(func(w http.ResponseWriter, req *http.Request) {
 			t, ok := byName[p.ByName("name")]
 			if !ok {
-				WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no tool named %q on this service", p.ByName("name")))
+				httpapi.WriteError(w, httpapi.NotFound("no tool named %q on this service", p.ByName("name")))
 				return
 			}
 			s.serveCall(w, req, t)
@@ -156,52 +156,16 @@ func (s *Server) build() {
 	if s.Routes != nil {
 		s.Routes(r)
 	}
-	s.handler = withRequestID(LimitBodyTime(bodyTimeout, r))
-}
-
-// withRequestID gives every response an X-Request-Id header (req_ + 64
-// random bits in hex), which error bodies repeat as request_id so an
-// operator can match a client's report with the service's log. It is a
-// correlation ID, not a secret: math/rand/v2 spares a system call per
-// request.
-//
-// A caller's own X-Request-Id (1 to 128 letters, digits, '.', '_', ':' or
-// '-', as brain accepts)
-// is kept instead, so one ID follows a request from the host into the
-// tool service's log.
-func withRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get("X-Request-Id"); validRequestID(id) {
-			w.Header()["X-Request-Id"] = []string{id}
-			next.ServeHTTP(w, r)
-			return
-		}
-		var b [4 + 16]byte
-		copy(b[:], "req_")
-		hex.Encode(b[4:], binary.BigEndian.AppendUint64(nil, rand.Uint64()))
-		w.Header()["X-Request-Id"] = []string{string(b[:])}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// validRequestID reports whether id is 1 to 128 letters, digits, '.', '_',
-// ':' or '-': safe to repeat in a header, a JSON body and a log line.
-func validRequestID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
+	if !s.Config.DisableMCP {
+		s.mountMCP(r)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
+	s.handler = httpapi.WithRequestID(httpapi.LimitBodyTime(bodyTimeout, r))
 }
 
 // toolEntry is a tool with its metric children.
 type toolEntry struct {
 	*Tool
+	core                *core
 	ok, failed, invalid prometheus.Counter
 	duration            prometheus.Observer
 }
@@ -250,7 +214,7 @@ func (s *Server) serveBindings(w http.ResponseWriter, r *http.Request) {
 	if base == "" {
 		base = "http://" + r.Host
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"tools": s.Bindings(base)})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"tools": s.Bindings(base)})
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
@@ -263,11 +227,11 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			body["status"] = "unavailable"
 			body["error"] = err.Error()
-			WriteJSON(w, http.StatusServiceUnavailable, body)
+			httpapi.WriteJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
 	}
-	WriteJSON(w, http.StatusOK, body)
+	httpapi.WriteJSON(w, http.StatusOK, body)
 }
 
 // serveCall answers one tool call. The response starts as JSON; the first
@@ -276,34 +240,25 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry) {
 	start := time.Now()
 	name := t.Binding.Name
-	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+	if e := httpapi.CheckJSON(r); e != nil {
 		t.invalid.Inc()
-		WriteError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type must be application/json, got %q", ct))
+		httpapi.WriteError(w, e)
 		return
 	}
-	data, err := readRequest(r, s.Config.MaxRequestBytes)
+	data, err := httpapi.ReadBody(r, s.Config.MaxRequestBytes)
 	var req tool.Request
 	var args any
 	var argErr error
 	if err == nil {
 		req, args, argErr, err = decodeRequest(data, t.decodeArgs)
+		err = httpapi.BodyError(err)
+	}
+	if err == nil {
+		err = httpapi.BodyError(req.Validate())
 	}
 	if err != nil {
 		t.invalid.Inc()
-		var tl *strictjson.TooLargeError
-		switch {
-		case errors.As(err, &tl):
-			WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", "request "+err.Error())
-		case errors.Is(err, errBodyTimeout):
-			WriteError(w, http.StatusRequestTimeout, "request_timeout", err.Error())
-		default:
-			WriteError(w, http.StatusBadRequest, "invalid_request", bodyProblem(err))
-		}
-		return
-	}
-	if err := req.Validate(); err != nil {
-		t.invalid.Inc()
-		WriteError(w, http.StatusBadRequest, "invalid_request", bodyProblem(err))
+		httpapi.WriteError(w, httpapi.Classify(r, err))
 		return
 	}
 
@@ -322,7 +277,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	if argErr != nil {
 		result = tool.Errorf("invalid arguments: %v", argErr)
 	} else {
-		result = s.run(r.Context(), t.Tool, call, logger)
+		result = t.core.run(r.Context(), call)
 	}
 	if auto != nil {
 		auto.Stop()
@@ -340,36 +295,6 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	elapsed := time.Since(start)
 	t.duration.Observe(elapsed.Seconds())
 	logger.Info("tool call", "is_error", result.IsError, "streamed", resp.streamed(), "duration_ms", elapsed.Milliseconds())
-}
-
-// bodyProblem words a refused request body: "request body: tenant_id:
-// required", "request body is empty: …".
-func bodyProblem(err error) string {
-	if msg := err.Error(); strings.HasPrefix(msg, "body ") {
-		return "request " + msg
-	}
-	return "request body: " + err.Error()
-}
-
-// run calls the handler, turning a panic, a nil or an invalid result into
-// an is_error result with unknown_outcome.
-func (s *Server) run(ctx context.Context, t *Tool, call *Call, logger *slog.Logger) (result *tool.Result) {
-	defer func() {
-		if v := recover(); v != nil {
-			logger.Error("tool panicked", "panic", v, "stack", string(debug.Stack()))
-			result = &tool.Result{Content: []tool.Content{tool.Text("internal error in tool " + t.Binding.Name)}, IsError: true, UnknownOutcome: true}
-		}
-	}()
-	result = t.Handler(ctx, call)
-	if result == nil {
-		logger.Error("tool returned no result")
-		return &tool.Result{Content: []tool.Content{tool.Text("internal error: tool " + t.Binding.Name + " returned no result")}, IsError: true, UnknownOutcome: true}
-	}
-	if err := result.Validate(); err != nil {
-		logger.Error("tool returned an invalid result", "err", err)
-		return &tool.Result{Content: []tool.Content{tool.Text("internal error: tool " + t.Binding.Name + " returned an invalid result: " + err.Error())}, IsError: true, UnknownOutcome: true}
-	}
-	return result
 }
 
 // response is the state of one call's HTTP answer: JSON until the first
@@ -458,7 +383,7 @@ func (r *response) finish(result *tool.Result) {
 	stop, beatDone := r.stopBeat, r.beatDone
 	r.mu.Unlock()
 	if w == nil {
-		WriteJSON(r.w, http.StatusOK, result)
+		httpapi.WriteJSON(r.w, http.StatusOK, result)
 		return
 	}
 	close(stop)
@@ -466,16 +391,6 @@ func (r *response) finish(result *tool.Result) {
 	if err := w.Event(sse.EventResult, result); err != nil {
 		r.logger.Warn("write result event", "err", err)
 	}
-}
-
-func isJSON(contentType string) bool {
-	if contentType == "application/json" { // the usual case, without parsing
-		return true
-	}
-	mt, params, err := mime.ParseMediaType(contentType)
-	// JSON text is UTF-8 (RFC 8259 section 8.1): a charset, if named, says so.
-	cs, named := params["charset"]
-	return err == nil && mt == "application/json" && (!named || strings.EqualFold(cs, "utf-8"))
 }
 
 // acceptsSSE reports whether an Accept header lists text/event-stream (or
@@ -514,55 +429,17 @@ func zeroQuality(params string) bool {
 
 // WriteJSON encodes v, then writes status and the body; an encoding failure
 // becomes a clean 500.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	var (
-		data []byte
-		err  error
-		h    *[]byte // the pooled buffer of a result
-	)
-	if r, ok := v.(*tool.Result); ok {
-		h = outBuffers.Get()
-		data, err = r.AppendJSON(*h)
-	} else {
-		// Not a result: small (an error, the bindings).
-		data, err = json.Marshal(v)
-	}
-	if err != nil {
-		if h != nil {
-			outBuffers.Put(h, *h)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusInternalServerError)
-		_, _ = w.Write([]byte(`{"error":{"code":"internal_error","message":"internal error"}}` + "\n"))
-		return
-	}
-	data = append(data, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	// A length lets the caller size its buffer once and spares the
-	// chunked framing of a large result.
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	w.WriteHeader(status)
-	_, _ = w.Write(data)
-	if h != nil {
-		// Write does not keep data, so the buffer serves the next result.
-		outBuffers.Put(h, data)
-	}
-}
-
-// outBuffers are WriteJSON's response buffers, up to 4 MiB each (twice
-// brain's largest max_output_bytes).
-var outBuffers = bufpool.New(4 << 20)
+//
+// Deprecated: use httpapi.WriteJSON, which this calls.
+func WriteJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
 
 // WriteError writes {"error":{"code":code,"message":message,"request_id":...}}
 // with status; request_id repeats the response's X-Request-Id header.
-// Codes: invalid_request, unauthorized, not_found, method_not_allowed,
-// request_too_large, request_timeout, unsupported_media_type, internal_error.
+//
+// Deprecated: return an *httpapi.Error from an httpapi.HandlerFunc, or use
+// httpapi.WriteError, which this calls.
 func WriteError(w http.ResponseWriter, status int, code, message string) {
-	body := map[string]string{"code": code, "message": message}
-	if id := w.Header().Get("X-Request-Id"); id != "" {
-		body["request_id"] = id
-	}
-	WriteJSON(w, status, map[string]any{"error": body})
+	httpapi.Refuse(w, status, code, message)
 }
 
 // Serve serves s on ln until ctx is cancelled, then shuts down: in-flight

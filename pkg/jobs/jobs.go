@@ -27,6 +27,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -63,6 +64,12 @@ type Status struct {
 	CreatedAt  time.Time
 	FinishedAt time.Time
 	Result     *tool.Result
+	// Progress is the latest progress the job reported (Report), as JSON;
+	// nil when it reported none.
+	Progress json.RawMessage
+	// Partial is the output so far the job reported (ReportPartial) while
+	// it runs; nil when it reported none.
+	Partial *tool.Result
 }
 
 // ErrNotFound is the answer for a job ID that does not exist, has been

@@ -130,7 +130,7 @@ func (m *Manager) Start(tenant string, fn Func) (Status, error) {
 	}
 	m.jobs[j.status.ID] = j
 	m.wg.Add(1)
-	go m.run(ctx, j, fn)
+	go m.run(context.WithValue(ctx, reporterKey{}, reporter{m, j}), j, fn)
 	return j.status, nil
 }
 

@@ -228,7 +228,9 @@ func answer(spec Spec, op, id string, st Status, err error, call *service.Call) 
 //
 //	{"<idField>": ID, "state": "running|succeeded|failed|cancelled",
 //	 "created_at": RFC 3339, "finished_at": RFC 3339 (once ended),
-//	 "result": the job's result object (once ended)}
+//	 "result": the job's result object (once ended),
+//	 "progress": its latest progress (Report), "partial": its output so
+//	 far (ReportPartial, while it runs)}
 func StatusJSON(idField string, st Status) map[string]any {
 	m := map[string]any{
 		idField:      st.ID,
@@ -241,6 +243,12 @@ func StatusJSON(idField string, st Status) map[string]any {
 	if st.Result != nil {
 		m["result"] = st.Result
 	}
+	if len(st.Progress) > 0 {
+		m["progress"] = st.Progress
+	}
+	if st.Partial != nil && !st.State.Final() {
+		m["partial"] = st.Partial
+	}
 	return m
 }
 
@@ -251,6 +259,9 @@ func StatusText(noun string, st Status) string {
 	fmt.Fprintf(&b, "%s %s: %s", noun, st.ID, st.State)
 	if st.State == Running {
 		fmt.Fprintf(&b, " (started %s)", st.CreatedAt.UTC().Format(time.RFC3339))
+		if len(st.Progress) > 0 {
+			fmt.Fprintf(&b, "\nprogress: %s", st.Progress)
+		}
 	} else if !st.FinishedAt.IsZero() {
 		fmt.Fprintf(&b, " (ended %s)", st.FinishedAt.UTC().Format(time.RFC3339))
 	}
@@ -294,6 +305,8 @@ func OutputSchema(idField string) json.RawMessage {
 			"created_at":  map[string]any{"type": "string", "format": "date-time"},
 			"finished_at": map[string]any{"type": "string", "format": "date-time"},
 			"result":      map[string]any{"type": "object"},
+			"progress":    map[string]any{},
+			"partial":     map[string]any{"type": "object"},
 		},
 		"required": []string{idField, "state", "created_at"},
 	})

@@ -198,8 +198,8 @@ func TestStatusAcrossInstances(t *testing.T) {
 					t.Fatalf("%s: err = %v, want %v", op, err, tt.wantErr)
 				}
 				var ie *InstanceError
-				if errors.As(err, &ie) != (tt.wantErr == ErrOtherInstance) {
-					t.Fatalf("%s: err %T, want *InstanceError: %v", op, err, tt.wantErr == ErrOtherInstance)
+				if errors.As(err, &ie) != errors.Is(tt.wantErr, ErrOtherInstance) {
+					t.Fatalf("%s: err %T, want *InstanceError: %v", op, err, errors.Is(tt.wantErr, ErrOtherInstance))
 				}
 				if ie == nil {
 					continue

@@ -153,7 +153,7 @@ func decodeFast(data []byte, decodeArgs argsDecoder) (req tool.Request, args any
 	if _, err := dec.ReadToken(); err != nil {
 		return req, nil, false
 	}
-	if _, err := dec.ReadToken(); err != io.EOF {
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return req, nil, false // trailing data
 	}
 	return req, args, true

@@ -3,6 +3,7 @@ package strictjson
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 
@@ -44,7 +45,8 @@ func TestBase64(t *testing.T) {
 			var got args
 			err := Unmarshal([]byte(tt.body), &got)
 			if tt.errs != "" {
-				fe, ok := err.(*FieldError)
+				var fe *FieldError
+				ok := errors.As(err, &fe)
 				if !ok || fe.Field != tt.field || !strings.Contains(fe.Problem, tt.errs) {
 					t.Fatalf("err %#v, want field %q with %q", err, tt.field, tt.errs)
 				}

@@ -133,7 +133,8 @@ func TestStrictNames(t *testing.T) {
 			}
 			continue
 		}
-		fe, ok := err.(*FieldError)
+		var fe *FieldError
+		ok := errors.As(err, &fe)
 		if !ok || fe.Field != tt.wantField || !strings.Contains(fe.Problem, tt.wantIn) {
 			t.Errorf("%s: err %v, want a FieldError for %s containing %q", tt.body, err, tt.wantField, tt.wantIn)
 		}
@@ -222,7 +223,8 @@ func TestIntegers(t *testing.T) {
 			}
 			continue
 		}
-		fe, ok := err.(*FieldError)
+		var fe *FieldError
+		ok := errors.As(err, &fe)
 		if !ok || fe.Field != tt.field || !strings.Contains(fe.Problem, tt.wantIn) {
 			t.Errorf("%s: err %v, want field %s with %q", tt.body, err, tt.field, tt.wantIn)
 		}
@@ -263,7 +265,8 @@ func TestTooDeep(t *testing.T) {
 	}
 	body := `{"arguments":` + strings.Repeat(`{"x":`, 10001) + `1` + strings.Repeat(`}`, 10001) + `}`
 	err := Unmarshal([]byte(body), &v)
-	fe, ok := err.(*FieldError)
+	var fe *FieldError
+	ok := errors.As(err, &fe)
 	if !ok || !strings.HasPrefix(fe.Field, "arguments.x.x") || len(fe.Field) > 130 || !strings.Contains(fe.Problem, "nested too deeply") || strings.Contains(fe.Problem, "malformed") {
 		t.Errorf("err %v, want a short field path under arguments and 'nested too deeply'", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -299,7 +300,7 @@ func TestCommandLine(t *testing.T) {
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
 				err := cmd.Run()
 				code := cmd.ProcessState.ExitCode()
-				if _, exited := err.(*exec.ExitError); err != nil && !exited {
+				if exited := errors.As(err, new(*exec.ExitError)); err != nil && !exited {
 					t.Fatalf("run the binary: %v", err)
 				}
 				check(t, code, stdout.String(), stderr.String(), tt)

@@ -740,7 +740,7 @@ func TestCapReader(t *testing.T) {
 		if tc.ok && (err != nil || len(data) != tc.n) {
 			t.Errorf("%d bytes, limit %d: %d bytes, %v", tc.n, tc.limit, len(data), err)
 		}
-		if !tc.ok && (err != errOutputTooLarge || len(data) > tc.limit) {
+		if !tc.ok && (!errors.Is(err, errOutputTooLarge) || len(data) > tc.limit) {
 			t.Errorf("%d bytes, limit %d: %d bytes, %v; want errOutputTooLarge", tc.n, tc.limit, len(data), err)
 		}
 	}

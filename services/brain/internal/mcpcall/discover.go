@@ -197,6 +197,7 @@ func RunDiscover(ctx context.Context, args []string, getenv func(string) string,
 		}
 	}
 	if url == "" {
+		//lint:ignore ST1005 the usage text is printed as it is, lines and all
 		return errors.New(usage)
 	}
 	if len(tenants) == 0 {

@@ -496,7 +496,7 @@ func (db *DB) checkpointer() {
 		if n := db.batches.Load(); n != last {
 			last = n
 			// PASSIVE: never waits for readers or the writer.
-			db.read.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+			_, _ = db.read.Exec("PRAGMA wal_checkpoint(PASSIVE)")
 		}
 	}
 }

@@ -77,7 +77,6 @@ func request(tenant, session, call string, args any) tool.Request {
 // stream is one request_approval call read as the host reads it.
 type stream struct {
 	progress []Progress
-	comments int
 	result   *tool.Result
 	err      error
 }

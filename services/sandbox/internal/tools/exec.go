@@ -109,10 +109,10 @@ func (s *Service) newRun() *run {
 func (r *run) sink(progress bool, maxBytes int) backend.OutputFunc {
 	return func(st backend.Stream, p []byte) {
 		if st == backend.Stderr {
-			r.stderr.Write(p)
+			_, _ = r.stderr.Write(p)
 		} else {
 			st = backend.Stdout
-			r.stdout.Write(p)
+			_, _ = r.stdout.Write(p)
 		}
 		if !progress {
 			return

@@ -595,7 +595,7 @@ func (b *Backend) upload(ctx context.Context, c conn, abs string, data []byte) e
 	if err != nil {
 		return err
 	}
-	fw.Write(data)
+	_, _ = fw.Write(data) // a bytes.Buffer behind it: cannot fail
 	mw.Close()
 	_, _, err = b.do(ctx, http.MethodPost, c.toolbox+"/files/upload?"+url.Values{"path": {abs}}.Encode(), &body, mw.FormDataContentType())
 	return mapErr(err)

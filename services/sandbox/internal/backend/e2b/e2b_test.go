@@ -157,10 +157,10 @@ func TestEnvelopes(t *testing.T) {
 	if err != nil || flags != 2 || !bytes.Equal(got, msg) {
 		t.Errorf("round trip: %d %q %v", flags, got, err)
 	}
-	if _, _, err := readEnvelope(bytes.NewReader(nil)); err != io.EOF {
+	if _, _, err := readEnvelope(bytes.NewReader(nil)); !errors.Is(err, io.EOF) {
 		t.Errorf("empty stream: %v, want io.EOF", err)
 	}
-	if _, _, err := readEnvelope(bytes.NewReader(framed[:8])); err != io.ErrUnexpectedEOF {
+	if _, _, err := readEnvelope(bytes.NewReader(framed[:8])); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("cut envelope: %v, want io.ErrUnexpectedEOF", err)
 	}
 	if _, _, err := readEnvelope(bytes.NewReader([]byte{0, 0xff, 0, 0, 0})); err == nil || !strings.Contains(err.Error(), "over the limit") {

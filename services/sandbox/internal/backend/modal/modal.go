@@ -268,8 +268,8 @@ func (b *Backend) kill(ctx context.Context, sb Sandbox, tag string) {
 	p, err := sb.Exec(ctx, []string{"bash", "-c", backend.KillTaggedScript(tag)}, "/", nil, 15*time.Second)
 	if err == nil {
 		p.Stdin().Close()
-		go io.Copy(io.Discard, p.Stdout())
-		go io.Copy(io.Discard, p.Stderr())
+		go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+		go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
 		_, err = p.Wait(ctx)
 	}
 	if err != nil {

@@ -32,7 +32,6 @@ type fakeClient struct {
 	mu         sync.Mutex
 	dir        string
 	created    int
-	terminated []string
 	failCreate error
 }
 

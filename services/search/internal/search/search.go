@@ -74,6 +74,7 @@ type Provider interface {
 // Kind classifies a provider failure.
 type Kind string
 
+// The kinds of provider failure.
 const (
 	KindRateLimited  Kind = "rate_limited"  // too many requests; RetryAfter says when to try again
 	KindInvalidKey   Kind = "invalid_key"   // the service's API key was refused

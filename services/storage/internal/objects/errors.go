@@ -17,6 +17,7 @@ import (
 // Kind classifies a storage failure for the caller.
 type Kind string
 
+// The kinds of storage failure.
 const (
 	KindInvalid     Kind = "invalid"     // the request was refused before reaching S3
 	KindNotFound    Kind = "not_found"   // no such object

@@ -16,9 +16,31 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node), once
+deps: lint-tools ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node, the linters), once
 	@for d in services/*/deps.sh; do bash "$$d"; done
 	@bash scripts/mcp-deps.sh
+
+# The linters of `make lint`, pinned to versions that build on this Go
+# (1.26.8), installed from the Go module proxy into bin/tools once per
+# version.
+STATICCHECK_VERSION   := v0.8.2
+GOLANGCI_LINT_VERSION := v2.15.0
+TOOLS                 := $(BIN)/tools
+STATICCHECK           := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
+GOLANGCI_LINT         := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+$(STATICCHECK):
+	@mkdir -p $(TOOLS)/staticcheck.d
+	cd $(TOOLS) && GOWORK=off GOBIN=$(TOOLS)/staticcheck.d $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@mv $(TOOLS)/staticcheck.d/staticcheck $@
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(TOOLS)/golangci-lint.d
+	cd $(TOOLS) && GOWORK=off GOBIN=$(TOOLS)/golangci-lint.d $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@mv $(TOOLS)/golangci-lint.d/golangci-lint $@
+
+.PHONY: lint-tools
+lint-tools: $(STATICCHECK) $(GOLANGCI_LINT) ## install the pinned linters (staticcheck, golangci-lint) into bin/tools
 
 .PHONY: build
 build: ## build every service and example into ./bin
@@ -52,10 +74,12 @@ config: deps build ## regenerate examples/brain.json from the bindings the servi
 	@bash scripts/run.sh config
 
 .PHONY: lint
-lint: ## gofmt, go vet, and every module built alone (GOWORK=off)
+lint: lint-tools ## gofmt, go vet, every module built alone (GOWORK=off), staticcheck, golangci-lint (.golangci.yml)
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) build ./... ) || { echo "$$m does not build alone"; exit 1; }; done
+	$(STATICCHECK) $(PKGS)
+	@for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
 
 .PHONY: test
 test: deps lint ## lint, then every module's tests (-race, shuffled, uncached) and brief fuzzing

@@ -47,18 +47,46 @@ func bareEcho(w http.ResponseWriter, r *http.Request) {
 // machine), at concurrency 1 and 32. It reports calls/s and p50 of each and
 // keep-%, the runtime's share of the bare handler's throughput.
 func BenchmarkEchoVsBare(b *testing.B) {
+	svc := httptest.NewServer(benchServer(b, Tool{Binding: echoBinding, Handler: Typed(func(_ context.Context, _ *Call, a echoArgs) *tool.Result {
+		return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}
+	})}).Handler())
+	defer svc.Close()
+	bare := httptest.NewServer(http.HandlerFunc(bareEcho))
+	defer bare.Close()
+	sideBySide(b, "service", svc.URL+"/tools/echo", "bare", bare.URL)
+}
+
+// BenchmarkEchoDeclared measures the echo tool declared with NewTool (its
+// arguments checked against the input schema and its output against the
+// output schema on every call) against the same tool on Typed (no schema
+// check over HTTP), side by side: keep-% is the schema checks' price.
+func BenchmarkEchoDeclared(b *testing.B) {
+	type out struct {
+		Text string `json:"text"`
+	}
+	declared := httptest.NewServer(benchServer(b, NewTool(echoBinding, func(_ context.Context, _ *Call, a echoArgs) (out, error) {
+		return out(a), nil
+	})).Handler())
+	defer declared.Close()
+	typed := httptest.NewServer(benchServer(b, Tool{Binding: echoBinding, Handler: Typed(func(_ context.Context, _ *Call, a echoArgs) *tool.Result {
+		return &tool.Result{StructuredContent: json.RawMessage(`{"text":"` + a.Text + `"}`)}
+	})}).Handler())
+	defer typed.Close()
+	sideBySide(b, "declared", declared.URL+"/tools/echo", "typed", typed.URL+"/tools/echo")
+}
+
+func benchServer(b *testing.B, t Tool) *Server {
 	cfg, err := ParseEnv[Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "tok"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &Server{Name: "bench", Config: cfg, Tools: []Tool{{Binding: echoBinding, Handler: Typed(func(_ context.Context, _ *Call, a echoArgs) *tool.Result {
-		return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}
-	})}}}
-	svc := httptest.NewServer(srv.Handler())
-	defer svc.Close()
-	bare := httptest.NewServer(http.HandlerFunc(bareEcho))
-	defer bare.Close()
+	return &Server{Name: "bench", Config: cfg, Tools: []Tool{t}}
+}
 
+// sideBySide sends echo calls to two URLs in interleaved rounds, at
+// concurrency 1 and 32, and reports each one's calls/s and p50 and keep-%,
+// a's share of b's throughput.
+func sideBySide(b *testing.B, aName, aURL, bName, bURL string) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
 	body := []byte(`{"tenant_id":"local","session_id":"s","call_id":"c","arguments":{"text":"hello from the benchmark"}}`)
 	call := func(url string) error {
@@ -115,21 +143,21 @@ func BenchmarkEchoVsBare(b *testing.B) {
 		b.Run(fmt.Sprintf("c%d", conc), func(b *testing.B) {
 			const rounds = 4
 			per := max(b.N/rounds, 50)
-			var svcRate, bareRate float64
-			var svcLat, bareLat []time.Duration
+			var aRate, bRate float64
+			var aLat, bLat []time.Duration
 			for range rounds {
-				r, l := run(bare.URL, per, conc)
-				bareRate += r / rounds
-				bareLat = append(bareLat, l...)
-				r, l = run(svc.URL+"/tools/echo", per, conc)
-				svcRate += r / rounds
-				svcLat = append(svcLat, l...)
+				r, l := run(bURL, per, conc)
+				bRate += r / rounds
+				bLat = append(bLat, l...)
+				r, l = run(aURL, per, conc)
+				aRate += r / rounds
+				aLat = append(aLat, l...)
 			}
-			b.ReportMetric(svcRate, "service-calls/s")
-			b.ReportMetric(bareRate, "bare-calls/s")
-			b.ReportMetric(100*svcRate/bareRate, "keep-%")
-			b.ReportMetric(float64(p50(svcLat).Microseconds()), "service-p50-µs")
-			b.ReportMetric(float64(p50(bareLat).Microseconds()), "bare-p50-µs")
+			b.ReportMetric(aRate, aName+"-calls/s")
+			b.ReportMetric(bRate, bName+"-calls/s")
+			b.ReportMetric(100*aRate/bRate, "keep-%")
+			b.ReportMetric(float64(p50(aLat).Microseconds()), aName+"-p50-µs")
+			b.ReportMetric(float64(p50(bLat).Microseconds()), bName+"-p50-µs")
 		})
 	}
 }

@@ -57,6 +57,23 @@ func codeLines(src string) int {
 	return n
 }
 
+// TestReadmeShowsIt keeps the README's "Write a tool service" section the
+// example as it is: main.go from its package clause on.
+func TestReadmeShowsIt(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := src[bytes.Index(src, []byte("package main")):]
+	if !bytes.Contains(readme, code) {
+		t.Error("README.md does not show examples/customtool/main.go as it is: copy it into the \"Write a tool service\" section")
+	}
+}
+
 func TestCodeLines(t *testing.T) {
 	src := "package main\n\n// a comment\n/* a\nblock */\nfunc main() {} // trailing\n\t\n"
 	if got := codeLines(src); got != 2 {

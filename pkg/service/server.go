@@ -4,11 +4,15 @@
 // JSON result or an SSE stream (progress events, comment heartbeats, then
 // exactly one result), as the tool contract describes.
 //
-// A tool service is a list of Tools handed to a Server:
+// A tool service is a list of Tools handed to a Server, each declared once
+// with NewTool (its schemas inferred from its Go types):
 //
-//	srv := &service.Server{Name: "local", Config: cfg.Config, Logger: logger,
-//		Tools: []service.Tool{{Binding: echoBinding, Handler: service.Typed(echo)}}}
-//	return service.Run(ctx, srv)
+//	wordCount := service.NewTool(tool.Binding{Name: "word_count", Description: "Count the words of a text."}, countWords)
+//	service.Main(service.RunTools("customtool", wordCount))
+//
+// The same tools are served over POST /tools/<name> and over MCP at /mcp;
+// one call core (core.go) runs every call, whichever transport carried it,
+// so a tool checks its arguments and answers the same way over both.
 package service
 
 import (

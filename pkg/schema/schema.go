@@ -71,7 +71,7 @@ func (s *Schema) Validate(what string, doc []byte) error {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return fmt.Errorf("%s: required: must be a JSON value", what)
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	v, err := decodeJSON(doc)
 	if err != nil {
 		return fmt.Errorf("%s: not valid JSON: %w", what, err)
 	}
@@ -156,7 +156,7 @@ func (s *Schema) ValidateObject(what string, doc []byte) error {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return fmt.Errorf("%s: required: must be a JSON object", what)
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	v, err := decodeJSON(doc)
 	if err != nil {
 		return fmt.Errorf("%s: not valid JSON: %w", what, err)
 	}

@@ -51,13 +51,19 @@ func (t *Tool) OverMCP() bool { return !t.HTTPOnly && !t.Binding.InspectSession 
 // schemas and checks them on every transport. Phase 2 of issue 16 moves
 // every service onto it and removes TypedTool.
 func TypedTool[A any](b tool.Binding, fn func(ctx context.Context, call *Call, args A) *tool.Result) Tool {
-	return Tool{Binding: b, Handler: Typed(fn), decodeArgs: func(dec *jsontext.Decoder) (any, error) {
+	return Tool{Binding: b, Handler: typed(fn), decodeArgs: decoderOf[A]()}
+}
+
+// decoderOf decodes a tool's arguments into a new A in the same pass as
+// the request body.
+func decoderOf[A any]() argsDecoder {
+	return func(dec *jsontext.Decoder) (any, error) {
 		args := new(A)
 		if err := strictjson.DecodeValue(dec, args); err != nil {
 			return nil, err
 		}
 		return args, nil
-	}}
+	}
 }
 
 // Call is one tool call as a handler sees it: the request body (identity
@@ -110,6 +116,11 @@ func (c *Call) OnWritten(f func()) {
 // from the types and checks them on every transport. Phase 2 of issue 16
 // moves every service onto it and removes Typed.
 func Typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result) Handler {
+	return typed(fn)
+}
+
+// typed is Typed, which NewTool's handlers run on.
+func typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result) Handler {
 	return func(ctx context.Context, call *Call) *tool.Result {
 		var args A
 		if p, ok := call.args.(*A); ok {

@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/brain-tools/suite/pkg/schema"
-	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
@@ -66,28 +63,11 @@ func NewTool[In, Out any](b tool.Binding, fn TypedHandler[In, Out]) Tool {
 			panic(fmt.Sprintf("service.NewTool %s: %v", b.Name, err))
 		}
 	}
-	handler := func(ctx context.Context, call *Call) *tool.Result {
-		var in In
-		if p, ok := call.args.(*In); ok {
-			in = *p
-		} else if err := strictjson.Unmarshal(call.Arguments, &in); err != nil {
-			return tool.Errorf("invalid arguments: %v", err)
-		}
-		if v, ok := any(&in).(interface{ Validate() error }); ok {
-			if err := v.Validate(); err != nil {
-				return tool.Errorf("invalid arguments: %v", err)
-			}
-		}
+	handler := typed(func(ctx context.Context, call *Call, in In) *tool.Result {
 		out, err := fn(ctx, call, in)
 		return Answer(out, err)
-	}
-	return Tool{Binding: b, Handler: handler, decl: d, decodeArgs: func(dec *jsontext.Decoder) (any, error) {
-		in := new(In)
-		if err := strictjson.DecodeValue(dec, in); err != nil {
-			return nil, err
-		}
-		return in, nil
-	}}
+	})
+	return Tool{Binding: b, Handler: handler, decl: d, decodeArgs: decoderOf[In]()}
 }
 
 // declared holds what NewTool compiled once: the schemas every transport

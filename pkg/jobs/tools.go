@@ -127,6 +127,7 @@ func Tools(spec Spec) []service.Tool {
 			InputSchema:    statusIn,
 			OutputSchema:   out,
 			TimeoutSeconds: spec.StatusTimeoutSeconds,
+			Annotations:    tool.ReadOnly(),
 		},
 		Handler: func(ctx context.Context, call *service.Call) *tool.Result {
 			var args struct {
@@ -152,6 +153,9 @@ func Tools(spec Spec) []service.Tool {
 			InputSchema:    cancelIn,
 			OutputSchema:   out,
 			TimeoutSeconds: spec.CancelTimeoutSeconds,
+			// Cancelling stops the work (destructive, the MCP default) and
+			// cancelling again changes nothing; the job is the service's own.
+			Annotations: &tool.Annotations{IdempotentHint: true, OpenWorldHint: new(bool)},
 		},
 		Handler: func(ctx context.Context, call *service.Call) *tool.Result {
 			var id string

@@ -161,3 +161,28 @@ func sideBySide(b *testing.B, aName, aURL, bName, bURL string) {
 		})
 	}
 }
+
+// BenchmarkEchoHandler is the runtime's own cost of one echo call, without
+// the network: the handler served in process, allocations counted.
+func BenchmarkEchoHandler(b *testing.B) {
+	cfg, err := ParseEnv[Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "tok"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := (&Server{Name: "bench", Config: cfg, Tools: []Tool{{Binding: echoBinding, Handler: Typed(func(_ context.Context, _ *Call, a echoArgs) *tool.Result {
+		return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}
+	})}}}).Handler()
+	body := []byte(`{"tenant_id":"local","session_id":"s","call_id":"c","arguments":{"text":"hello from the benchmark"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/tools/echo", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer tok")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatal(rec.Code, rec.Body.String())
+		}
+	}
+}

@@ -156,3 +156,27 @@ func TestPublishedBinding(t *testing.T) {
 		t.Errorf("MCP annotations: %+v, want read-only and not open-world", a)
 	}
 }
+
+// TestHandWrittenSchema: a binding that writes its own input_schema keeps
+// it, and the runtime checks calls against it on both transports.
+func TestHandWrittenSchema(t *testing.T) {
+	b := tool.Binding{Name: "at_least", Description: "Take a number of at least 5.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":5}},"required":["n"],"additionalProperties":false}`)}
+	atLeast := service.NewTool(b, func(_ context.Context, _ *service.Call, in struct {
+		N int `json:"n"`
+	}) (*tool.Result, error) {
+		return tool.TextResult("%d", in.N), nil
+	})
+	if string(atLeast.Binding.InputSchema) != string(b.InputSchema) || len(atLeast.Binding.OutputSchema) != 0 {
+		t.Fatalf("binding changed: %s / %s", atLeast.Binding.InputSchema, atLeast.Binding.OutputSchema)
+	}
+	srv := servicetest.Start(t, atLeast)
+	for name, r := range map[string]*servicetest.Reply{"HTTP": srv.Call(t, "at_least", map[string]any{"n": 3}), "MCP": srv.CallMCP(t, "at_least", map[string]any{"n": 3})} {
+		if !r.Result.IsError || !strings.Contains(r.Text(), `at "/n": minimum: got 3, want 5`) {
+			t.Errorf("%s: %+v", name, r.Result)
+		}
+	}
+	if r := srv.Call(t, "at_least", map[string]any{"n": 7}); r.Result.IsError || r.Text() != "7" {
+		t.Errorf("n=7: %+v", r.Result)
+	}
+}

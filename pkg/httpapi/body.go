@@ -29,7 +29,8 @@ const DrainGrace = time.Second
 // allocation of that size (net/http ends the body there); any other is read
 // up to limit+1 bytes. A body over limit is read that far, not refused on
 // its declared length alone: a client still sending when the connection
-// closes may lose the 413 to a reset. Errors are *Error: 413
+// closes may lose the 413 to a reset; the limit+1 bytes read come back
+// with that 413. Errors are *Error: 413
 // request_too_large naming the limit, 408 request_timeout for a body that
 // stalled past LimitBodyTime's deadline, 400 for any other read failure.
 func ReadBody(r *http.Request, limit int64) ([]byte, error) {
@@ -53,7 +54,9 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 		return nil, readError(err)
 	}
 	if limit > 0 && int64(len(data)) > limit {
-		return nil, TooLarge(limit)
+		// The limit+1 bytes read come back with the 413, for a caller
+		// that answers an oversized body itself (service.Tool.TooLarge).
+		return data, TooLarge(limit)
 	}
 	return data, nil
 }

@@ -29,6 +29,14 @@ type Tool struct {
 	// it: an MCP call has no brain session to inspect, for one. A binding
 	// with inspect_session is HTTP-only whatever this says.
 	HTTPOnly bool
+	// TooLarge, when set, answers a request body over MAX_REQUEST_BYTES
+	// with its result (status 200) instead of a 413, which the host would
+	// record as an unknown outcome although the tool did nothing. head is
+	// the start of the body (limit+1 bytes), enough to see which argument
+	// made it large; limit is MAX_REQUEST_BYTES. The runtime reads and
+	// discards the rest of the body first (up to MaxDrainBytes), so the
+	// host, still sending, gets the answer rather than a reset.
+	TooLarge func(head []byte, limit int64) *tool.Result
 
 	// decodeArgs, set by NewTool and TypedTool, decodes the arguments in
 	// the same pass as the request body.

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -166,6 +167,12 @@ func (s *Server) build() {
 	s.handler = httpapi.WithRequestID(httpapi.LimitBodyTime(bodyTimeout, r))
 }
 
+// MaxDrainBytes is how much of an oversized body the runtime reads and
+// discards before a tool's Tool.TooLarge answer: 64 MiB, the largest
+// request body brain accepts (BRAIN_MAX_REQUEST_BYTES), so an answer to
+// anything brain can send arrives whole.
+const MaxDrainBytes = 64 << 20
+
 // toolEntry is a tool with its metric children.
 type toolEntry struct {
 	*Tool
@@ -259,6 +266,17 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	}
 	if err == nil {
 		err = httpapi.BodyError(req.Validate())
+	}
+	var he *httpapi.Error
+	if err != nil && t.TooLarge != nil && len(data) > 0 && errors.As(err, &he) && he.Code == httpapi.CodeTooLarge {
+		// The tool answers an oversized body itself: read the rest of it
+		// so the answer reaches a host that is still sending.
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, MaxDrainBytes))
+		t.failed.Inc()
+		result := t.TooLarge(data, s.Config.MaxRequestBytes)
+		httpapi.WriteJSON(w, http.StatusOK, result)
+		s.Logger.Info("tool call", "tool", name, "is_error", result.IsError, "request_too_large", true, "duration_ms", time.Since(start).Milliseconds())
+		return
 	}
 	if err != nil {
 		t.invalid.Inc()

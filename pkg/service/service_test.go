@@ -587,3 +587,67 @@ func TestRequestIDFromCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestTooLargeAnsweredByTool: a tool with Tool.TooLarge answers a body
+// over MAX_REQUEST_BYTES with its own 200 result, whether the body
+// declares its length or comes chunked and however far over the limit it
+// is (the rest is read, so the answer is not lost to a reset); the head it
+// gets is the start of the body. A tool without it still gets the 413.
+func TestTooLargeAnsweredByTool(t *testing.T) {
+	const limit = 1 << 10
+	var heads []string
+	srv := &Server{Name: "t", Config: Config{Token: "tok", MaxRequestBytes: limit, Heartbeat: time.Second, StreamAfter: time.Second},
+		Tools: []Tool{
+			{Binding: tool.Binding{Name: "big"}, Handler: func(context.Context, *Call) *tool.Result { return tool.TextResult("ran") },
+				TooLarge: func(head []byte, l int64) *tool.Result {
+					heads = append(heads, string(head[:20]))
+					return tool.Errorf("text: more than %d bytes", l)
+				}},
+			{Binding: echoBinding, Handler: Typed(func(ctx context.Context, c *Call, a echoArgs) *tool.Result { return tool.TextResult("%s", a.Text) })},
+		}}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	head := `{"tenant_id":"local","session_id":"s1","call_id":"c1","arguments":{"text":"`
+	for _, tc := range []struct {
+		name    string
+		tool    string
+		size    int
+		chunked bool
+		status  int
+	}{
+		{"at the limit", "big", limit, false, 200},
+		{"one over, with length", "big", limit + 1, false, 200},
+		{"8 MiB over, with length", "big", 8 << 20, false, 200},
+		{"8 MiB over, chunked", "big", 8 << 20, true, 200},
+		{"a tool without TooLarge", "echo", limit + 1, false, 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := head + strings.Repeat("x", tc.size-len(head)-3) + `"}}`
+			var r io.Reader = strings.NewReader(b)
+			if tc.chunked {
+				r = io.MultiReader(r)
+			}
+			req, _ := http.NewRequest(http.MethodPost, ts.URL+"/tools/"+tc.tool, r)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer tok")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readAll(t, resp.Body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			switch {
+			case tc.status == 413:
+			case tc.size <= limit && !strings.Contains(body, `"ran"`):
+				t.Fatalf("a body within the limit did not run the tool: %s", body)
+			case tc.size > limit && !strings.Contains(body, `"is_error":true`) || tc.size > limit && !strings.Contains(body, "more than 1024 bytes"):
+				t.Fatalf("body %s", body)
+			}
+		})
+	}
+	if len(heads) != 3 || heads[0] != head[:20] {
+		t.Fatalf("TooLarge saw heads %q", heads)
+	}
+}

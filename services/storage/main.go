@@ -48,6 +48,11 @@ func newServer(ctx context.Context, environ map[string]string, logger *slog.Logg
 	if cfg.Service.Addr == "" {
 		cfg.Service.Addr = defaultAddr
 	}
+	// Checked before the store is built: a put limit the request cap
+	// cannot carry would answer every large put with a refusal.
+	if err := tools.CheckCarried(cfg.Tools.MaxPutBytes, cfg.Service.MaxRequestBytes); err != nil {
+		return nil, err
+	}
 	store, err := objects.New(ctx, cfg.S3, nil)
 	if err != nil {
 		return nil, err

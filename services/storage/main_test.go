@@ -187,6 +187,11 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"STORAGE_BUCKET": "b", "STORAGE_MAX_OUTPUT_BYTES": "lots"}, "STORAGE_MAX_OUTPUT_BYTES"},
 		{map[string]string{"STORAGE_BUCKET": "b", "STORAGE_ACCESS_KEY_ID": "k", "STORAGE_SECRET_ACCESS_KEY": "s", "STORAGE_HEALTH_TIMEOUT": "-1s"}, "STORAGE_HEALTH_TIMEOUT must be positive, got -1s"},
 		{map[string]string{"STORAGE_BUCKET": "b", "STORAGE_HEALTH_TIMEOUT": "soon"}, "STORAGE_HEALTH_TIMEOUT"},
+		// A put limit the request cap cannot carry is refused, naming both.
+		{map[string]string{"STORAGE_BUCKET": "b", "STORAGE_ACCESS_KEY_ID": "k", "STORAGE_SECRET_ACCESS_KEY": "s", "STORAGE_MAX_PUT_BYTES": "8388608"},
+			"STORAGE_MAX_PUT_BYTES 8388608 cannot be carried by MAX_REQUEST_BYTES 4194304"},
+		{map[string]string{"STORAGE_BUCKET": "b", "STORAGE_ACCESS_KEY_ID": "k", "STORAGE_SECRET_ACCESS_KEY": "s", "STORAGE_MAX_PUT_BYTES": "1048576", "MAX_REQUEST_BYTES": "1048576"},
+			"raise MAX_REQUEST_BYTES to at least 1430872 or lower STORAGE_MAX_PUT_BYTES to at most 761856"},
 	} {
 		_, err := newServer(context.Background(), tc.env, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

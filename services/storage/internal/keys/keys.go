@@ -88,7 +88,29 @@ func segment(id string) (string, error) {
 	case ".", "..":
 		return "", fmt.Errorf("%q is not usable as a storage namespace", id)
 	}
-	return url.PathEscape(id), nil
+	seg := url.PathEscape(id)
+	if err := reservedSegment(seg); err != nil {
+		return "", fmt.Errorf("%q is not usable as a storage namespace: %w", id, err)
+	}
+	return seg, nil
+}
+
+// ReservedSegment is the path segment versitygw's posix backend keeps
+// for its own staging files (.sgwtmp at the top of a bucket and of its
+// version directories); its listings skip a directory of that name at any
+// depth, so an object under it is written but never listed. Temporary
+// names ".<name>.sgwtmp.<n>" appear beside objects while they are
+// replaced.
+const ReservedSegment = ".sgwtmp"
+
+// reservedSegment refuses a segment of a full key that the S3 server
+// reserves. The rule holds on every backend, so a key means the same
+// wherever the bucket lives.
+func reservedSegment(seg string) error {
+	if seg == ReservedSegment || strings.HasPrefix(seg, ".") && strings.Contains(seg, ReservedSegment+".") {
+		return fmt.Errorf("the segment %q is reserved by the S3 server (versitygw keeps its staging files under %s)", seg, ReservedSegment)
+	}
+	return nil
 }
 
 func checkRoot(root string) error {
@@ -206,6 +228,9 @@ func check(s string, trailingSlash bool) error {
 	}
 	segs := strings.Split(s, "/")
 	for i, seg := range segs {
+		if err := reservedSegment(seg); err != nil {
+			return errors.New("has " + strings.TrimPrefix(err.Error(), "the "))
+		}
 		switch seg {
 		case "..", ".":
 			return fmt.Errorf("has a %q segment", seg)

@@ -34,6 +34,13 @@ func TestValidate(t *testing.T) {
 		{"newline", "a\nb", "control character U+000A"},
 		{"del", "a\x7fb", "control character U+007F"},
 		{"c1", "a\u0085b", "control character U+0085"},
+		// versitygw stages uploads under .sgwtmp and its listings skip a
+		// directory of that name at any depth.
+		{"reserved segment first", ".sgwtmp/x", "reserved by the S3 server"},
+		{"reserved segment inside", "a/.sgwtmp/x", "reserved by the S3 server"},
+		{"reserved segment last", "a/.sgwtmp", "reserved by the S3 server"},
+		{"staging name beside an object", "a/.x.sgwtmp.123", "reserved by the S3 server"},
+		{"similar names are fine", "sgwtmp/.sgwtmpx/x.sgwtmp", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +92,10 @@ func TestNew(t *testing.T) {
 		{"root with dotdot", "../", ModeTenant, "t", "", "", `".." segment`},
 		{"bad mode", "", Mode("bucket"), "t", "", "", "key prefix mode"},
 		{"huge tenant", "", ModeTenant, strings.Repeat("x", MaxKeyBytes), "", "", "no room"},
+		{"reserved tenant", "", ModeTenant, ".sgwtmp", "", "", `tenant_id: ".sgwtmp" is not usable as a storage namespace: the segment ".sgwtmp" is reserved by the S3 server`},
+		{"reserved session", "", ModeSession, "acme", ".sgwtmp", "", "session_id:"},
+		{"reserved root", ".sgwtmp/", ModeTenant, "acme", "", "", "root prefix"},
+		{"reserved name under a root is still refused", "r/", ModeTenant, ".sgwtmp", "", "", "reserved by the S3 server"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

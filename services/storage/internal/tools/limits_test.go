@@ -9,10 +9,12 @@ import (
 	"image/color"
 	"image/png"
 	"net"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 
 	"github.com/brain-tools/suite/services/storage/internal/objects"
@@ -223,6 +225,8 @@ func TestArgumentErrors(t *testing.T) {
 		{"storage_put", `{"key":"` + strings.Repeat("k", 1025) + `","text":"x"}`, "key"},
 		{"storage_put", `{"key":"","text":"x"}`, "key"},
 		{"storage_put", `{"key":"a","text":"x","extra":1}`, "extra"},
+		{"storage_put", `{"key":".sgwtmp/a","text":"x"}`, "key"},
+		{"storage_list", `{"prefix":"a/.sgwtmp/"}`, "prefix"},
 		{"storage_get", `{"key":"a","max_bytes":0}`, "max_bytes"},
 		{"storage_get", `{"key":"a","offset":-1}`, "offset"},
 		{"storage_get", `{"key":"a","offset":"1"}`, "offset"},
@@ -293,6 +297,102 @@ func TestStorageUnreachable(t *testing.T) {
 		msg := errorText(t, r)
 		if r.UnknownOutcome != tc.unknown || !strings.Contains(msg, "unreachable") {
 			t.Fatalf("%s: unknown_outcome=%v: %s", tc.tool, r.UnknownOutcome, msg)
+		}
+	}
+}
+
+// TestTenantReservedByServer: a tenant named like versitygw's staging
+// directory is refused before anything is written, not stored where its
+// objects would never be listed.
+func TestTenantReservedByServer(t *testing.T) {
+	h := newHarness(t, toolsConfig())
+	r := h.call(".sgwtmp", "s", "storage_put", map[string]any{"key": "a.txt", "text": "x"})
+	if msg := errorText(t, r); !strings.Contains(msg, "tenant_id") || !strings.Contains(msg, "reserved by the S3 server") || r.UnknownOutcome {
+		t.Fatalf("put as tenant .sgwtmp: %s", msg)
+	}
+}
+
+// TestPutOverRequestLimit: a put whose request is larger than
+// MAX_REQUEST_BYTES is an is_error result naming the argument and the put
+// limit (status 200, known outcome), never the runtime's bare 413, and
+// nothing is stored.
+func TestPutOverRequestLimit(t *testing.T) {
+	cfg := toolsConfig()
+	cfg.MaxPutBytes = 16 << 10
+	h := newHarness(t, cfg)
+	ts, err := New(h.store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &service.Server{Name: "storage", Config: service.Config{Token: token, MaxRequestBytes: 64 << 10, Heartbeat: time.Second, StreamAfter: 10 * time.Second}, Tools: ts.List()}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	h.url = hs.URL
+	for _, tc := range []struct {
+		name, field string
+		args        map[string]any
+	}{
+		{"data_base64 far over", "data_base64", map[string]any{"key": "big.bin", "data_base64": base64.StdEncoding.EncodeToString(make([]byte, 1<<20))}},
+		{"text far over, after other arguments", "text", map[string]any{"key": "big.txt", "content_type": "text/plain", "text": strings.Repeat("é", 100<<10)}},
+		{"text over the put limit, within the request limit", "text", map[string]any{"key": "mid.txt", "text": strings.Repeat("t", 20<<10)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.call("acme", "s", "storage_put", tc.args)
+			msg := errorText(t, r)
+			if !strings.Contains(msg, "invalid arguments: "+tc.field+":") || !strings.Contains(msg, "16384 bytes (16 KiB)") || r.UnknownOutcome {
+				t.Fatalf("unknown_outcome %v: %s", r.UnknownOutcome, msg)
+			}
+			if h := h.call("acme", "s", "storage_head", map[string]any{"key": tc.args["key"]}); !h.IsError {
+				t.Fatalf("the refused put stored %s", text(h))
+			}
+		})
+	}
+}
+
+func TestBigArgument(t *testing.T) {
+	for _, tc := range []struct{ head, want string }{
+		{`{"tenant_id":"t","arguments":{"key":"a","data_base64":"AAAA`, "data_base64"},
+		{`{"arguments":{"key":"data_base64","text":"abc`, "text"},
+		{`{"arguments":{"text":"done","content_type":"text/pl`, "data_base64 or text"},
+		{`{"text":"not in the arguments`, "data_base64 or text"},
+		{`garbage`, "data_base64 or text"},
+	} {
+		if got := bigArgument([]byte(tc.head)); got != tc.want {
+			t.Errorf("bigArgument(%s) = %q, want %q", tc.head, got, tc.want)
+		}
+	}
+}
+
+func TestCheckCarried(t *testing.T) {
+	// 3 MiB of data is 4 MiB of base64: it needs the envelope's room on top.
+	if err := CheckCarried(3<<20, 4<<20+PutEnvelopeBytes); err != nil {
+		t.Fatalf("at the edge: %v", err)
+	}
+	err := CheckCarried(3<<20, 4<<20+PutEnvelopeBytes-1)
+	if err == nil || !strings.Contains(err.Error(), "STORAGE_MAX_PUT_BYTES 3145728") || !strings.Contains(err.Error(), "MAX_REQUEST_BYTES 4227071") ||
+		!strings.Contains(err.Error(), "at most 3145725") {
+		t.Fatalf("one byte short: %v", err)
+	}
+	if err := CheckCarried(2<<20, 4<<20); err != nil {
+		t.Fatalf("the defaults: %v", err)
+	}
+}
+
+// TestDescriptionStatesTheLimit: storage_put tells the model the put limit
+// in force, not a default.
+func TestDescriptionStatesTheLimit(t *testing.T) {
+	for _, tc := range []struct {
+		max  int64
+		want string
+	}{{2 << 20, "at most 2 MiB (2097152 bytes)"}, {1 << 20 * 3 / 2, "at most 1.5 MiB (1572864 bytes)"}, {16 << 10, "at most 16 KiB (16384 bytes)"}, {1000, "at most 1000 bytes (1000 bytes)"}} {
+		cfg := toolsConfig()
+		cfg.MaxPutBytes = tc.max
+		ts, err := New(nil, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := ts.List()[0].Binding.Description; !strings.Contains(d, tc.want) || strings.Contains(d, "by default") {
+			t.Errorf("limit %d: %s", tc.max, d)
 		}
 	}
 }

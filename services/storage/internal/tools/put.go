@@ -1,12 +1,14 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"mime"
 	"net/http"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -147,7 +149,51 @@ func (t *Tools) put(ctx context.Context, call *service.Call, a putArgs) *tool.Re
 }
 
 func (t *Tools) tooLarge(field string, n int64) *tool.Result {
-	return fieldErr(field, "%d bytes, more than the %d bytes storage_put takes; upload larger objects with storage_presign (method PUT)", n, t.cfg.MaxPutBytes)
+	return fieldErr(field, "%d bytes, more than the %d bytes (%s) storage_put takes; nothing was stored; upload larger objects with storage_presign (method PUT)", n, t.cfg.MaxPutBytes, sizeText(t.cfg.MaxPutBytes))
+}
+
+// putTool is storage_put with its answer to a request over
+// MAX_REQUEST_BYTES: an is_error result that names the argument and the
+// put limit, as for any other put over the limit, instead of the
+// runtime's bare 413, which the host would record as an unknown outcome
+// although nothing was written.
+func (t *Tools) putTool(b tool.Binding) service.Tool {
+	st := service.TypedTool(b, t.put)
+	st.TooLarge = func(head []byte, limit int64) *tool.Result {
+		return fieldErr(bigArgument(head), "the request is more than %d bytes (MAX_REQUEST_BYTES), so its data is more than the %d bytes (%s) storage_put takes; nothing was stored; upload larger objects with storage_presign (method PUT)",
+			limit, t.cfg.MaxPutBytes, sizeText(t.cfg.MaxPutBytes))
+	}
+	return st
+}
+
+// bigArgument names the argument a request cut off at head was sending
+// when it ran out: the member of "arguments" whose value head does not
+// finish, text or data_base64 in any request that got this far. It falls
+// back to "data_base64 or text".
+func bigArgument(head []byte) string {
+	dec := jsontext.NewDecoder(bytes.NewReader(head), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	name, inArgs := "", false
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			break
+		}
+		// A string token is an object member's name when it leaves the
+		// object holding an odd count of names and values.
+		depth := dec.StackDepth()
+		kind, n := dec.StackIndex(depth)
+		isName := tok.Kind() == '"' && kind == '{' && n%2 == 1
+		switch {
+		case depth == 1 && isName:
+			inArgs = tok.String() == "arguments"
+		case depth == 2 && inArgs && isName:
+			name = tok.String()
+		}
+	}
+	if name == "text" || name == "data_base64" {
+		return name
+	}
+	return "data_base64 or text"
 }
 
 // textType picks a text content type from the key's extension, falling
@@ -163,12 +209,29 @@ func textType(key string) string {
 }
 
 // binaryType picks a content type from the key's extension, then from the
-// bytes (net/http's sniffing), so images come back as image blocks.
+// bytes (net/http's sniffing), so images come back as image blocks. A
+// charset=utf-8 that either source claims is kept only when the bytes are
+// UTF-8: "notes.txt" holding Latin-1 is text/plain, with no charset, since
+// none can be told from the bytes.
 func binaryType(key string, body []byte) string {
-	if ct := mime.TypeByExtension(path.Ext(key)); ct != "" {
-		return ct
+	ct := mime.TypeByExtension(path.Ext(key))
+	if ct == "" {
+		ct = http.DetectContentType(body)
 	}
-	return http.DetectContentType(body)
+	if !utf8.Valid(body) {
+		ct = withoutUTF8(ct)
+	}
+	return ct
+}
+
+// withoutUTF8 drops a charset=utf-8 parameter from contentType.
+func withoutUTF8(contentType string) string {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || !strings.EqualFold(params["charset"], "utf-8") {
+		return contentType
+	}
+	delete(params, "charset")
+	return mime.FormatMediaType(mt, params)
 }
 
 // isText reports whether bytes of this content type should be returned as

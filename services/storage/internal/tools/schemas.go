@@ -5,7 +5,31 @@ package tools
 // structured_content against the output schemas; the handlers check the
 // same rules again, since a service cannot rely on its caller.
 
-const putDescription = `Store an object in your private storage under key (a path like "reports/q1.md"; no leading "/", no "." or ".." segments, at most 1024 bytes). Give exactly one of text (UTF-8) or data_base64 (binary). content_type defaults from the key's extension or the bytes; metadata is up to 2 KB of lower-case name -> ASCII value pairs. Objects over the put limit (2 MiB by default) go through storage_presign with method PUT. Overwrites an existing object.`
+import (
+	"fmt"
+	"strconv"
+)
+
+// putDescription is storage_put's description for a put limit of
+// maxPut bytes: the model is told the limit in force, not a default.
+func putDescription(maxPut int64) string {
+	return `Store an object in your private storage under key (a path like "reports/q1.md"; no leading "/", no "." or ".." segments, at most 1024 bytes). Give exactly one of text (UTF-8) or data_base64 (binary). content_type defaults from the key's extension or the bytes; metadata is up to 2 KB of lower-case name -> ASCII value pairs. ` +
+		fmt.Sprintf("This service stores at most %s (%d bytes) per storage_put; larger objects go through storage_presign with method PUT. ", sizeText(maxPut), maxPut) +
+		`Overwrites an existing object.`
+}
+
+// sizeText writes n bytes for a reader: "2 MiB", "1.5 MiB", "700 KiB", "1000 bytes".
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 const getDescription = `Read an object from your private storage. Text types come back as text, PNG/JPEG/GIF/WebP images as an image, anything else as base64. Large objects come back in parts: the result says which bytes it holds and the offset to continue from; max_bytes caps one part. For big downloads use storage_presign.`
 

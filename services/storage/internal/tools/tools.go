@@ -31,8 +31,9 @@ type Config struct {
 	KeyRoot string `env:"STORAGE_KEY_ROOT"`
 	// MaxPutBytes caps the object storage_put stores, after base64
 	// decoding (env STORAGE_MAX_PUT_BYTES, default 2 MiB). The request body
-	// cap MAX_REQUEST_BYTES (4 MiB) must hold it base64-encoded; larger
-	// objects go through storage_presign with method PUT.
+	// cap MAX_REQUEST_BYTES (4 MiB) must hold it base64-encoded with
+	// PutEnvelopeBytes to spare (CheckCarried); larger objects go through
+	// storage_presign with method PUT.
 	MaxPutBytes int64 `env:"STORAGE_MAX_PUT_BYTES" envDefault:"2097152"`
 	// MaxOutputBytes is the max_output_bytes of the bindings, which every
 	// result stays under (env STORAGE_MAX_OUTPUT_BYTES, default 1 MiB, at
@@ -57,6 +58,32 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// PutEnvelopeBytes is what a storage_put request needs beside its data:
+// the request envelope (tenant, session and call IDs), a 1024-byte key,
+// a content type and 2 KB of metadata, JSON-escaped at worst, with room to
+// spare.
+const PutEnvelopeBytes = 32 << 10
+
+// CheckCarried refuses a put limit that the service's request body cap
+// cannot carry: a put of maxPut bytes travels base64-encoded (4 bytes per
+// 3) in a request of at most maxRequest bytes (MAX_REQUEST_BYTES). The
+// error names both settings and the largest put limit that would fit.
+func CheckCarried(maxPut, maxRequest int64) error {
+	need := base64Len(maxPut) + PutEnvelopeBytes
+	if need <= maxRequest {
+		return nil
+	}
+	fits := (maxRequest - PutEnvelopeBytes) / 4 * 3
+	if fits < 0 {
+		fits = 0
+	}
+	return fmt.Errorf("STORAGE_MAX_PUT_BYTES %d cannot be carried by MAX_REQUEST_BYTES %d: a put that size is %d bytes of base64 plus up to %d bytes of key, metadata and envelope (%d in all); raise MAX_REQUEST_BYTES to at least %d or lower STORAGE_MAX_PUT_BYTES to at most %d",
+		maxPut, maxRequest, base64Len(maxPut), PutEnvelopeBytes, need, need, fits)
+}
+
+// base64Len is the length of n bytes in standard, padded base64.
+func base64Len(n int64) int64 { return (n + 2) / 3 * 4 }
 
 // minOutputBytes leaves room for the largest key and metadata a result
 // can echo (1 KiB key and 2 KiB metadata, JSON-escaped) plus some data.
@@ -91,7 +118,7 @@ func (t *Tools) List() []service.Tool {
 		}
 	}
 	return []service.Tool{
-		service.TypedTool(b("storage_put", putDescription, putSchema, objectOutSchema), t.put),
+		t.putTool(b("storage_put", putDescription(t.cfg.MaxPutBytes), putSchema, objectOutSchema)),
 		service.TypedTool(b("storage_get", getDescription, getSchema, getOutSchema), t.get),
 		service.TypedTool(b("storage_head", headDescription, keySchema, objectOutSchema), t.head),
 		service.TypedTool(b("storage_list", listDescription, listSchema, listOutSchema), t.list),

@@ -85,6 +85,13 @@ func TestRoundTrip(t *testing.T) {
 		{name: "binary", key: "blob.bin", data: randomBytes(100 << 10), wantType: "application/octet-stream", wantEncoding: "base64"},
 		{name: "png sniffed", key: "pic", data: pngData, wantType: "image/png", wantEncoding: "image"},
 		{name: "declared png that is not one", key: "fake.png", data: []byte("héllo, not a picture"), contentType: "image/png", wantType: "image/png", wantEncoding: "base64"},
+		// Bytes that are not UTF-8 are never labelled charset=utf-8: not
+		// from the extension, not from sniffing.
+		{name: "latin-1 under .txt", key: "latin1.txt", data: []byte("caf\xe9 cr\xe8me"), wantType: "text/plain", wantEncoding: "base64"},
+		{name: "latin-1 under .html", key: "page.html", data: []byte("<p>caf\xe9</p>"), wantType: "text/html", wantEncoding: "base64"},
+		{name: "latin-1 sniffed", key: "noext", data: []byte("caf\xe9 cr\xe8me"), wantType: "text/plain", wantEncoding: "base64"},
+		{name: "utf-8 bytes under .txt keep the charset", key: "utf8.txt", data: []byte("café"), wantType: "text/plain; charset=utf-8", wantEncoding: "text"},
+		{name: "utf-16 sniffed from its BOM", key: "utf16", data: []byte("\xff\xfeh\x00i\x00"), wantType: "text/plain; charset=utf-16le", wantEncoding: "base64"},
 		{name: "json explicit", key: "data.json", text: ptr(`{"a":1}`), contentType: "application/json", wantType: "application/json", wantEncoding: "text"},
 	}
 	for _, tt := range tests {

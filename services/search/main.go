@@ -80,6 +80,7 @@ func newServer(environ map[string]string, logger *slog.Logger) (*service.Server,
 	if err != nil {
 		return nil, err
 	}
+	svc.SetSecrets(cfg.Brave.APIKey, cfg.Tavily.APIKey, cfg.Service.Token)
 	if logger != nil {
 		if svc.Default() == "" {
 			logger.Warn("web search is not configured: web_search answers is_error until BRAVE_API_KEY or TAVILY_API_KEY is set")

@@ -87,7 +87,7 @@ var _ search.Provider = (*Client)(nil)
 func (c *Client) Search(ctx context.Context, q search.Query) (*search.Response, error) {
 	params := c.params(q)
 	for attempt := 0; ; attempt++ {
-		resp, err := c.do(ctx, params)
+		resp, err := c.do(ctx, q.Tenant, params)
 		var e *search.Error
 		if attempt == 0 && errors.As(err, &e) && e.Kind == search.KindRateLimited && e.Status == http.StatusTooManyRequests && e.RetryAfter <= c.throttle.MaxWait() {
 			continue // the throttle now holds the retry back, or refuses it
@@ -129,18 +129,13 @@ func (c *Client) params(q search.Query) url.Values {
 	return v
 }
 
-func (c *Client) do(ctx context.Context, params url.Values) (*search.Response, error) {
-	retryAfter, ok, err := c.throttle.Wait(ctx)
+func (c *Client) do(ctx context.Context, tenant string, params url.Values) (*search.Response, error) {
+	done, err := c.throttle.Acquire(ctx, tenant, c.timeout)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, &search.Error{Provider: "brave", Kind: search.KindUnavailable, Detail: "cancelled", Err: err}
-		}
-		// The limiter's wait would outlast the call's deadline.
-		return nil, &search.Error{Provider: "brave", Kind: search.KindRateLimited, Detail: "the request rate is exhausted", Err: err}
+		return nil, search.RateLimited("brave", err)
 	}
-	if !ok {
-		return nil, &search.Error{Provider: "brave", Kind: search.KindRateLimited, RetryAfter: retryAfter, Detail: "waiting for Brave's rate-limit window to reset"}
-	}
+	// The turn ends once the answer's rate-limit headers are applied.
+	defer done()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.endpoint+"?"+params.Encode(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("brave request: %w", err)
@@ -163,6 +158,7 @@ func (c *Client) do(ctx context.Context, params url.Values) (*search.Response, e
 	}
 	if res.StatusCode != http.StatusOK {
 		e := classify(res.StatusCode, body, limits)
+		e.Detail = search.Redact(e.Detail, c.key)
 		if e.Kind == search.KindRateLimited {
 			c.throttle.Block(e.RetryAfter)
 		}

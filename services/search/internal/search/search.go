@@ -19,6 +19,9 @@ import (
 
 // Query is one web search, already validated (see Args.Validate).
 type Query struct {
+	// Tenant is the calling tenant (the request body's tenant_id), never
+	// sent to the provider: throttles share their waiting fairly by it.
+	Tenant string
 	// Query is the search text, 1 to MaxQueryChars characters.
 	Query string
 	// Count is how many results to return, 1 to MaxCount.
@@ -108,9 +111,9 @@ func (e *Error) Error() string {
 	case KindRateLimited:
 		b.WriteString("rate limited")
 		if e.RetryAfter > 0 {
-			fmt.Fprintf(&b, "; retry after %s", roundUp(e.RetryAfter))
+			fmt.Fprintf(&b, ", retry after %s", retryText(e.RetryAfter))
 		} else {
-			b.WriteString("; retry later")
+			b.WriteString(", retry later")
 		}
 	case KindInvalidKey:
 		b.WriteString("the search service's API key was refused (operator: check the key)")
@@ -138,6 +141,16 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// retryText writes a wait as the model reads it: "6 s", "24 h" for whole
+// hours of a day or more.
+func retryText(d time.Duration) string {
+	s := int64(roundUp(d) / time.Second)
+	if s >= 86400 && s%3600 == 0 {
+		return fmt.Sprintf("%d h", s/3600)
+	}
+	return fmt.Sprintf("%d s", s)
+}
 
 // roundUp shows a wait in whole seconds, never "0s".
 func roundUp(d time.Duration) time.Duration {

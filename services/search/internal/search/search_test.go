@@ -171,15 +171,19 @@ func TestProviderErrors(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&Error{Provider: "brave", Kind: KindRateLimited, Status: 429, RetryAfter: 1500 * time.Millisecond}, "web search brave: rate limited; retry after 2s (HTTP 429)"},
+		{&Error{Provider: "brave", Kind: KindRateLimited, Status: 429, RetryAfter: 1500 * time.Millisecond}, "web search brave: rate limited, retry after 2 s (HTTP 429)"},
 		{&Error{Provider: "brave", Kind: KindInvalidKey, Status: 422, Detail: "The provided subscription token is invalid."}, "API key was refused"},
 		{&Error{Provider: "tavily", Kind: KindPlanLimit, Status: 432}, "plan's usage or credit limit"},
 		{&Error{Provider: "tavily", Kind: KindBadParameter, Param: "freshness", Status: 400}, "bad parameter freshness"},
 		{errors.New("boom"), "web search: brave: boom"},
+		// A secret of the service never reaches the result.
+		{&Error{Provider: "brave", Kind: KindInvalidKey, Status: 422, Detail: "token brave-key-0123456789 is invalid"}, "token [redacted] is invalid"},
+		{errors.New("dial with tools-key-0123456789"), "dial with [redacted]"},
 	} {
 		svc, _ := NewService("", 1<<20, &stub{name: "brave", err: tc.err})
+		svc.SetSecrets("brave-key-0123456789", "", "tools-key-0123456789")
 		r := call(t, svc, `{"query":"q"}`)
-		if !r.IsError || r.UnknownOutcome || !strings.Contains(text(r), tc.want) {
+		if !r.IsError || r.UnknownOutcome || !strings.Contains(text(r), tc.want) || strings.Contains(text(r), "0123456789") {
 			t.Errorf("%v: %s", tc.err, text(r))
 		}
 	}
@@ -263,35 +267,175 @@ func TestPlainText(t *testing.T) {
 }
 
 func TestThrottle(t *testing.T) {
+	ctx := context.Background()
 	th := NewThrottle(0, 100*time.Millisecond)
-	if _, ok, err := th.Wait(context.Background()); !ok || err != nil {
-		t.Fatal("unthrottled wait refused")
+	done, err := th.Acquire(ctx, "a", 0)
+	if err != nil {
+		t.Fatal("unthrottled acquire refused")
 	}
+	done()
+	// A block longer than maxWait is answered at once with its length.
 	th.Block(time.Hour)
 	start := time.Now()
-	if wait, ok, _ := th.Wait(context.Background()); ok || wait < 59*time.Minute || time.Since(start) > 50*time.Millisecond {
-		t.Fatalf("long block: wait=%s ok=%v after %s", wait, ok, time.Since(start))
+	var we *WaitError
+	if _, err := th.Acquire(ctx, "a", 0); !errors.As(err, &we) || we.RetryAfter < 59*time.Minute || time.Since(start) > 50*time.Millisecond {
+		t.Fatalf("long block: %v after %s", err, time.Since(start))
 	}
+	// A short one is waited out.
 	th = NewThrottle(0, time.Second)
 	th.Block(150 * time.Millisecond)
 	start = time.Now()
-	if _, ok, err := th.Wait(context.Background()); !ok || err != nil || time.Since(start) < 140*time.Millisecond {
-		t.Fatalf("short block not waited out: %v %v %s", ok, err, time.Since(start))
+	if done, err := th.Acquire(ctx, "a", 0); err != nil || time.Since(start) < 140*time.Millisecond {
+		t.Fatalf("short block not waited out: %v %s", err, time.Since(start))
+	} else {
+		done()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	// The call's own deadline is its budget too: answered at once, not
+	// after waiting until the deadline.
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	th.Block(500 * time.Millisecond)
-	if _, ok, err := th.Wait(ctx); ok || err == nil {
-		t.Fatal("cancelled wait succeeded")
-	}
-	// SetRate spaces requests.
-	th = NewThrottle(1000, time.Second)
-	th.SetRate(10)
 	start = time.Now()
-	for range 12 { // burst 10, then 2 at 10/s
-		th.Wait(context.Background())
+	if _, err := th.Acquire(dctx, "a", 0); !errors.As(err, &we) || time.Since(start) > 50*time.Millisecond || we.Budget > 300*time.Millisecond {
+		t.Fatalf("a wait past the deadline: %v after %s", err, time.Since(start))
 	}
-	if el := time.Since(start); el < 150*time.Millisecond {
-		t.Fatalf("12 requests at 10/s burst 10 took %s", el)
+	// So is the time the request itself needs (reserve).
+	th = NewThrottle(1, 10*time.Second)
+	done, _ = th.Acquire(ctx, "a", 0)
+	done()
+	rctx, rcancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer rcancel()
+	if _, err := th.Acquire(rctx, "a", time.Second); !errors.As(err, &we) {
+		t.Fatalf("next slot 1 s away, 0.5 s budget after a 1 s reserve: %v", err)
+	}
+}
+
+// TestThrottleSpacesAndAnswersAtOnce: at 1 a second with a 1.5 s budget,
+// a burst of 10 gets the turns that fit (one slot apart) and the rest are
+// told at once how long they would have waited.
+func TestThrottleSpacesAndAnswersAtOnce(t *testing.T) {
+	th := NewThrottle(1, 1500*time.Millisecond)
+	type outcome struct {
+		at    time.Duration
+		retry time.Duration
+	}
+	start := time.Now()
+	out := make(chan outcome, 10)
+	for range 10 {
+		go func() {
+			done, err := th.Acquire(context.Background(), "a", 0)
+			var we *WaitError
+			if errors.As(err, &we) {
+				out <- outcome{time.Since(start), we.RetryAfter}
+				return
+			}
+			at := time.Since(start)
+			done()
+			out <- outcome{at: at}
+		}()
+	}
+	var served, refused []outcome
+	for range 10 {
+		o := <-out
+		if o.retry > 0 {
+			refused = append(refused, o)
+		} else {
+			served = append(served, o)
+		}
+	}
+	if len(served) != 2 || len(refused) != 8 {
+		t.Fatalf("served %d, refused %d", len(served), len(refused))
+	}
+	for _, o := range served {
+		if o.at > 1600*time.Millisecond {
+			t.Errorf("served after %s, past the budget", o.at)
+		}
+	}
+	for _, o := range refused {
+		if o.at > 500*time.Millisecond || o.retry <= 1500*time.Millisecond {
+			t.Errorf("refused after %s with retry %s; want at once, with a wait over the budget", o.at, o.retry)
+		}
+	}
+}
+
+// TestThrottleFairAcrossTenants: tenant b's one call, made after tenant
+// a queued five, gets the turn after a's first, not after all five.
+func TestThrottleFairAcrossTenants(t *testing.T) {
+	th := NewThrottle(1, 10*time.Second)
+	first, _ := th.Acquire(context.Background(), "a", 0) // the one turn in flight
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	order := make(chan string, 6)
+	acquire := func(tenant string) {
+		done, err := th.Acquire(ctx, tenant, 0)
+		if err == nil {
+			order <- tenant
+			done()
+		}
+	}
+	queued := func(tenant string, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+			th.mu.Lock()
+			got := len(th.queues[tenant])
+			th.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s has %d calls queued, want %d", tenant, got, n)
+			}
+		}
+	}
+	for range 5 {
+		go acquire("a")
+	}
+	queued("a", 5)
+	go acquire("b")
+	queued("b", 1)
+	first()
+	got := []string{<-order, <-order}
+	if got[1] != "b" {
+		t.Fatalf("turns %v: b waited behind a's burst", got)
+	}
+}
+
+// TestThrottleBlockShedsTheQueue: calls queued when a long block arrives
+// are answered at once with its wait, not after waiting out their budget.
+func TestThrottleBlockShedsTheQueue(t *testing.T) {
+	th := NewThrottle(1, 3*time.Second)
+	first, _ := th.Acquire(context.Background(), "a", 0)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := th.Acquire(context.Background(), "a", 0)
+			errs <- err
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	th.Block(time.Minute)
+	first()
+	for range 2 {
+		var we *WaitError
+		if err := <-errs; !errors.As(err, &we) || we.RetryAfter < 59*time.Second || time.Since(start) > 500*time.Millisecond {
+			t.Fatalf("queued call: %v after %s", err, time.Since(start))
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	const key = "BSAk3x9QpL2mN7vR4tY8"
+	for _, tc := range []struct{ in, want string }{
+		{"invalid token " + key + " for plan", "invalid token [redacted] for plan"},
+		{"token BSAk3x9Q... is not valid", "token [redacted]... is not valid"},
+		{"echo: q=x&key=" + key + "&y", "echo: q=x&key=[redacted]&y"},
+		{"nothing secret here", "nothing secret here"},
+		{"short BSAk3x9 piece kept", "short BSAk3x9 piece kept"},
+		{"tools key dev-tools-key-0123456789 too", "tools key [redacted] too"},
+	} {
+		if got := Redact(tc.in, key, "dev-tools-key-0123456789", "", "ab"); got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

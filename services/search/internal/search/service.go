@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -17,7 +18,22 @@ type Service struct {
 	providers map[string]Provider
 	def       string
 	maxOutput int
+	secrets   []string
 }
+
+// TimeoutSeconds is web_search's binding timeout. A call ends before it
+// (callMargin earlier), so the host never cuts one off: a call whose turn
+// at the provider would come too late is answered "rate limited" instead.
+const TimeoutSeconds = 60
+
+// callMargin is how long before TimeoutSeconds a call gives up, for the
+// answer to travel back to the host.
+const callMargin = 2 * time.Second
+
+// SetSecrets names the service's secrets (provider API keys, the bearer
+// token brain sends): every provider message is redacted of them (Redact)
+// before it reaches a result.
+func (s *Service) SetSecrets(secrets ...string) { s.secrets = secrets }
 
 // NewService serves providers (any may be nil: not configured), with def
 // the default ("" = the first configured of brave, tavily). maxOutput is
@@ -82,7 +98,7 @@ func (s *Service) Tool() service.Tool {
 			Description:    description,
 			InputSchema:    json.RawMessage(inputSchema),
 			OutputSchema:   json.RawMessage(outputSchema),
-			TimeoutSeconds: 60,
+			TimeoutSeconds: TimeoutSeconds,
 			MaxOutputBytes: int64(s.maxOutput),
 		},
 		Handler: service.Typed(s.handle),
@@ -112,13 +128,16 @@ func (s *Service) handle(ctx context.Context, call *service.Call, a Args) *tool.
 		return tool.Errorf("invalid arguments: provider: %s is not configured on this search service (configured: %s)", name, strings.Join(s.Configured(), ", "))
 	}
 	q := a.toQuery()
+	q.Tenant = call.TenantID
+	ctx, cancel := context.WithTimeout(ctx, TimeoutSeconds*time.Second-callMargin)
+	defer cancel()
 	resp, err := p.Search(ctx, q)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			return tool.Errorf("web search %s", e.Error())
+			return tool.Errorf("web search %s", Redact(e.Error(), s.secrets...))
 		}
-		return tool.Errorf("web search: %s: %v", name, err)
+		return tool.Errorf("web search: %s: %s", name, Redact(err.Error(), s.secrets...))
 	}
 	out := Output{Provider: name, Query: q.Query, Results: normalize(resp.Results, q), Answer: strings.TrimSpace(resp.Answer), Notes: notes(name, q)}
 	if q.IncludeAnswer && out.Answer == "" && name == "tavily" {

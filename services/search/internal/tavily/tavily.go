@@ -179,7 +179,7 @@ func (c *Client) Search(ctx context.Context, q search.Query) (*search.Response, 
 		return nil, fmt.Errorf("tavily request: %w", err)
 	}
 	for attempt := 0; ; attempt++ {
-		resp, err := c.do(ctx, payload)
+		resp, err := c.do(ctx, q.Tenant, payload)
 		var e *search.Error
 		if attempt == 0 && errors.As(err, &e) && e.Kind == search.KindRateLimited && e.Status == http.StatusTooManyRequests && e.RetryAfter <= c.throttle.MaxWait() {
 			continue
@@ -196,17 +196,12 @@ func (c *Client) Search(ctx context.Context, q search.Query) (*search.Response, 
 	}
 }
 
-func (c *Client) do(ctx context.Context, payload []byte) (*search.Response, error) {
-	retryAfter, ok, err := c.throttle.Wait(ctx)
+func (c *Client) do(ctx context.Context, tenant string, payload []byte) (*search.Response, error) {
+	done, err := c.throttle.Acquire(ctx, tenant, c.timeout)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, &search.Error{Provider: "tavily", Kind: search.KindUnavailable, Detail: "cancelled", Err: err}
-		}
-		return nil, &search.Error{Provider: "tavily", Kind: search.KindRateLimited, Detail: "the request rate is exhausted", Err: err}
+		return nil, search.RateLimited("tavily", err)
 	}
-	if !ok {
-		return nil, &search.Error{Provider: "tavily", Kind: search.KindRateLimited, RetryAfter: retryAfter, Detail: "waiting after Tavily's last 429"}
-	}
+	defer done()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(payload))
 	if err != nil {
 		return nil, fmt.Errorf("tavily request: %w", err)
@@ -228,6 +223,7 @@ func (c *Client) do(ctx context.Context, payload []byte) (*search.Response, erro
 	}
 	if res.StatusCode != http.StatusOK {
 		e := classify(res.StatusCode, body, res.Header)
+		e.Detail = search.Redact(e.Detail, c.key)
 		if e.Kind == search.KindRateLimited {
 			c.throttle.Block(e.RetryAfter)
 		}

@@ -328,8 +328,10 @@ type response struct {
 	heartbeat time.Duration
 	logger    *slog.Logger
 	sse       *sse.Writer
-	stopBeat  chan struct{}
-	beatDone  chan struct{}
+	// beatTimer sends the next heartbeat. A timer rather than a goroutine
+	// per stream: a service holding a thousand streams open (approvals
+	// waiting for an operator) would spend 8 KiB of stack on each.
+	beatTimer *time.Timer
 	done      bool
 }
 
@@ -358,26 +360,22 @@ func (r *response) startLocked() bool {
 	if err := r.sse.Start(); err != nil {
 		r.logger.Debug("sse start", "err", err)
 	}
-	r.stopBeat = make(chan struct{})
-	r.beatDone = make(chan struct{})
-	go r.beat(r.sse, r.stopBeat, r.beatDone)
+	r.beatTimer = time.AfterFunc(r.heartbeat, r.beat)
 	return true
 }
 
-func (r *response) beat(w *sse.Writer, stop, done chan struct{}) {
-	defer close(done)
-	t := time.NewTicker(r.heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			if err := w.Comment("heartbeat"); err != nil {
-				return
-			}
-		case <-stop:
-			return
-		}
+// beat sends one heartbeat comment and arms the next, under r.mu: once
+// finish has marked the call done, no heartbeat is written any more.
+func (r *response) beat() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return
 	}
+	if err := r.sse.Comment("heartbeat"); err != nil {
+		return
+	}
+	r.beatTimer.Reset(r.heartbeat)
 }
 
 func (r *response) progress(v any) error {
@@ -402,14 +400,15 @@ func (r *response) finish(result *tool.Result) {
 	r.mu.Lock()
 	r.done = true
 	w := r.sse
-	stop, beatDone := r.stopBeat, r.beatDone
+	if r.beatTimer != nil {
+		// A heartbeat already firing waits for r.mu and then sees done.
+		r.beatTimer.Stop()
+	}
 	r.mu.Unlock()
 	if w == nil {
 		httpapi.WriteJSON(r.w, http.StatusOK, result)
 		return
 	}
-	close(stop)
-	<-beatDone
 	if err := w.Event(sse.EventResult, result); err != nil {
 		r.logger.Warn("write result event", "err", err)
 	}

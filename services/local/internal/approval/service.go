@@ -67,7 +67,7 @@ type Service struct {
 	mu      sync.Mutex
 	changed map[string]*watch // per approval, replaced at each change
 	streams map[string]int    // request_approval streams attached
-	subs    map[chan struct{}]struct{}
+	subs    map[chan struct{}]func(tenant string) bool
 }
 
 // Open parses the APPROVAL_* variables of environ, opens the store under
@@ -118,6 +118,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	if err != nil {
 		return nil, fmt.Errorf("APPROVAL_DATA_DIR %q: %w", cfg.DataDir, err)
 	}
+	// Approvals that expired while the service was down are expired before
+	// anything is served: no page offers them, no status reads pending.
+	if _, err := store.ExpireDue(ctx); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("approvals: expire after restart: %w", err)
+	}
 	// When ctx ends (SIGTERM), waiting streams answer at once and leave
 	// their approvals pending, so the shutdown is not held up by them.
 	life, stop := context.WithCancel(context.Background())
@@ -125,7 +131,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	s := &Service{
 		store: store, logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval, maxPend: cfg.MaxPendingPerTenant,
 		life: life, stopLife: stop,
-		changed: map[string]*watch{}, streams: map[string]int{}, subs: map[chan struct{}]struct{}{},
+		changed: map[string]*watch{}, streams: map[string]int{}, subs: map[chan struct{}]func(string) bool{},
 	}
 	s.wg.Add(1)
 	go s.sweeper()
@@ -196,8 +202,9 @@ func (s *Service) unwatch(id string, w *watch) {
 }
 
 // notify wakes the waiters of the given approvals and the page's
-// subscribers. decided carries approvals that reached a final status.
-func (s *Service) notify(decided []Approval, ids ...string) {
+// subscribers that see their tenants. decided carries approvals that
+// reached a final status, created ones just recorded.
+func (s *Service) notify(decided []Approval, created ...Approval) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range decided {
@@ -207,13 +214,16 @@ func (s *Service) notify(decided []Approval, ids ...string) {
 			delete(s.changed, decided[i].ID)
 		}
 	}
-	for _, id := range ids {
-		if w, ok := s.changed[id]; ok {
+	for _, a := range created {
+		if w, ok := s.changed[a.ID]; ok {
 			close(w.ch)
-			delete(s.changed, id)
+			delete(s.changed, a.ID)
 		}
 	}
-	for sub := range s.subs {
+	for sub, sees := range s.subs {
+		if !seesAny(sees, decided) && !seesAny(sees, created) {
+			continue // a change this subscriber may not know of
+		}
 		select {
 		case sub <- struct{}{}:
 		default: // a change is already signalled
@@ -221,19 +231,44 @@ func (s *Service) notify(decided []Approval, ids ...string) {
 	}
 }
 
-// Subscribe returns a channel that receives a value after approvals change
-// (coalesced: one value may stand for many changes), and a function that
-// ends the subscription. The operator page's live list uses it.
-func (s *Service) Subscribe() (<-chan struct{}, func()) {
+func seesAny(sees func(string) bool, as []Approval) bool {
+	for _, a := range as {
+		if sees(a.TenantID) {
+			return true
+		}
+	}
+	return false
+}
+
+// Subscribe returns a channel that receives a value after approvals of a
+// tenant that sees accepts change (coalesced: one value may stand for many
+// changes), and a function that ends the subscription. The operator
+// page's live list uses it; another tenant's changes never reach an
+// operator who may not see them, not even as a signal.
+func (s *Service) Subscribe(sees func(tenant string) bool) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
-	s.subs[ch] = struct{}{}
+	s.subs[ch] = sees
 	s.mu.Unlock()
 	return ch, func() {
 		s.mu.Lock()
 		delete(s.subs, ch)
 		s.mu.Unlock()
 	}
+}
+
+// ExpireIfDue expires a pending approval that is past expires_at (the
+// sweeper may not have run yet, after a restart say) and returns it as it
+// then stands, so a page never offers an answer the store would refuse.
+func (s *Service) ExpireIfDue(ctx context.Context, a Approval) (Approval, error) {
+	if a.Status.Final() || time.Now().Before(a.ExpiresAt) {
+		return a, nil
+	}
+	got, err := s.Decide(ctx, a.ID, Expired, SystemOperator, "no answer before the approval expired")
+	if errors.Is(err, ErrDecided) {
+		err = nil
+	}
+	return got, err
 }
 
 // Life returns a context that ends when the service shuts down, for
@@ -255,7 +290,7 @@ func (s *Service) Request(ctx context.Context, n NewApproval) (Approval, bool, e
 	if created {
 		s.logger.Info("approval requested", "approval_id", a.ID, "tenant_id", a.TenantID, "session_id", a.SessionID,
 			"call_id", a.CallID, "origin", a.Origin, "expires_at", a.ExpiresAt)
-		s.notify(nil, a.ID)
+		s.notify(nil, a)
 		s.webhook.send(a, s.URL(a.ID))
 	}
 	return a, created, nil

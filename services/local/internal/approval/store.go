@@ -3,14 +3,17 @@ package approval
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 
 	"github.com/brain-tools/suite/pkg/jobs"
@@ -28,45 +31,27 @@ type Store struct {
 	now func() time.Time
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS approvals (
-	id           TEXT PRIMARY KEY,
-	tenant_id    TEXT NOT NULL,
-	session_id   TEXT NOT NULL,
-	call_id      TEXT NOT NULL,
-	origin       TEXT NOT NULL,
-	action       TEXT NOT NULL,
-	details      TEXT NOT NULL,
-	details_hash TEXT NOT NULL,
-	status       TEXT NOT NULL CHECK (status IN ('pending','approved','denied','expired','cancelled')),
-	created_at   INTEGER NOT NULL,
-	expires_at   INTEGER NOT NULL,
-	decided_at   INTEGER,
-	operator     TEXT NOT NULL DEFAULT '',
-	comment      TEXT NOT NULL DEFAULT '',
-	UNIQUE (tenant_id, session_id, call_id)
-);
-CREATE INDEX IF NOT EXISTS approvals_pending ON approvals (status, expires_at);
-CREATE INDEX IF NOT EXISTS approvals_decided ON approvals (decided_at);
+// migrations are the store's schema, one versioned step per file, applied
+// in order by goose at open. Step 1 is the schema every approvals.db has had
+// (IF NOT EXISTS: an older database upgrades through it unchanged); later
+// steps add to it.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
 
-CREATE TABLE IF NOT EXISTS decisions (
-	seq          INTEGER PRIMARY KEY AUTOINCREMENT,
-	approval_id  TEXT NOT NULL REFERENCES approvals (id),
-	decision     TEXT NOT NULL CHECK (decision IN ('approved','denied','expired','cancelled')),
-	operator     TEXT NOT NULL,
-	comment      TEXT NOT NULL,
-	details_hash TEXT NOT NULL,
-	at           INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS decisions_approval ON decisions (approval_id);
-
--- The decision log is append-only: SQLite itself refuses to change or
--- remove a row, whatever the code above it does.
-CREATE TRIGGER IF NOT EXISTS decisions_no_update BEFORE UPDATE ON decisions
-BEGIN SELECT RAISE(ABORT, 'decision log is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS decisions_no_delete BEFORE DELETE ON decisions
-BEGIN SELECT RAISE(ABORT, 'decision log is append-only'); END;
-`
+// migrate brings the database at db up to the newest schema step.
+func migrate(ctx context.Context, db *sql.DB) error {
+	dir, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, dir)
+	if err != nil {
+		return err
+	}
+	_, err = p.Up(ctx)
+	return err
+}
 
 // OpenStore opens (creating when missing) the approvals database at path,
 // creating its directory with mode 0700.
@@ -96,9 +81,9 @@ func OpenStore(ctx context.Context, path string) (*Store, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
-	if _, err := w.ExecContext(ctx, schema); err != nil {
+	if err := migrate(ctx, w); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("open approvals store %s: create schema: %w", path, err)
+		return nil, fmt.Errorf("open approvals store %s: migrate schema: %w", path, err)
 	}
 	r, err := sql.Open("sqlite", dsn("ro"))
 	if err != nil {
@@ -321,6 +306,10 @@ func (s *Store) Decide(ctx context.Context, id string, decision Status, operator
 	if _, err := tx.ExecContext(ctx, `INSERT INTO decisions (approval_id, decision, operator, comment, details_hash, at) VALUES (?, ?, ?, ?, ?, ?)`,
 		id, a.Status, a.Operator, a.Comment, a.DetailsHash, now.UnixMilli()); err != nil {
 		return Approval{}, false, fmt.Errorf("decide approval %s: log: %w", id, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (at, operator, tenant_id, approval_id, decision, details_hash, comment) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		now.UnixMilli(), a.Operator, a.TenantID, id, a.Status, a.DetailsHash, a.Comment); err != nil {
+		return Approval{}, false, fmt.Errorf("decide approval %s: audit log: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Approval{}, false, fmt.Errorf("decide approval %s: commit: %w", id, err)

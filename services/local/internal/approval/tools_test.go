@@ -407,7 +407,7 @@ func TestApprovalStartExpiresWithoutWaiters(t *testing.T) {
 	f := newFixture(t, Config{})
 	_, m := callJSON(t, f, "t1", "approval_start", map[string]any{"action": "x", "timeout_seconds": 1})
 	id := m["approval_id"].(string)
-	sub, stop := f.svc.Subscribe()
+	sub, stop := f.svc.Subscribe(func(string) bool { return true })
 	defer stop()
 	deadline := time.After(5 * time.Second)
 	for {

@@ -14,12 +14,15 @@ import (
 	"context"
 	"crypto/subtle"
 	"embed"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -29,6 +32,7 @@ import (
 	"github.com/brain-tools/suite/pkg/jobs"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/sse"
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/services/local/internal/approval"
 )
 
@@ -41,15 +45,36 @@ var staticFS embed.FS
 // Config is the operator page's part of the local service's environment.
 type Config struct {
 	// Token is the shared operator token (env APPROVAL_OPERATOR_TOKEN), at
-	// least 16 bytes. Its holder names themself when signing in.
+	// least 16 bytes. Its holder is an admin (every tenant) and names
+	// themself when signing in, but never with an account's name.
 	Token string `env:"APPROVAL_OPERATOR_TOKEN"`
-	// Operators are per-person tokens, name:token pairs separated by commas
+	// Operators are personal tokens, name:token pairs separated by commas
 	// without spaces (env APPROVAL_OPERATORS); a name is 1 to 64 ASCII
-	// letters, digits, '.', '_', '-' or '@', not system or caller. Either
-	// this or Token is required.
+	// letters, digits, '.', '_', '-' or '@', not system or caller. Each
+	// name needs its tenants in OperatorTenants.
 	Operators map[string]string `env:"APPROVAL_OPERATORS" envSeparator:"," envKeyValSeparator:":"`
+	// OperatorTenants scope the accounts: name:tenant|tenant pairs, or
+	// name:* for an admin who sees every tenant (env
+	// APPROVAL_OPERATOR_TENANTS). Every account must be listed.
+	OperatorTenants map[string]string `env:"APPROVAL_OPERATOR_TENANTS" envSeparator:"," envKeyValSeparator:":"`
+	// Identities are name:identity pairs (env APPROVAL_OPERATOR_IDENTITIES):
+	// an operator an authenticating proxy names in IdentityHeader is
+	// signed in as that account, without a token.
+	Identities map[string]string `env:"APPROVAL_OPERATOR_IDENTITIES" envSeparator:"," envKeyValSeparator:":"`
+	// IdentityHeader is the request header in which the proxy names the
+	// operator (env APPROVAL_IDENTITY_HEADER), e.g. X-Forwarded-Email.
+	IdentityHeader string `env:"APPROVAL_IDENTITY_HEADER"`
+	// IdentityProxies are the addresses or CIDRs of the proxies allowed to
+	// set IdentityHeader (env APPROVAL_IDENTITY_PROXIES, comma-separated);
+	// from any other address the header is ignored.
+	IdentityProxies []string `env:"APPROVAL_IDENTITY_PROXIES" envSeparator:","`
 	// SessionTTL is how long a sign-in lasts (env APPROVAL_OPERATOR_SESSION_TTL).
 	SessionTTL time.Duration `env:"APPROVAL_OPERATOR_SESSION_TTL" envDefault:"12h"`
+	// SigninAttempts failed sign-ins per name and per address are allowed
+	// within SigninWindow, then one more each SigninWindow/SigninAttempts
+	// (env APPROVAL_SIGNIN_ATTEMPTS, APPROVAL_SIGNIN_WINDOW).
+	SigninAttempts int           `env:"APPROVAL_SIGNIN_ATTEMPTS" envDefault:"5"`
+	SigninWindow   time.Duration `env:"APPROVAL_SIGNIN_WINDOW" envDefault:"15m"`
 	// Secure marks cookies Secure (env APPROVAL_COOKIE_SECURE). Default:
 	// true when the page URL is https.
 	Secure *bool `env:"APPROVAL_COOKIE_SECURE"`
@@ -57,9 +82,16 @@ type Config struct {
 
 // Limits of the page's forms.
 const (
-	maxFormBytes    = 64 << 10
-	listLimit       = 500
+	maxFormBytes = 64 << 10
+	// DefaultPageSize and MaxPageSize bound the queue's pages (per=):
+	// however many approvals wait, a page lists at most MaxPageSize.
+	DefaultPageSize = 50
+	MaxPageSize     = 100
+	MinPageSize     = 10
+	// maxTextChars caps the queue's text search and session filter.
+	maxTextChars    = 200
 	decidedLimit    = 20
+	auditPageSize   = 100
 	liveHeartbeat   = 15 * time.Second
 	signinFormTTL   = 30 * time.Minute
 	maxCommentChars = approval.MaxCommentChars
@@ -70,6 +102,9 @@ type Page struct {
 	svc      *approval.Service
 	auth     *authenticator
 	sessions *sessions
+	throttle *throttle
+	identity string  // IdentityHeader
+	proxies  proxies // IdentityProxies
 	secure   bool
 	logger   *slog.Logger
 	pages    map[string]*template.Template
@@ -92,7 +127,7 @@ func Open(ctx context.Context, environ map[string]string, svc *approval.Service,
 func Check(environ map[string]string) error {
 	cfg, err := parseConfig(environ)
 	if err == nil {
-		_, err = cfg.authenticator()
+		_, _, err = cfg.check()
 	}
 	return err
 }
@@ -102,27 +137,38 @@ func parseConfig(environ map[string]string) (Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	// The map keeps the last token of a name given twice; refuse instead.
-	if name := repeatedOperator(environ["APPROVAL_OPERATORS"]); name != "" {
-		return cfg, fmt.Errorf("operator page: APPROVAL_OPERATORS: %q is listed more than once: give each operator one name:token pair", name)
+	// The maps keep the last value of a name given twice; refuse instead.
+	for _, v := range []string{"APPROVAL_OPERATORS", "APPROVAL_OPERATOR_TENANTS", "APPROVAL_OPERATOR_IDENTITIES"} {
+		if name := repeatedOperator(environ[v]); name != "" {
+			return cfg, fmt.Errorf("operator page: %s: %q is listed more than once: give each operator one name:value pair", v, name)
+		}
 	}
 	return cfg, nil
 }
 
-// authenticator checks the tokens and the session TTL.
-func (cfg Config) authenticator() (*authenticator, error) {
-	auth, err := newAuthenticator(cfg.Token, cfg.Operators)
+// check refuses settings that cannot work and returns the accounts.
+func (cfg Config) check() ([]approval.Account, proxies, error) {
+	accounts, err := cfg.accounts()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if cfg.SessionTTL <= 0 {
-		return nil, fmt.Errorf("operator page: APPROVAL_OPERATOR_SESSION_TTL must be positive, got %s", cfg.SessionTTL)
+	ps, err := parseProxies(cfg.IdentityProxies)
+	if err != nil {
+		return nil, nil, err
 	}
-	return auth, nil
+	switch {
+	case cfg.SessionTTL <= 0:
+		return nil, nil, fmt.Errorf("operator page: APPROVAL_OPERATOR_SESSION_TTL must be positive, got %s", cfg.SessionTTL)
+	case cfg.SigninAttempts < 1:
+		return nil, nil, fmt.Errorf("operator page: APPROVAL_SIGNIN_ATTEMPTS must be at least 1, got %d", cfg.SigninAttempts)
+	case cfg.SigninWindow <= 0:
+		return nil, nil, fmt.Errorf("operator page: APPROVAL_SIGNIN_WINDOW must be positive, got %s", cfg.SigninWindow)
+	}
+	return accounts, ps, nil
 }
 
-// repeatedOperator returns the first name that APPROVAL_OPERATORS
-// (name:token pairs separated by commas) lists twice, or "".
+// repeatedOperator returns the first name that a name:value list
+// (pairs separated by commas) lists twice, or "".
 func repeatedOperator(raw string) string {
 	if raw == "" {
 		return ""
@@ -138,20 +184,26 @@ func repeatedOperator(raw string) string {
 	return ""
 }
 
-// New is Open with a parsed Config.
+// New is Open with a parsed Config. It writes the configured accounts to
+// the approval store, replacing the ones stored before.
 func New(ctx context.Context, cfg Config, svc *approval.Service, logger *slog.Logger) (*Page, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	auth, err := cfg.authenticator()
+	accounts, ps, err := cfg.check()
 	if err != nil {
 		return nil, err
+	}
+	if err := svc.Store().SyncAccounts(ctx, accounts); err != nil {
+		return nil, fmt.Errorf("operator page: %w", err)
 	}
 	secure := strings.HasPrefix(svc.PageURL(), "https://")
 	if cfg.Secure != nil {
 		secure = *cfg.Secure
 	}
-	p := &Page{svc: svc, auth: auth, sessions: newSessions(cfg.SessionTTL), secure: secure, logger: logger, ctx: ctx, pages: map[string]*template.Template{}}
+	p := &Page{svc: svc, auth: &authenticator{shared: cfg.Token, store: svc.Store()}, sessions: newSessions(cfg.SessionTTL),
+		throttle: newThrottle(cfg.SigninAttempts, cfg.SigninWindow), identity: cfg.IdentityHeader, proxies: ps,
+		secure: secure, logger: logger, ctx: ctx, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
 		"ts":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
@@ -162,9 +214,13 @@ func New(ctx context.Context, cfg Config, svc *approval.Service, logger *slog.Lo
 			}
 			return "in " + d.String()
 		},
+		"exact": func(s string) template.HTML { h, _ := exact(s); return h },
+		"marks": func(s string) string { _, m := exact(s); return m.String() },
+		"add":   func(a, b int) int { return a + b },
+		"list":  func(s ...string) []string { return s },
 	}
 	base := template.Must(template.New("base").Funcs(funcs).ParseFS(templateFS, "templates/base.html", "templates/lists.html"))
-	for _, name := range []string{"signin", "list", "detail", "message"} {
+	for _, name := range []string{"signin", "list", "detail", "message", "audit"} {
 		p.pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
 	}
 	p.pages["lists"] = base
@@ -173,11 +229,13 @@ func New(ctx context.Context, cfg Config, svc *approval.Service, logger *slog.Lo
 
 // Routes adds the page's routes:
 //
-//	GET  /approvals                 the pending list (live)
-//	GET  /approvals/rows            the list fragment the live script swaps in
-//	GET  /approvals/live            SSE: "changed" whenever approvals change
+//	GET  /approvals                 the queue (live): filters, search, pages
+//	GET  /approvals/rows            the queue fragment the live script swaps in
+//	GET  /approvals/live            SSE: "changed" whenever visible approvals change
 //	GET  /approval/:id              one approval
 //	POST /approval/:id/decision     approve or deny (csrf, decision, comment)
+//	GET  /operator/audit            the audit log (admins)
+//	GET  /operator/audit.csv        the audit log as CSV (admins)
 //	GET  /operator/signin           sign-in form
 //	POST /operator/signin           sign in (csrf, name, token, next)
 //	POST /operator/signout          sign out (csrf)
@@ -192,6 +250,8 @@ func (p *Page) Routes(r *httprouter.Router) {
 		r.Handle(method, "/approvals/rows", p.wrap(p.rows))
 		r.Handle(method, "/approval/:id", p.wrap(p.detail))
 		r.Handle(method, "/operator/signin", p.wrap(p.signinForm))
+		r.Handle(method, "/operator/audit", p.wrap(p.audit))
+		r.Handle(method, "/operator/audit.csv", p.wrap(p.auditCSV))
 		r.Handle(method, "/operator/static/*file", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 			w.Header().Set("Cache-Control", "no-cache")
@@ -224,18 +284,32 @@ func (p *Page) wrap(h handler) httprouter.Handle {
 // data is what every template gets.
 type data struct {
 	Operator string
-	CSRF     string
-	Error    string
-	Title    string
+	Admin    bool
+	// Scope says what the operator sees: "all tenants" or the tenants.
+	Scope string
+	CSRF  string
+	Error string
+	Title string
 	// sign-in
 	Name, Next string
-	// list: PendingTotal counts every pending approval, Pending holds the
-	// oldest listLimit of them
-	Pending, Decided []approval.Approval
-	PendingTotal     int
+	// queue: Pending is one page of the selection, Total counts all of it
+	Q        queueQuery
+	Pending  []approval.Approval
+	Total    int
+	Pages    []pageLink
+	Tenants  []string
+	Decided  []approval.Approval
+	Filtered bool
 	// detail
-	A   approval.Approval
-	Log []approval.LogEntry
+	A       approval.Approval
+	Log     []approval.LogEntry
+	Action  template.HTML
+	Details template.HTML
+	Marks   string // the marked characters of action and details, "" for none
+	// audit
+	Audit      []approval.AuditEntry
+	AuditTotal int
+	AuditQ     auditQuery
 }
 
 // render executes page into a buffer first, so a template error is a clean
@@ -256,18 +330,34 @@ func (p *Page) render(w http.ResponseWriter, status int, page string, d data) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+func (p *Page) base(sess *session) data {
+	d := data{Operator: sess.operator, CSRF: sess.csrf, Admin: sess.account.Admin, Scope: "all tenants"}
+	if !sess.account.Admin {
+		d.Scope = "tenants " + strings.Join(sess.account.Tenants, ", ")
+		if len(sess.account.Tenants) == 1 {
+			d.Scope = "tenant " + sess.account.Tenants[0]
+		}
+	}
+	return d
+}
+
 func (p *Page) message(w http.ResponseWriter, r *http.Request, status int, title, msg string) {
 	d := data{Title: title, Error: msg}
 	if sess, _, ok := p.current(r); ok {
-		d.Operator, d.CSRF = sess.operator, sess.csrf
+		d = p.base(sess)
+		d.Title, d.Error = title, msg
 	}
 	p.render(w, status, "message", d)
 }
 
 // signedIn returns the session, or answers: a GET or HEAD of a page goes to
-// the sign-in form, anything else gets 401.
+// the sign-in form, anything else gets 401. A request an allowed proxy
+// vouches for (IdentityHeader) signs its account in on the way.
 func (p *Page) signedIn(w http.ResponseWriter, r *http.Request) (*session, bool) {
 	if sess, _, ok := p.current(r); ok {
+		return sess, true
+	}
+	if sess, ok := p.identitySignIn(w, r); ok {
 		return sess, true
 	}
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path != "/approvals/rows" && r.URL.Path != "/approvals/live" {
@@ -278,15 +368,172 @@ func (p *Page) signedIn(w http.ResponseWriter, r *http.Request) (*session, bool)
 	return nil, false
 }
 
-func (p *Page) lists(ctx context.Context, d *data) error {
+// identitySignIn signs in the account of the identity an allowed proxy
+// names in the identity header. A request from elsewhere, or naming no
+// account, signs nobody in.
+func (p *Page) identitySignIn(w http.ResponseWriter, r *http.Request) (*session, bool) {
+	if p.identity == "" {
+		return nil, false
+	}
+	id := r.Header.Get(p.identity)
+	if id == "" || !p.proxies.trusted(r) {
+		return nil, false
+	}
+	acct, err := p.svc.Store().AccountByIdentity(r.Context(), id)
+	if err != nil {
+		if !errors.Is(err, approval.ErrNoAccount) {
+			p.logger.Error("operator identity", "err", err)
+		}
+		p.logger.Warn("operator identity has no account", "remote", r.RemoteAddr)
+		return nil, false
+	}
+	key, sess := p.sessions.create(acct.Name, acct, false)
+	p.setCookie(w, sessionCookie, key, int(p.sessions.ttl/time.Second))
+	// The request itself goes on with the new session.
+	r.AddCookie(&http.Cookie{Name: sessionCookie, Value: key})
+	p.logger.Info("operator signed in", "operator", acct.Name, "via", "identity")
+	return sess, true
+}
+
+// queueQuery is the queue's query string, read leniently: an unusable
+// value falls back to its default and is named in Problem.
+type queueQuery struct {
+	State, Tenant, Session, Text, Sort string
+	Page, Per                          int
+	Problem                            string
+}
+
+// parseQueue reads the queue's filters from the URL.
+func parseQueue(v url.Values) queueQuery {
+	q := queueQuery{State: v.Get("state"), Tenant: v.Get("tenant"), Session: strings.TrimSpace(v.Get("session")),
+		Text: strings.TrimSpace(v.Get("q")), Sort: v.Get("sort"), Page: 1, Per: DefaultPageSize}
+	var problems []string
+	switch q.State {
+	case "":
+		q.State = string(approval.Pending)
+	case string(approval.Pending), string(approval.Approved), string(approval.Denied), string(approval.Expired), string(approval.Cancelled), approval.StateDecided, approval.StateAll:
+	default:
+		problems = append(problems, fmt.Sprintf("state %q is not one of the choices; showing pending", strictjson.Clip(q.State, 40)))
+		q.State = string(approval.Pending)
+	}
+	switch q.Sort {
+	case "":
+		q.Sort = "deadline"
+	case "deadline", "newest", "oldest":
+	default:
+		problems = append(problems, fmt.Sprintf("sort %q is not deadline, newest or oldest; sorted by deadline", strictjson.Clip(q.Sort, 40)))
+		q.Sort = "deadline"
+	}
+	for _, f := range []*string{&q.Text, &q.Session, &q.Tenant} {
+		if utf8.RuneCountInString(*f) > maxTextChars {
+			problems = append(problems, fmt.Sprintf("a filter is longer than %d characters; cut", maxTextChars))
+			*f = string([]rune(*f)[:maxTextChars])
+		}
+	}
+	if s := v.Get("page"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n >= 1 {
+			q.Page = n
+		} else {
+			problems = append(problems, fmt.Sprintf("page %q is not a page number; showing page 1", strictjson.Clip(s, 20)))
+		}
+	}
+	if s := v.Get("per"); s != "" {
+		n, err := strconv.Atoi(s)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("per %q is not a number; showing %d a page", strictjson.Clip(s, 20), DefaultPageSize))
+		case n < MinPageSize || n > MaxPageSize:
+			q.Per = min(max(n, MinPageSize), MaxPageSize)
+			problems = append(problems, fmt.Sprintf("per must be from %d to %d; showing %d a page", MinPageSize, MaxPageSize, q.Per))
+		default:
+			q.Per = n
+		}
+	}
+	q.Problem = strings.Join(problems, "; ")
+	return q
+}
+
+// values is q as a query string, with page set to page.
+func (q queueQuery) values(page int) string {
+	v := url.Values{}
+	set := func(k, val, def string) {
+		if val != def {
+			v.Set(k, val)
+		}
+	}
+	set("state", q.State, string(approval.Pending))
+	set("tenant", q.Tenant, "")
+	set("session", q.Session, "")
+	set("q", q.Text, "")
+	set("sort", q.Sort, "deadline")
+	if q.Per != DefaultPageSize {
+		v.Set("per", strconv.Itoa(q.Per))
+	}
+	if page > 1 {
+		v.Set("page", strconv.Itoa(page))
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+// Query is the query string of the queue as it is, for the live script.
+func (q queueQuery) Query() string { return q.values(q.Page) }
+
+// filtered reports whether q narrows the default view.
+func (q queueQuery) filtered() bool {
+	return q.State != string(approval.Pending) || q.Tenant != "" || q.Session != "" || q.Text != ""
+}
+
+// pageLink is one link of the queue's pager.
+type pageLink struct {
+	N       int
+	Href    string
+	Current bool
+	Label   string
+}
+
+// pager links the first, previous, current, next and last pages.
+func pager(q queueQuery, total int) []pageLink {
+	last := max((total+q.Per-1)/q.Per, 1)
+	if last == 1 {
+		return nil
+	}
+	var out []pageLink
+	add := func(n int, label string) {
+		out = append(out, pageLink{N: n, Href: "/approvals" + q.values(n), Current: n == q.Page, Label: label})
+	}
+	if q.Page > 1 {
+		add(1, "First")
+		add(q.Page-1, "Previous")
+	}
+	add(q.Page, fmt.Sprintf("Page %d of %d", q.Page, last))
+	if q.Page < last {
+		add(q.Page+1, "Next")
+		add(last, "Last")
+	}
+	return out
+}
+
+// queue fills d with the page of approvals q selects that sess may see.
+func (p *Page) queue(ctx context.Context, sess *session, q queueQuery, d *data) error {
+	store := p.svc.Store()
+	scope := sess.account.Scope()
+	d.Q, d.Filtered = q, q.filtered()
 	var err error
-	if d.Pending, err = p.svc.Store().ListPending(ctx, listLimit); err != nil {
+	d.Pending, d.Total, err = store.Find(ctx, approval.Query{Scope: scope, State: q.State, Tenant: q.Tenant, Session: q.Session, Text: q.Text,
+		Sort: q.Sort, Limit: q.Per, Offset: (q.Page - 1) * q.Per})
+	if err != nil {
 		return err
 	}
-	if d.PendingTotal, err = p.svc.Store().CountPending(ctx); err != nil {
+	d.Pages = pager(q, d.Total)
+	if d.Tenants, err = store.Tenants(ctx, scope); err != nil {
 		return err
 	}
-	d.Decided, err = p.svc.Store().ListDecided(ctx, decidedLimit)
+	if !d.Filtered {
+		d.Decided, _, err = store.Find(ctx, approval.Query{Scope: scope, State: approval.StateDecided, Sort: "decided", Limit: decidedLimit})
+	}
 	return err
 }
 
@@ -295,8 +542,8 @@ func (p *Page) list(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 	if !ok {
 		return
 	}
-	d := data{Operator: sess.operator, CSRF: sess.csrf}
-	if err := p.lists(r.Context(), &d); err != nil {
+	d := p.base(sess)
+	if err := p.queue(r.Context(), sess, parseQueue(r.URL.Query()), &d); err != nil {
 		p.internal(w, r, err)
 		return
 	}
@@ -308,8 +555,8 @@ func (p *Page) rows(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 	if !ok {
 		return
 	}
-	d := data{Operator: sess.operator, CSRF: sess.csrf}
-	if err := p.lists(r.Context(), &d); err != nil {
+	d := p.base(sess)
+	if err := p.queue(r.Context(), sess, parseQueue(r.URL.Query()), &d); err != nil {
 		p.internal(w, r, err)
 		return
 	}
@@ -317,13 +564,15 @@ func (p *Page) rows(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 }
 
 // live streams a "changed" event at once and after every change of the
-// approvals, with comment heartbeats, until the client leaves, the sign-in
-// expires or the service shuts down.
+// approvals the operator may see, with comment heartbeats, until the
+// client leaves, the sign-in expires or the service shuts down. Changes of
+// other tenants' approvals send nothing.
 func (p *Page) live(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if _, ok := p.signedIn(w, r); !ok {
+	sess, ok := p.signedIn(w, r)
+	if !ok {
 		return
 	}
-	ch, stop := p.svc.Subscribe()
+	ch, stop := p.svc.Subscribe(sess.sees)
 	defer stop()
 	out := sse.NewWriter(w)
 	beat := time.NewTicker(liveHeartbeat)
@@ -335,7 +584,7 @@ func (p *Page) live(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 			if _, _, ok := p.current(r); !ok {
 				return
 			}
-			n, err := p.svc.Store().CountPending(r.Context())
+			n, err := p.svc.Store().CountPendingIn(r.Context(), sess.account.Scope())
 			if err != nil {
 				return
 			}
@@ -358,15 +607,25 @@ func (p *Page) live(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 	}
 }
 
-func (p *Page) load(w http.ResponseWriter, r *http.Request, id string) (approval.Approval, bool) {
-	if !jobs.ValidID(id) {
+// load returns approval id when sess may see it, answering 404 otherwise:
+// another tenant's approval is "not found", exactly as an unknown ID, so
+// an operator learns nothing of it, not even that it exists. A pending
+// approval past its expiry is expired on the way.
+func (p *Page) load(w http.ResponseWriter, r *http.Request, sess *session, id string) (approval.Approval, bool) {
+	notFound := func() {
 		p.message(w, r, http.StatusNotFound, "Not found", "There is no approval with this ID.")
+	}
+	if !jobs.ValidID(id) {
+		notFound()
 		return approval.Approval{}, false
 	}
 	a, err := p.svc.Store().Get(r.Context(), id)
-	if errors.Is(err, approval.ErrNotFound) {
-		p.message(w, r, http.StatusNotFound, "Not found", "There is no approval with this ID.")
+	if errors.Is(err, approval.ErrNotFound) || err == nil && !sess.sees(a.TenantID) {
+		notFound()
 		return approval.Approval{}, false
+	}
+	if err == nil {
+		a, err = p.svc.ExpireIfDue(r.Context(), a)
 	}
 	if err != nil {
 		p.internal(w, r, err)
@@ -380,7 +639,7 @@ func (p *Page) detail(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 	if !ok {
 		return
 	}
-	a, ok := p.load(w, r, ps.ByName("id"))
+	a, ok := p.load(w, r, sess, ps.ByName("id"))
 	if !ok {
 		return
 	}
@@ -393,7 +652,16 @@ func (p *Page) renderDetail(w http.ResponseWriter, r *http.Request, status int, 
 		p.internal(w, r, err)
 		return
 	}
-	p.render(w, status, "detail", data{Operator: sess.operator, CSRF: sess.csrf, A: a, Log: log, Error: msg})
+	d := p.base(sess)
+	d.A, d.Log, d.Error = a, log, msg
+	var am, dm marks
+	d.Action, am = exact(a.Action)
+	d.Details, dm = exact(a.Details)
+	for k, n := range dm {
+		am[k] += n
+	}
+	d.Marks = am.String()
+	p.render(w, status, "detail", d)
 }
 
 // checkPost applies the rules every POST shares: same origin, a form of at
@@ -429,7 +697,7 @@ func (p *Page) decide(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 	if !p.checkPost(w, r, sess.csrf) {
 		return
 	}
-	a, ok := p.load(w, r, ps.ByName("id"))
+	a, ok := p.load(w, r, sess, ps.ByName("id"))
 	if !ok {
 		return
 	}
@@ -468,12 +736,116 @@ func (p *Page) decide(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 		p.internal(w, r, err)
 		return
 	}
-	p.logger.Info("operator decision", "approval_id", got.ID, "decision", got.Status, "operator", got.Operator)
+	p.logger.Info("operator decision", "approval_id", got.ID, "tenant_id", got.TenantID, "decision", got.Status, "operator", got.Operator)
 	http.Redirect(w, r, "/approval/"+got.ID, http.StatusSeeOther)
+}
+
+// auditQuery is the audit log's query string.
+type auditQuery struct {
+	Tenant, Operator string
+	Page             int
+	Prev, Next       string // links, "" at the ends
+}
+
+func (p *Page) auditQuery(r *http.Request) (approval.AuditQuery, auditQuery) {
+	v := r.URL.Query()
+	aq := auditQuery{Tenant: strictjson.Clip(v.Get("tenant"), maxTextChars), Operator: strictjson.Clip(v.Get("operator"), maxTextChars), Page: 1}
+	if n, err := strconv.Atoi(v.Get("page")); err == nil && n > 1 {
+		aq.Page = n
+	}
+	return approval.AuditQuery{Scope: approval.Scope{All: true}, Tenant: aq.Tenant, Operator: aq.Operator, Limit: auditPageSize, Offset: (aq.Page - 1) * auditPageSize}, aq
+}
+
+// admin returns the session of a signed-in admin, answering 403 for other
+// operators.
+func (p *Page) admin(w http.ResponseWriter, r *http.Request) (*session, bool) {
+	sess, ok := p.signedIn(w, r)
+	if !ok {
+		return nil, false
+	}
+	if !sess.account.Admin {
+		p.message(w, r, http.StatusForbidden, "Admins only", "The audit log is for admins: your account sees "+p.base(sess).Scope+".")
+		return nil, false
+	}
+	return sess, true
+}
+
+func (p *Page) audit(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	sess, ok := p.admin(w, r)
+	if !ok {
+		return
+	}
+	q, aq := p.auditQuery(r)
+	d := p.base(sess)
+	total, err := p.svc.Store().Audit(r.Context(), q, func(e approval.AuditEntry) error {
+		d.Audit = append(d.Audit, e)
+		return nil
+	})
+	if err != nil {
+		p.internal(w, r, err)
+		return
+	}
+	link := func(page int) string {
+		v := url.Values{}
+		if aq.Tenant != "" {
+			v.Set("tenant", aq.Tenant)
+		}
+		if aq.Operator != "" {
+			v.Set("operator", aq.Operator)
+		}
+		v.Set("page", strconv.Itoa(page))
+		return "/operator/audit?" + v.Encode()
+	}
+	if aq.Page > 1 {
+		aq.Prev = link(aq.Page - 1)
+	}
+	if aq.Page*auditPageSize < total {
+		aq.Next = link(aq.Page + 1)
+	}
+	d.AuditTotal, d.AuditQ = total, aq
+	p.render(w, http.StatusOK, "audit", d)
+}
+
+// auditCSV exports the audit log rows the filters select, all of them,
+// newest first, as CSV (RFC 4180). A cell that a spreadsheet would read as
+// a formula (starting with = + - @, a tab or a carriage return) gets a
+// leading ' so the export cannot run one.
+func (p *Page) auditCSV(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if _, ok := p.admin(w, r); !ok {
+		return
+	}
+	q, _ := p.auditQuery(r)
+	q.Limit, q.Offset = 0, 0
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="approval-audit-`+time.Now().UTC().Format("20060102T150405Z")+`.csv"`)
+	if r.Method == http.MethodHead {
+		return
+	}
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"seq", "at", "operator", "tenant_id", "approval_id", "decision", "details_sha256", "comment"})
+	_, err := p.svc.Store().Audit(r.Context(), q, func(e approval.AuditEntry) error {
+		return cw.Write([]string{strconv.FormatInt(e.Seq, 10), e.At.Format(time.RFC3339Nano), safeCell(e.Operator), safeCell(e.TenantID),
+			e.ApprovalID, string(e.Decision), e.DetailsHash, safeCell(e.Comment)})
+	})
+	cw.Flush()
+	if err != nil {
+		p.logger.Error("audit export", "err", err)
+	}
+}
+
+func safeCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 func (p *Page) signinForm(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if _, _, ok := p.current(r); ok {
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	}
+	if _, ok := p.identitySignIn(w, r); ok {
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
@@ -489,6 +861,9 @@ func (p *Page) renderSignin(w http.ResponseWriter, status int, msg, name, next s
 	p.render(w, status, "signin", data{CSRF: secret, Error: msg, Name: name, Next: next})
 }
 
+// signin checks a sign-in. Failed attempts are throttled per name typed
+// and per client address: past the limit the form answers 429 with the
+// wait, without checking the token at all.
 func (p *Page) signin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	want := ""
 	if c, err := r.Cookie(signinCookie); err == nil {
@@ -498,20 +873,29 @@ func (p *Page) signin(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 		return
 	}
 	name, next := r.PostForm.Get("name"), safeNext(r.PostForm.Get("next"))
-	who, err := p.auth.operator(r.PostForm.Get("token"), name)
+	keys := signinKeys(r, name)
+	if wait := p.throttle.wait(keys...); wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		p.logger.Warn("operator sign-in throttled", "remote", r.RemoteAddr, "retry_after_s", secs)
+		p.renderSignin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins for this name or from this address. Try again in %d s.", secs), name, next)
+		return
+	}
+	who, acct, shared, err := p.auth.operator(r.Context(), r.PostForm.Get("token"), name)
 	if err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, errWrongToken) {
 			status = http.StatusUnauthorized
+			p.throttle.fail(keys...)
 			p.logger.Warn("operator sign-in refused", "remote", r.RemoteAddr)
 		}
 		p.renderSignin(w, status, capitalize(err.Error())+".", name, next)
 		return
 	}
-	key, _ := p.sessions.create(who)
+	key, _ := p.sessions.create(who, acct, shared)
 	p.setCookie(w, sessionCookie, key, int(p.sessions.ttl/time.Second))
 	p.setCookie(w, signinCookie, "", -1)
-	p.logger.Info("operator signed in", "operator", who)
+	p.logger.Info("operator signed in", "operator", who, "admin", acct.Admin, "shared_token", shared)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -536,7 +920,7 @@ func (p *Page) internal(w http.ResponseWriter, r *http.Request, err error) {
 
 // safeNext keeps redirects after sign-in on this page's own paths.
 func safeNext(next string) string {
-	if next == "/approvals" || (strings.HasPrefix(next, "/approval/") && jobs.ValidID(strings.TrimPrefix(next, "/approval/"))) {
+	if next == "/approvals" || next == "/operator/audit" || (strings.HasPrefix(next, "/approval/") && jobs.ValidID(strings.TrimPrefix(next, "/approval/"))) {
 		return next
 	}
 	return "/approvals"

@@ -41,6 +41,9 @@ func newStack(t *testing.T, cfg Config) *stack {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = time.Hour
 	}
+	if cfg.SigninAttempts == 0 {
+		cfg.SigninAttempts, cfg.SigninWindow = 5, time.Minute
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

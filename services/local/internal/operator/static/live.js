@@ -1,18 +1,20 @@
-// Live updates of the pending list: an EventSource on /approvals/live says
-// "changed", and the list fragment is fetched again. Without EventSource it
-// polls every 5 s. The page works without this script (reload by hand).
+// Live updates of the queue: an EventSource on /approvals/live says
+// "changed", and the list fragment is fetched again with the page's own
+// filters. Without EventSource it polls every 5 s. The page works without
+// this script (reload by hand).
 (function () {
   "use strict";
   var lists = document.getElementById("lists");
   var count = document.getElementById("pending-count");
   var state = document.getElementById("live-state");
   if (!lists) { return; }
+  var query = lists.getAttribute("data-query") || "";
   var busy = false, again = false;
 
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
-    fetch("/approvals/rows", { credentials: "same-origin", headers: { "Accept": "text/html" } })
+    fetch("/approvals/rows" + query, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) {
         if (r.status === 401) { window.location.assign("/operator/signin?next=/approvals"); return null; }
         if (!r.ok) { throw new Error("status " + r.status); }
@@ -29,7 +31,7 @@
           if (same) { same.focus(); }
         }
         var pending = document.getElementById("pending");
-        if (pending && count) { count.textContent = pending.getAttribute("data-count") + " pending"; }
+        if (pending && count) { count.textContent = pending.getAttribute("data-count") + " " + pending.getAttribute("data-state"); }
       })
       .catch(function () { if (state) { state.textContent = "update failed, retrying"; } })
       .then(function () {

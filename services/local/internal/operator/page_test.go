@@ -389,4 +389,3 @@ func tenantsOf(operators string) string {
 	}
 	return strings.Join(out, ",")
 }
-

@@ -25,6 +25,7 @@ bench "brain: direct echo vs through brain with durable events (c=1, c=32); rela
 bench "brain: durable event writes (SQLite)" ./services/brain/internal/store/sqlite 'BenchmarkCallWrites' 2000x
 bench "pkg: result encoding, encoding/json vs AppendJSON" ./pkg/tool 'BenchmarkResultEncoding' 1s
 bench "local: 1,000 approval streams held open, peak memory" ./services/local/internal/e2e 'BenchmarkApprovalStreams' 1x
+bench "local: the approval queue's first page with 1,000 pending, size and render time" ./services/local/internal/operator 'BenchmarkQueuePage1000' 200x
 bench "sandbox: sandbox_exec true through the service vs bwrap directly" ./services/sandbox/internal/app 'BenchmarkExecTrue' 200x
 bench "storage: put+get 256 KiB through the service vs aws-sdk-go-v2 direct" ./services/storage/internal/tools 'BenchmarkPutGet256KiB' 2s
 bench "webfetch: go_spec.html to Markdown, whole tool vs converter; loopback fetch p50" ./services/webfetch/internal/webfetch 'BenchmarkGoSpecRatio|BenchmarkLoopbackFetch' 30x

@@ -26,14 +26,20 @@ const operatorToken = "op-token-0123456789abcdef"
 // stack is a local service with the approval tools and the operator page,
 // served on 127.0.0.1 as in production.
 type stack struct {
-	t    *testing.T
+	t    testing.TB
 	svc  *approval.Service
 	page *Page
 	url  string
 	srv  *httptest.Server
 }
 
-func newStack(t *testing.T, cfg Config) *stack {
+func newStack(t testing.TB, cfg Config) *stack {
+	t.Helper()
+	return newStackSweeping(t, cfg, 100*time.Millisecond)
+}
+
+// newStackSweeping is newStack with the expiry sweeper at interval sweep.
+func newStackSweeping(t testing.TB, cfg Config, sweep time.Duration) *stack {
 	t.Helper()
 	if cfg.Token == "" && cfg.Operators == nil {
 		cfg.Token = operatorToken
@@ -49,7 +55,7 @@ func newStack(t *testing.T, cfg Config) *stack {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	svc, err := approval.New(context.Background(), approval.Config{DataDir: t.TempDir(), PageURL: base, SweepInterval: 100 * time.Millisecond}, nil)
+	svc, err := approval.New(context.Background(), approval.Config{DataDir: t.TempDir(), PageURL: base, SweepInterval: sweep}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +88,18 @@ type pending struct {
 	progress approval.Progress
 }
 
-// requestApproval starts a request_approval call and returns once its
-// progress event has arrived.
+// requestApproval starts a request_approval call of tenant acme and
+// returns once its progress event has arrived.
 func (s *stack) requestApproval(call string, args map[string]any) *pending {
 	s.t.Helper()
+	return s.requestApprovalIn("acme", call, args)
+}
+
+// requestApprovalIn is requestApproval for another tenant.
+func (s *stack) requestApprovalIn(tenant, call string, args map[string]any) *pending {
+	s.t.Helper()
 	a, _ := json.Marshal(args)
-	body, _ := json.Marshal(tool.Request{TenantID: "acme", SessionID: "sess-1", CallID: call, Arguments: a})
+	body, _ := json.Marshal(tool.Request{TenantID: tenant, SessionID: "sess-1", CallID: call, Arguments: a})
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/tools/request_approval", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -146,7 +158,7 @@ func (p *pending) wait(t *testing.T) *tool.Result {
 // client is a browser-like HTTP client: a cookie jar, redirects not
 // followed so tests see every status.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	http *http.Client
 }
@@ -198,7 +210,7 @@ func (c *client) do(req *http.Request) answer {
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-func csrfOf(t *testing.T, body string) string {
+func csrfOf(t testing.TB, body string) string {
 	t.Helper()
 	m := csrfRE.FindStringSubmatch(body)
 	if m == nil {

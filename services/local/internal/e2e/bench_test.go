@@ -193,7 +193,7 @@ func BenchmarkApprovalStreams(b *testing.B) {
 		b.ReportMetric(openTime.Seconds(), "open_s")
 		b.ReportMetric(decideTime.Seconds(), "decide_s")
 		b.ReportMetric(float64(ended), "results")
-		fmt.Printf("approval streams: %d held open at once on one local service; opened in %s; RSS %.1f MB at start, %.1f MB with all open, %.1f MB after %d heartbeat comments; peak (VmHWM) %.1f MB (target < 100 MB); decided in %s; results: %d approved + %d denied = %d/%d, %d wrong, %d decisions refused\n",
+		fmt.Printf("approval streams: %d held open at once on one local service; opened in %s; RSS %.1f MB at start, %.1f MB with all open, %.1f MB after %d heartbeat comments; peak (VmHWM) %.1f MB (target < 60 MB; regression bound 100 MB); decided in %s; results: %d approved + %d denied = %d/%d, %d wrong, %d decisions refused\n",
 			n, openTime.Round(time.Millisecond), float64(baseKB)/1024, float64(openKB)/1024, float64(heldKB)/1024, heartbeatsSeen.Load(),
 			float64(peakKB)/1024, decideTime.Round(time.Millisecond), approved.Load(), denied.Load(), ended, n, wrong.Load(), refused.Load())
 		if ended != int64(n) || wrong.Load() != 0 || refused.Load() != 0 {

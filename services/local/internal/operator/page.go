@@ -51,30 +51,33 @@ type Config struct {
 	// Operators are personal tokens, name:token pairs separated by commas
 	// without spaces (env APPROVAL_OPERATORS); a name is 1 to 64 ASCII
 	// letters, digits, '.', '_', '-' or '@', not system or caller. Each
-	// name needs its tenants in OperatorTenants.
+	// name needs its tenants in APPROVAL_OPERATOR_TENANTS.
 	Operators map[string]string `env:"APPROVAL_OPERATORS" envSeparator:"," envKeyValSeparator:":"`
 	// OperatorTenants scope the accounts: name:tenant|tenant pairs, or
 	// name:* for an admin who sees every tenant (env
 	// APPROVAL_OPERATOR_TENANTS). Every account must be listed.
 	OperatorTenants map[string]string `env:"APPROVAL_OPERATOR_TENANTS" envSeparator:"," envKeyValSeparator:":"`
 	// Identities are name:identity pairs (env APPROVAL_OPERATOR_IDENTITIES):
-	// an operator an authenticating proxy names in IdentityHeader is
-	// signed in as that account, without a token.
+	// an operator an authenticating proxy names in APPROVAL_IDENTITY_HEADER
+	// is signed in as that account, without a token.
 	Identities map[string]string `env:"APPROVAL_OPERATOR_IDENTITIES" envSeparator:"," envKeyValSeparator:":"`
 	// IdentityHeader is the request header in which the proxy names the
 	// operator (env APPROVAL_IDENTITY_HEADER), e.g. X-Forwarded-Email.
 	IdentityHeader string `env:"APPROVAL_IDENTITY_HEADER"`
 	// IdentityProxies are the addresses or CIDRs of the proxies allowed to
-	// set IdentityHeader (env APPROVAL_IDENTITY_PROXIES, comma-separated);
-	// from any other address the header is ignored.
+	// set APPROVAL_IDENTITY_HEADER (env APPROVAL_IDENTITY_PROXIES,
+	// comma-separated); from any other address the header is ignored.
 	IdentityProxies []string `env:"APPROVAL_IDENTITY_PROXIES" envSeparator:","`
 	// SessionTTL is how long a sign-in lasts (env APPROVAL_OPERATOR_SESSION_TTL).
 	SessionTTL time.Duration `env:"APPROVAL_OPERATOR_SESSION_TTL" envDefault:"12h"`
-	// SigninAttempts failed sign-ins per name and per address are allowed
-	// within SigninWindow, then one more each SigninWindow/SigninAttempts
-	// (env APPROVAL_SIGNIN_ATTEMPTS, APPROVAL_SIGNIN_WINDOW).
-	SigninAttempts int           `env:"APPROVAL_SIGNIN_ATTEMPTS" envDefault:"5"`
-	SigninWindow   time.Duration `env:"APPROVAL_SIGNIN_WINDOW" envDefault:"15m"`
+	// SigninAttempts is how many failed sign-ins per name typed and per
+	// client address are allowed within APPROVAL_SIGNIN_WINDOW (env
+	// APPROVAL_SIGNIN_ATTEMPTS); past them the form answers 429.
+	SigninAttempts int `env:"APPROVAL_SIGNIN_ATTEMPTS" envDefault:"5"`
+	// SigninWindow is the window of APPROVAL_SIGNIN_ATTEMPTS (env
+	// APPROVAL_SIGNIN_WINDOW): after it one more attempt comes back every
+	// window/attempts.
+	SigninWindow time.Duration `env:"APPROVAL_SIGNIN_WINDOW" envDefault:"15m"`
 	// Secure marks cookies Secure (env APPROVAL_COOKIE_SECURE). Default:
 	// true when the page URL is https.
 	Secure *bool `env:"APPROVAL_COOKIE_SECURE"`

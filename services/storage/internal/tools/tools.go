@@ -31,9 +31,9 @@ type Config struct {
 	KeyRoot string `env:"STORAGE_KEY_ROOT"`
 	// MaxPutBytes caps the object storage_put stores, after base64
 	// decoding (env STORAGE_MAX_PUT_BYTES, default 2 MiB). The request body
-	// cap MAX_REQUEST_BYTES (4 MiB) must hold it base64-encoded with
-	// PutEnvelopeBytes to spare (CheckCarried); larger objects go through
-	// storage_presign with method PUT.
+	// cap MAX_REQUEST_BYTES (4 MiB) must hold it base64-encoded plus 32 KiB
+	// for key, metadata and envelope, or the service does not start;
+	// larger objects go through storage_presign with method PUT.
 	MaxPutBytes int64 `env:"STORAGE_MAX_PUT_BYTES" envDefault:"2097152"`
 	// MaxOutputBytes is the max_output_bytes of the bindings, which every
 	// result stays under (env STORAGE_MAX_OUTPUT_BYTES, default 1 MiB, at

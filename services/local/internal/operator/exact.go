@@ -22,14 +22,6 @@ const (
 // marks counts the marked characters of a text by kind.
 type marks map[string]int
 
-func (m marks) total() int {
-	n := 0
-	for _, c := range m {
-		n += c
-	}
-	return n
-}
-
 // String lists the counts, "2 bidi controls, 1 invisible".
 func (m marks) String() string {
 	var parts []string

@@ -16,12 +16,19 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "listen address (host:port)")
 	dir := flag.String("dir", ".", "directory to serve")
+	showVersion := flag.Bool("version", false, version.FlagUsage)
 	flag.Parse()
+	if *showVersion {
+		_ = version.Print(os.Stdout, "fileserver")
+		return
+	}
 	if err := run(*addr, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "fileserver:", err)
 		os.Exit(1)

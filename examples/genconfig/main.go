@@ -27,6 +27,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 type apiKey struct {
@@ -64,7 +65,12 @@ func main() {
 	tenant := flag.String("tenant", "local", "tenant the API key maps to")
 	keyEnv := flag.String("api-key-env", "BRAIN_API_KEY", "environment variable holding the tenant's API key")
 	host := flag.String("host", "", "JSON file of what the host adds: its own bindings, host settings of published ones, approvals")
+	showVersion := flag.Bool("version", false, version.FlagUsage)
 	flag.Parse()
+	if *showVersion {
+		_ = version.Print(os.Stdout, "genconfig")
+		return
+	}
 	var h *hostFile
 	if *host != "" {
 		var err error

@@ -16,6 +16,7 @@
 // also the application that answers the tool's calls.
 //
 // It exits non-zero when any step fails or a tool answers is_error.
+// Its one flag, -version, prints the build (pkg/version) and exits.
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,9 +33,21 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 func main() {
+	showVersion := flag.Bool("version", false, version.FlagUsage)
+	flag.Parse()
+	if *showVersion {
+		_ = version.Print(os.Stdout, "session")
+		return
+	}
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "session: unexpected argument %q: the session is configured by environment variables\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Stdout)
 	stop()

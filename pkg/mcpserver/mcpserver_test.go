@@ -20,6 +20,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 const testToken = "test-token"
@@ -201,6 +202,10 @@ func TestCallsBothRevisions(t *testing.T) {
 			ts, _ := startService(t, f, Options{})
 			cs := connect(t, ts.URL+Path, rev, nil)
 			ctx := context.Background()
+			// serverInfo names the service and the build that runs it.
+			if si := cs.InitializeResult().ServerInfo; si == nil || si.Name != "test" || si.Version != version.Get().Version {
+				t.Errorf("serverInfo = %+v, want name test, version %q (pkg/version)", si, version.Get().Version)
+			}
 
 			list, err := cs.ListTools(ctx, nil)
 			if err != nil {

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 // RunFunc is a service's whole life: parse config from environ, build,
@@ -56,6 +58,9 @@ func DefaultAddr(addr string) MainOption {
 //     HealthCheck against ADDR (the container images set it; unset, the
 //     DefaultAddr option's address) and exit 0 when the running service
 //     answers 200 on /healthz, 1 otherwise.
+//   - -version: print the binary's name and version (package
+//     pkg/version: module version, VCS revision, Go version; the same the
+//     build_info metric reports) on stdout and exit 0.
 //   - -h, -help: print the usage on stdout and exit 0.
 //
 // Any other flag or any positional argument prints the error and the usage
@@ -78,6 +83,7 @@ func mainCode(ctx context.Context, name string, args []string, environ map[strin
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // printed below, on stdout for -help
 	healthcheck := fs.Bool(HealthCheckFlag[1:], false, "check the service running at ADDR (GET /healthz) and exit 0 if it answers 200, 1 otherwise (container health check)")
+	showVersion := fs.Bool("version", false, version.FlagUsage)
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -91,6 +97,12 @@ func mainCode(ctx context.Context, name string, args []string, environ map[strin
 		fmt.Fprintf(stderr, "%s: unexpected argument %q: configuration is by environment variables\n", name, fs.Arg(0))
 		printUsage(stderr, fs, o)
 		return 2
+	}
+	if *showVersion {
+		if err := version.Print(stdout, name); err != nil {
+			return 1
+		}
+		return 0
 	}
 	if *healthcheck {
 		addr := environ["ADDR"]
@@ -115,7 +127,7 @@ func mainCode(ctx context.Context, name string, args []string, environ map[strin
 // configuration comes from.
 func printUsage(w io.Writer, fs *flag.FlagSet, o mainOptions) {
 	name := fs.Name()
-	fmt.Fprintf(w, "Usage: %s [-healthcheck]\n\n", name)
+	fmt.Fprintf(w, "Usage: %s [-healthcheck | -version]\n\n", name)
 	fmt.Fprintf(w, "%s is configured by environment variables, not flags: ADDR (listen address", name)
 	if o.defaultAddr != "" {
 		fmt.Fprintf(w, ", default %s", o.defaultAddr)

@@ -9,12 +9,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 // TestMainCommandLine runs Main's command-line handling (mainCode) with
 // each kind of argument: only no arguments start the service, the health
-// check honours --healthcheck and the service's default address, help
-// exits 0 and anything else exits 2 with the usage on stderr.
+// check honours --healthcheck and the service's default address, -version
+// prints the build and exits 0 without running, help exits 0 and anything
+// else exits 2 with the usage on stderr.
 func TestMainCommandLine(t *testing.T) {
 	healthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer healthy.Close()
@@ -40,7 +43,10 @@ func TestMainCommandLine(t *testing.T) {
 		{name: "ADDR wins over the default", args: []string{"-healthcheck"}, environ: map[string]string{"ADDR": up}, opts: []MainOption{DefaultAddr("127.0.0.1:1")}, wantStdout: []string{"healthy\n"}},
 		{name: "-healthcheck without ADDR or default", args: []string{"-healthcheck"}, wantCode: 1, wantStdout: []string{"ADDR is empty"}},
 		{name: "-help", args: []string{"-help"}, opts: []MainOption{DefaultAddr("127.0.0.1:8085")},
-			wantStdout: []string{"Usage: svc [-healthcheck]", "-healthcheck", "environment variables", "default 127.0.0.1:8085", "services/svc/README.md", "deploy/README.md", "-h, -help"}},
+			wantStdout: []string{"Usage: svc [-healthcheck | -version]", "-healthcheck", "-version", "environment variables", "default 127.0.0.1:8085", "services/svc/README.md", "deploy/README.md", "-h, -help"}},
+		{name: "-version", args: []string{"-version"}, wantStdout: []string{"svc " + version.Get().String() + "\n"}},
+		{name: "--version", args: []string{"--version"}, environ: map[string]string{"ADDR": "127.0.0.1:1"}, wantStdout: []string{"svc " + version.Get().String() + "\n"}},
+		{name: "-version with a stray argument", args: []string{"-version", "now"}, wantCode: 2, wantStderr: []string{`unexpected argument "now"`}},
 		{name: "-h", args: []string{"-h"}, wantStdout: []string{"Usage: svc", "-healthcheck"}},
 		{name: "--help", args: []string{"--help"}, wantStdout: []string{"Usage: svc"}},
 		{name: "unknown flag", args: []string{"-bogus"}, wantCode: 2, wantStderr: []string{"flag provided but not defined: -bogus", "Usage: svc", "-healthcheck"}},

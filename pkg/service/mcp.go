@@ -23,6 +23,7 @@ import (
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 // MCPPath is where a Server serves its tools over MCP.
@@ -73,7 +74,8 @@ func ValidMCPName(name string) bool { return mcpNameRE.MatchString(name) }
 // from Config.MaxRequestBytes.
 type MCPOptions struct {
 	// Name and Version identify the server to clients (serverInfo). Name
-	// defaults to "brain-tools", Version to "1".
+	// defaults to "brain-tools", Version to the binary's version
+	// (pkg/version, the same -version prints and build_info reports).
 	Name, Version string
 	// Tenant is the tenant_id of every MCP call that does not state its
 	// own in _meta. Required by NewMCPHandler.
@@ -144,7 +146,7 @@ func newMCPHandler(tools []Tool, o MCPOptions, lenient bool) (*MCPHandler, error
 		o.Name = "brain-tools"
 	}
 	if o.Version == "" {
-		o.Version = "1"
+		o.Version = version.Get().Version
 	}
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = DefaultSessionIdle

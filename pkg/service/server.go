@@ -38,6 +38,7 @@ import (
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 // Server serves a service's tools over HTTP:
@@ -45,7 +46,7 @@ import (
 //	POST /tools/{name}  one tool call (bearer token unless Config.NoAuth)
 //	GET  /tools         the service's bindings {"tools":[...]} (bearer)
 //	GET  /healthz       {"status":"ok"} or 503 (no auth)
-//	GET  /metrics       Prometheus metrics (no auth)
+//	GET  /metrics       Prometheus metrics (no auth), build_info among them
 //	GET, POST, DELETE /mcp  the tools over MCP (bearer), unless Config.DisableMCP
 //
 // plus whatever Routes adds. Every answer carries an X-Request-Id
@@ -107,7 +108,7 @@ func (s *Server) initMetrics() {
 		ConstLabels: prometheus.Labels{"service": s.Name},
 		Buckets:     prometheus.ExponentialBuckets(0.001, 4, 10),
 	}, []string{"tool"})
-	s.registry.MustRegister(s.calls, s.duration)
+	s.registry.MustRegister(s.calls, s.duration, version.NewCollector(s.Name))
 }
 
 func (s *Server) build() {

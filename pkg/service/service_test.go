@@ -15,6 +15,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 type echoArgs struct {
@@ -351,10 +352,15 @@ func TestHealthToolsMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := readAll(t, resp.Body); !strings.Contains(body, `tool_calls_total{outcome="ok",service="test",tool="echo"} 1`) {
+	body := readAll(t, resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(body, `tool_calls_total{outcome="ok",service="test",tool="echo"} 1`) {
 		t.Fatalf("metrics missing the call:\n%s", body)
 	}
-	resp.Body.Close()
+	v := version.Get()
+	if want := fmt.Sprintf(`build_info{goversion=%q,revision=%q,service="test",version=%q} 1`, v.GoVersion, v.Revision, v.Version); !strings.Contains(body, want) {
+		t.Fatalf("metrics missing %s:\n%s", want, body)
+	}
 }
 
 func TestHealthHEAD(t *testing.T) {

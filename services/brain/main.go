@@ -5,6 +5,7 @@
 //	brain -config brain.json [-check]
 //	brain -healthcheck       GET /healthz of the brain running at BRAIN_ADDR; exit 0 if 200 (container health check)
 //	brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
+//	brain -version           print the version (as build_info on /metrics reports it), exit 0
 //	brain -h                 usage on stdout, exit 0
 //
 // An unknown flag or a stray argument prints the error and the usage on
@@ -32,6 +33,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/bearer"
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/version"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
 	"github.com/brain-tools/suite/services/brain/internal/server"
@@ -100,6 +102,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, `Usage:
   brain -config brain.json [-check]   serve the host config (or only validate it)
   brain -healthcheck                  GET /healthz of the brain at BRAIN_ADDR; exit 0 if 200
+  brain -version                      print the version and exit
   brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
 
 The rest of the configuration is by environment variables: BRAIN_ADDR
@@ -178,6 +181,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	configPath := fs.String("config", "", "host config file (JSON): tool bindings and API keys")
 	check := fs.Bool("check", false, "validate the host config and exit")
 	healthcheck := fs.Bool("healthcheck", false, "check the brain running at BRAIN_ADDR (GET /healthz) and exit 0 if it answers 200 (container health check)")
+	showVersion := fs.Bool("version", false, version.FlagUsage)
 	fs.Usage = func() {} // printed below, on stdout for -help
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
@@ -192,6 +196,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		fmt.Fprintf(stderr, "brain: %v\n", err)
 		usage(stderr, fs)
 		return &usageError{err}
+	}
+	if *showVersion {
+		return version.Print(stdout, "brain")
 	}
 	if *healthcheck {
 		ec, err := service.ParseEnv[envConfig](environ)

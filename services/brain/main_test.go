@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,7 +245,7 @@ func TestCommandLine(t *testing.T) {
 	t.Parallel()
 	ts := newToolService(t)
 	good := writeConfig(t, ts.URL, nil)
-	usage := []string{"Usage:", "brain -config brain.json [-check]", "brain -healthcheck", "brain mcp discover", "-healthcheck\n", "-h, -help", "BRAIN_ADDR", "environment variables"}
+	usage := []string{"Usage:", "brain -config brain.json [-check]", "brain -healthcheck", "brain -version", "brain mcp discover", "-healthcheck\n", "-h, -help", "BRAIN_ADDR", "environment variables"}
 	tests := []commandLineCase{
 		{"-h", []string{"-h"}, 0, usage, nil},
 		{"-help", []string{"-help"}, 0, usage, nil},
@@ -255,6 +256,8 @@ func TestCommandLine(t *testing.T) {
 		{"flag without its value", []string{"-config"}, 2, nil, append([]string{"flag needs an argument: -config"}, usage...)},
 		{"stray argument", []string{"-config", good, "extra"}, 2, nil, append([]string{`brain: unexpected argument "extra"`}, usage...)},
 		{"mcp without discover", []string{"mcp"}, 2, nil, append([]string{`brain: unexpected argument "mcp"`}, usage...)},
+		{"-version", []string{"-version"}, 0, []string{"brain ", " (", runtime.Version() + ")\n"}, nil},
+		{"-version with an argument", []string{"-version", "now"}, 2, nil, append([]string{`brain: unexpected argument "now"`}, usage...)},
 		{"-healthcheck with an argument", []string{"-healthcheck", "now"}, 2, nil, append([]string{`brain: unexpected argument "now"`}, usage...)},
 		{"no -config", []string{"-check"}, 1, nil, []string{"brain: -config: required"}},
 		{"-check of a good config", []string{"-config", good, "-check"}, 0, []string{"ok (2 tools, 1 API keys)"}, nil},

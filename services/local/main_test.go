@@ -136,7 +136,7 @@ func TestCommandLine(t *testing.T) {
 				t.Errorf("stdout %q: want the check of 127.0.0.1:8081", stdout)
 			}
 		}},
-		{name: "-help", args: []string{"-help"}, wantStdout: []string{"Usage: local [-healthcheck]", "-healthcheck", "environment variables", "default 127.0.0.1:8081", "README.md"}},
+		{name: "-help", args: []string{"-help"}, wantStdout: []string{"Usage: local [-healthcheck | -version]", "-healthcheck", "-version", "environment variables", "default 127.0.0.1:8081", "README.md"}},
 		{name: "-h", args: []string{"-h"}, wantStdout: []string{"Usage: local"}},
 		{name: "unknown flag", args: []string{"-bogus"}, wantCode: 2, wantStderr: []string{"flag provided but not defined: -bogus", "Usage: local"}},
 		{name: "positional argument", args: []string{"serve"}, wantCode: 2, wantStderr: []string{`unexpected argument "serve"`, "Usage: local"}},

@@ -62,6 +62,7 @@ import (
 	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/version"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
 )
@@ -136,7 +137,7 @@ func New(o Options) *Caller {
 		o.headerTimeout = tool.HeaderTimeout
 	}
 	c := &Caller{logger: o.Logger, opts: o, sinks: map[string]*sink{}}
-	c.client = mcp.NewClient(&mcp.Implementation{Name: "brain", Version: "1"}, &mcp.ClientOptions{
+	c.client = mcp.NewClient(&mcp.Implementation{Name: "brain", Version: version.Get().Version}, &mcp.ClientOptions{
 		// brain offers the server nothing: no roots, sampling or elicitation.
 		Capabilities:                &mcp.ClientCapabilities{},
 		ProgressNotificationHandler: c.onProgress,

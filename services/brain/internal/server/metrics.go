@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 // metrics are served at GET /metrics (Prometheus text format, no auth, like
@@ -29,7 +31,7 @@ func newMetrics() *metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"tool", "status"}),
 	}
-	m.reg.MustRegister(m.calls, m.duration,
+	m.reg.MustRegister(m.calls, m.duration, version.NewCollector("brain"),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/brain-tools/suite/pkg/version"
 )
 
 func TestHealthzAndRouting(t *testing.T) {
@@ -269,10 +272,12 @@ func TestMetrics(t *testing.T) {
 	b.call("t1", s.ID, "echo", map[string]string{"text": "hi"}, 5)
 	b.call("t1", s.ID, "echo", map[string]string{}, 5) // invalid_arguments
 	r := b.do("GET", "/metrics", "", nil)
+	v := version.Get()
 	for _, want := range []string{
 		`brain_tool_calls_total{status="succeeded",tool="echo"} 1`,
 		`brain_tool_calls_total{status="failed",tool="echo"} 1`,
 		`brain_tool_call_duration_seconds_count{status="succeeded",tool="echo"} 1`,
+		fmt.Sprintf(`build_info{goversion=%q,revision=%q,service="brain",version=%q} 1`, v.GoVersion, v.Revision, v.Version),
 	} {
 		if !strings.Contains(string(r.body), want) {
 			t.Errorf("metrics lack %q", want)

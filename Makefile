@@ -16,7 +16,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: lint-tools ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node, the linters), once
+deps: lint-tools ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node, the linters), once; the installers' output goes to bin/deps.log
 	@for d in services/*/deps.sh; do bash "$$d"; done
 	@bash scripts/mcp-deps.sh
 

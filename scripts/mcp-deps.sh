@@ -8,9 +8,12 @@
 #
 # Idempotent: nothing is installed when the cache already holds this lock
 # file's packages and a Node 22 binary. Needs npm (Debian's "npm" package).
+# Prints one line per dependency installed; apt's and npm's output go to
+# DEPS_LOG (scripts/install.sh).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/install.sh"
 dir="${MCP_NODE_DIR:-$HOME/.cache/brain-tools/mcp-node}"
 
 stamp="$dir/.installed-lock.json"
@@ -21,12 +24,7 @@ if [ -x "$dir/node_modules/.bin/node" ] &&
 fi
 
 if ! command -v npm >/dev/null 2>&1; then
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "mcp-deps.sh: npm is missing and installing it needs root (apt-get install -y npm)" >&2
-		exit 1
-	fi
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends npm
+	apt_install npm
 fi
 
 mkdir -p "$dir"
@@ -36,10 +34,10 @@ rm -f "$stamp"
 # trips over optional platform packages missing from a lock made on Linux);
 # package.json's allowScripts lets only the node package run its install
 # script, which unpacks the Node binary.
-(cd "$dir" && npm install --no-audit --no-fund --loglevel=error)
+logged "Node 22, the MCP conformance suite and Inspector (npm, in $dir)" \
+	env -C "$dir" npm install --no-audit --no-fund --loglevel=error
 "$dir/node_modules/.bin/node" --version | grep -q '^v22\.' || {
 	echo "mcp-deps.sh: $dir/node_modules/.bin/node is not Node 22 after install" >&2
 	exit 1
 }
 cp "$here/mcp/package-lock.json" "$stamp"
-echo "mcp-deps.sh: Node $("$dir/node_modules/.bin/node" --version), MCP conformance and Inspector in $dir"

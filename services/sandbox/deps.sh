@@ -3,15 +3,15 @@
 # bubblewrap (bwrap) from Debian; util-linux's prlimit (the sandbox limits) and
 # fallocate, and perl, which the seccomp tests run inside a sandbox (both are
 # Essential in Debian, so normally present). Idempotent: installs only what is
-# missing.
+# missing, one line per package installed; apt's output goes to DEPS_LOG
+# (scripts/install.sh).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/install.sh"
 
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 { command -v prlimit >/dev/null 2>&1 && command -v fallocate >/dev/null 2>&1; } || missing+=(util-linux)
 command -v perl >/dev/null 2>&1 || missing+=(perl-base)
 if ((${#missing[@]})); then
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+	apt_install "${missing[@]}"
 fi
-bwrap --version

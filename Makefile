@@ -11,9 +11,23 @@ SERVICES := brain local sandbox storage search webfetch
 PKGS     := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 FUZZTIME ?= 10s
 
+# VERSION and REVISION name the build everywhere an operator looks: each
+# binary's -version, the build_info metric, MCP serverInfo.version, and
+# the images' :$(VERSION) tag and OCI labels (pkg/version,
+# scripts/version.sh: the v* tag, else a pseudo-version of the commit).
+# Set them on the command line to override (make images VERSION=v1.2.3).
+ifneq ($(origin VERSION),command line)
+VERSION := $(shell bash scripts/version.sh)
+endif
+ifneq ($(origin REVISION),command line)
+REVISION := $(shell bash scripts/version.sh revision)
+endif
+VERSION_PKG     := github.com/brain-tools/suite/pkg/version
+VERSION_LDFLAGS := $(if $(VERSION),-X $(VERSION_PKG).version=$(VERSION)) $(if $(REVISION),-X $(VERSION_PKG).revision=$(REVISION))
+
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
 deps: lint-tools ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node, the linters), once; the installers' output goes to bin/deps.log
@@ -45,20 +59,28 @@ lint-tools: $(STATICCHECK) $(GOLANGCI_LINT) ## install the pinned linters (stati
 .PHONY: build
 build: ## build every service and example into ./bin
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES)) ./examples/session ./examples/fileserver ./examples/genconfig
+	$(GO) build -ldflags='$(VERSION_LDFLAGS)' -o $(BIN)/ $(addprefix ./services/,$(SERVICES)) ./examples/session ./examples/fileserver ./examples/genconfig
 
 # The images (deploy/docker/<service>.Dockerfile) copy these binaries, built
-# static for linux/IMAGE_ARCH (default: this machine's architecture).
+# static for linux/IMAGE_ARCH (default: this machine's architecture), and
+# are tagged :latest and :$(VERSION). DOCKER_BUILD_FLAGS go to every docker
+# build: --network host where the engine gives build containers no network
+# of their own (a dockerd run with --iptables=false, as make compose-test
+# runs it, has no NAT for their apt-get).
 IMAGES     := $(BIN)/images
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+DOCKER_BUILD_FLAGS ?=
 
 .PHONY: images
-images: ## static binaries for the images in bin/images, then the images if a Docker engine runs
+images: ## static binaries for the images in bin/images, then the images (:latest and :VERSION) if a Docker engine runs
 	@mkdir -p $(IMAGES)
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGES)/ $(addprefix ./services/,$(SERVICES))
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(IMAGES)/ $(addprefix ./services/,$(SERVICES))
 	@if docker info >/dev/null 2>&1; then \
 		for s in $(SERVICES); do \
-			docker build --platform linux/$(IMAGE_ARCH) -f deploy/docker/$$s.Dockerfile -t brain-tools/$$s:latest . || exit 1; \
+			echo "image brain-tools/$$s:$(or $(VERSION),latest)"; \
+			docker build --platform linux/$(IMAGE_ARCH) $(DOCKER_BUILD_FLAGS) \
+				--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
+				-f deploy/docker/$$s.Dockerfile -t brain-tools/$$s:latest $(if $(VERSION),-t brain-tools/$$s:$(VERSION)) . || exit 1; \
 		done; \
 	else \
 		echo "no Docker engine available (docker info failed): binaries ready in bin/images;"; \
@@ -68,6 +90,11 @@ images: ## static binaries for the images in bin/images, then the images if a Do
 .PHONY: run
 run: deps build ## build, start the whole stack on loopback, run the demo session, stop
 	@bash scripts/run.sh
+
+# print-version prints VERSION.
+.PHONY: print-version
+print-version:
+	@echo $(VERSION)
 
 .PHONY: config
 config: deps build ## regenerate examples/brain.json from the bindings the services publish

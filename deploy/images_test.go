@@ -186,18 +186,45 @@ func checkDockerfile(t *testing.T, s stackService, stages []stage, port int, dat
 	if s.dataEnv != "" && env[s.dataEnv] != dataDir {
 		t.Errorf("Dockerfile: ENV %s=%q, compose.yaml mounts its volume at %q", s.dataEnv, env[s.dataEnv], dataDir)
 	}
+	// The build's version in the OCI labels, from the build arguments
+	// make images passes.
+	args := map[string]bool{}
+	for _, in := range final.all("ARG") {
+		args[strings.Fields(in.args)[0]] = true
+	}
+	var labels strings.Builder
+	for _, in := range final.all("LABEL") {
+		labels.WriteString(in.args + " ")
+	}
+	for label, arg := range map[string]string{"org.opencontainers.image.version": "VERSION", "org.opencontainers.image.revision": "REVISION"} {
+		if !args[arg] {
+			t.Errorf("Dockerfile: final stage has no ARG %s (make images passes --build-arg %s)", arg, arg)
+		}
+		if want := label + `="$` + arg + `"`; !strings.Contains(labels.String(), want) {
+			t.Errorf("Dockerfile: no LABEL %s", want)
+		}
+	}
+	// Only the base image make compose-test provides offline (no registry
+	// is reachable there).
+	for _, st := range stages {
+		if st.from != "scratch" && st.from != "debian:bookworm-slim" {
+			t.Errorf("Dockerfile: FROM %s: want debian:bookworm-slim or scratch", st.from)
+		}
+	}
 }
 
 // TestMakeImages checks that `make images` builds, for every service of
-// the stack, the static binary its Dockerfile copies (bin/images/<name>),
-// and tags the image compose.yaml runs. It reads the commands with make -n
-// (nothing is built); `make images` itself is run by hand or in CI.
+// the stack, the static binary its Dockerfile copies (bin/images/<name>)
+// with VERSION and REVISION linked in, and tags the image compose.yaml
+// runs and :VERSION, passing the version to the labels and
+// DOCKER_BUILD_FLAGS to docker build. It reads the commands with make -n
+// (nothing is built); make compose-test runs `make images` for real.
 func TestMakeImages(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatalf("make is needed for this test: %v", err)
 	}
 	root := repoRoot(t)
-	cmd := exec.Command("make", "--no-print-directory", "-n", "images")
+	cmd := exec.Command("make", "--no-print-directory", "-n", "images", "VERSION=v9.8.7-test.1", "REVISION=0123abcd", "DOCKER_BUILD_FLAGS=--network host")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -212,7 +239,8 @@ func TestMakeImages(t *testing.T) {
 	if build == "" {
 		t.Fatalf("make -n images runs no go build of ./services/...:\n%s", out)
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "GOOS=linux", "-trimpath", "-o " + filepath.Join(root, "bin", "images") + "/"} {
+	for _, want := range []string{"CGO_ENABLED=0", "GOOS=linux", "-trimpath", "-o " + filepath.Join(root, "bin", "images") + "/",
+		"-X github.com/brain-tools/suite/pkg/version.version=v9.8.7-test.1", "-X github.com/brain-tools/suite/pkg/version.revision=0123abcd"} {
 		if !strings.Contains(build, want) {
 			t.Errorf("make images: %q lacks %q", build, want)
 		}
@@ -221,7 +249,8 @@ func TestMakeImages(t *testing.T) {
 		if !slices.Contains(strings.Fields(build), "./services/"+s.name) {
 			t.Errorf("make images does not build ./services/%s: %s", s.name, build)
 		}
-		for _, want := range []string{"deploy/docker/$s.Dockerfile", "brain-tools/$s:latest"} {
+		for _, want := range []string{"deploy/docker/$s.Dockerfile", "-t brain-tools/$s:latest", "-t brain-tools/$s:v9.8.7-test.1",
+			"--build-arg VERSION=v9.8.7-test.1", "--build-arg REVISION=0123abcd", "--network host"} {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("make images: no docker build with %s", want)
 			}

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The sandbox: runs the agent's commands in a bubblewrap sandbox per
 # session (SANDBOX_BACKEND=local, the default), or on E2B, Daytona or Modal.
 #
@@ -19,7 +18,9 @@
 #   make images        # builds bin/images/sandbox, then this image if a Docker engine runs
 #   docker build -f deploy/docker/sandbox.Dockerfile -t brain-tools/sandbox:latest .
 #
-# Not built in CI here: the development machines run no Docker engine.
+# Built with the whole stack and run by `make compose-test` (CI). It needs
+# no image but debian:bookworm-slim and no frontend image, so it builds
+# offline with the classic builder or BuildKit alike.
 #
 # What bubblewrap needs from the container. The service runs as a non-root
 # user (65532), so bwrap makes an unprivileged user namespace for each
@@ -71,3 +72,11 @@ EXPOSE 8082
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
   CMD ["/usr/local/bin/sandbox", "-healthcheck"]
 ENTRYPOINT ["/usr/local/bin/sandbox"]
+# Which build this is (make images passes them: pkg/version, the same the
+# binary's -version and its build_info metric report).
+ARG VERSION
+ARG REVISION
+LABEL org.opencontainers.image.title="brain-tools/sandbox" \
+      org.opencontainers.image.source="https://github.com/brain-tools/suite" \
+      org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.revision="$REVISION"

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The search: web_search through Brave or Tavily. Stateless.
 #
 # The image holds one static binary, the one `make images` builds into
@@ -9,7 +8,9 @@
 #   make images        # builds bin/images/search, then this image if a Docker engine runs
 #   docker build -f deploy/docker/search.Dockerfile -t brain-tools/search:latest .
 #
-# Not built in CI here: the development machines run no Docker engine.
+# Built with the whole stack and run by `make compose-test` (CI). It needs
+# no image but debian:bookworm-slim and no frontend image, so it builds
+# offline with the classic builder or BuildKit alike.
 # deploy/compose_test.go checks this file against compose.yaml and the
 # service's Config (port, health check, user, binary path).
 
@@ -35,3 +36,11 @@ EXPOSE 8084
 HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
   CMD ["/usr/local/bin/search", "-healthcheck"]
 ENTRYPOINT ["/usr/local/bin/search"]
+# Which build this is (make images passes them: pkg/version, the same the
+# binary's -version and its build_info metric report).
+ARG VERSION
+ARG REVISION
+LABEL org.opencontainers.image.title="brain-tools/search" \
+      org.opencontainers.image.source="https://github.com/brain-tools/suite" \
+      org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.revision="$REVISION"

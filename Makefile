@@ -91,10 +91,15 @@ images: ## static binaries for the images in bin/images, then the images (:lates
 run: deps build ## build, start the whole stack on loopback, run the demo session, stop
 	@bash scripts/run.sh
 
-# print-version prints VERSION.
+# print-version prints VERSION (make compose-test compares it with what
+# the images report).
 .PHONY: print-version
 print-version:
 	@echo $(VERSION)
+
+.PHONY: compose-test
+compose-test: ## make images, run compose.yaml's stack in a Docker engine (one is started if none answers), drive the demo through it, tear down
+	@flock /tmp/suite-ports.lock bash scripts/compose-test.sh
 
 .PHONY: config
 config: deps build ## regenerate examples/brain.json from the bindings the services publish

@@ -216,6 +216,7 @@ func TestCompose(t *testing.T) {
 			checkNetworks(t, svc)
 			checkVolumes(t, s, svc, p)
 			checkDependsOn(t, svc, s.dependsOn)
+			checkLimits(t, svc)
 		})
 	}
 
@@ -245,7 +246,28 @@ func TestCompose(t *testing.T) {
 		}
 		checkNetworks(t, svc)
 		checkVolumes(t, stackService{name: versitygw}, svc, p)
+		checkLimits(t, svc)
 	})
+
+	// The sandbox's container has room for the processes its own limit
+	// allows the agent (SANDBOX_LIMIT_PROCS, for all sessions together, as
+	// the image runs non-root) and the service's own.
+	settings, err := serviceSettings(root, "sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range settings {
+		if st.Name != "SANDBOX_LIMIT_PROCS" {
+			continue
+		}
+		procs, err := strconv.ParseInt(st.Default, 10, 64)
+		if err != nil {
+			t.Fatalf("SANDBOX_LIMIT_PROCS default %q: %v", st.Default, err)
+		}
+		if sb := p.Services["sandbox"]; sb.PidsLimit < 2*procs {
+			t.Errorf("sandbox: pids_limit %d, want at least twice SANDBOX_LIMIT_PROCS (%d): the agent's processes and the service's", sb.PidsLimit, procs)
+		}
+	}
 
 	// storage reaches versitygw by name with the keys versitygw was given.
 	st, vg := p.Services["storage"], p.Services[versitygw]
@@ -578,6 +600,15 @@ func checkVolumes(t *testing.T, s stackService, svc types.ServiceConfig, p *type
 	}
 }
 
+// checkLimits: a memory, CPU and process limit on the container, so one
+// runaway service (or the agent's commands) cannot take the machine.
+func checkLimits(t *testing.T, svc types.ServiceConfig) {
+	t.Helper()
+	if svc.MemLimit <= 0 || svc.CPUS <= 0 || svc.PidsLimit <= 0 {
+		t.Errorf("limits: mem_limit %d, cpus %g, pids_limit %d; want all three set", svc.MemLimit, svc.CPUS, svc.PidsLimit)
+	}
+}
+
 func checkDependsOn(t *testing.T, svc types.ServiceConfig, want []string) {
 	t.Helper()
 	if got := slices.Sorted(maps.Keys(svc.DependsOn)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
@@ -691,4 +722,66 @@ func commentedKeys(t *testing.T, path string) map[string]bool {
 		}
 	}
 	return out
+}
+
+// TestComposeDemo loads compose.yaml with deploy/compose.demo.yaml on top,
+// as make compose-test does: the docs server is limited like the rest and
+// reachable only inside the network, and web_fetch may reach exactly it,
+// on its port.
+func TestComposeDemo(t *testing.T) {
+	root := repoRoot(t)
+	env := exampleEnv(t, root)
+	env["DEMO_DOCS_DIR"] = t.TempDir()
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir: root,
+		ConfigFiles: []types.ConfigFile{
+			{Filename: filepath.Join(root, "compose.yaml")},
+			{Filename: filepath.Join(root, "deploy", "compose.demo.yaml")},
+		},
+		Environment: env,
+	})
+	if err != nil {
+		t.Fatalf("load compose.yaml + deploy/compose.demo.yaml: %v", err)
+	}
+	docs, ok := p.Services["docs"]
+	if !ok {
+		t.Fatal("no docs service")
+	}
+	checkNetworks(t, docs)
+	checkLimits(t, docs)
+	if len(docs.Ports) != 0 {
+		t.Errorf("docs publishes %v; want it inside the network only", docs.Ports)
+	}
+	i := slices.Index(docs.Command, "-addr")
+	if i < 0 || i+1 >= len(docs.Command) {
+		t.Fatalf("docs: command %q has no -addr", docs.Command)
+	}
+	_, port, err := net.SplitHostPort(docs.Command[i+1])
+	if err != nil {
+		t.Fatalf("docs: -addr %q: %v", docs.Command[i+1], err)
+	}
+	wf := p.Services["webfetch"]
+	if got := envOf(wf, "WEBFETCH_ALLOW"); got != "docs" {
+		t.Errorf("webfetch: WEBFETCH_ALLOW = %q, want docs (exactly the docs server)", got)
+	}
+	if ports := strings.Split(envOf(wf, "WEBFETCH_PORTS"), ","); !slices.Contains(ports, port) {
+		t.Errorf("webfetch: WEBFETCH_PORTS %v lacks the docs server's port %s", ports, port)
+	}
+	if d, ok := wf.DependsOn["docs"]; !ok || d.Condition != types.ServiceConditionHealthy {
+		t.Errorf("webfetch: does not wait for docs to be healthy: %v", wf.DependsOn)
+	}
+	// The rest of the stack is compose.yaml's, unchanged.
+	base, err := loadCompose(root, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, svc := range base.Services {
+		got := p.Services[name]
+		if name == "webfetch" {
+			continue
+		}
+		if got.Image != svc.Image || !slices.Equal(got.Command, svc.Command) || len(got.Environment) != len(svc.Environment) {
+			t.Errorf("%s: the demo override changes it", name)
+		}
+	}
 }

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BIN=$ROOT/bin
+. scripts/demo-tools.sh
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/brain-demo.XXXXXX")
 mkdir -p "$WORK/logs" "$WORK/data"
@@ -144,5 +145,5 @@ BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" \
 
 echo
 BRAIN_URL=http://127.0.0.1:8080 DOCS_URL="http://$DOCS_ADDR" \
-  BRAIN_TOOLS="${BRAIN_TOOLS:-echo,lookup_order,inspect_session,sandbox_exec,sandbox_start,sandbox_status,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,storage_delete,web_fetch$SEARCH}" \
+  BRAIN_TOOLS="${BRAIN_TOOLS:-$DEMO_TOOLS$SEARCH}" \
   "$BIN/session"

@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -62,6 +63,8 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &policyv1.PodDisruptionBudget{}, nil
 	case "autoscaling/v2 HorizontalPodAutoscaler":
 		return &autoscalingv2.HorizontalPodAutoscaler{}, nil
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}, nil
 	}
 	return nil, fmt.Errorf("apiVersion %q kind %q: not a type the suite's manifests use", apiVersion, kind)
 }
@@ -227,6 +230,8 @@ func TestDecodeStrictRefuses(t *testing.T) {
 		{"duplicate key", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nmetadata: {name: y}\n", "already set"},
 		{"unknown kind", "apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: x}\n", "not a type"},
 		{"old api version", "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata: {name: x}\n", "not a type"},
+		{"misspelt NetworkPolicy field", "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: x}\nspec: {podSelector: {}, policyType: [Ingress]}\n", "unknown field"},
+		{"NetworkPolicy port as a list", "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: x}\nspec: {podSelector: {}, ingress: [{ports: [{port: [80]}]}]}\n", "NetworkPolicy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -811,6 +816,13 @@ func TestCheckSuiteCatches(t *testing.T) {
 				}
 			}
 		}, "Service search: no label app.kubernetes.io/component"},
+		{"NetworkPolicy without a label", func(r *rendered) {
+			for _, o := range r.objs {
+				if p, ok := o.(*networkingv1.NetworkPolicy); ok && p.Name == "dns" {
+					delete(p.Labels, "app.kubernetes.io/part-of")
+				}
+			}
+		}, "NetworkPolicy dns: no label app.kubernetes.io/part-of"},
 		{"selector not matching", func(r *rendered) {
 			for _, o := range r.objs {
 				if d, ok := o.(*appsv1.Deployment); ok && d.Name == "storage" {

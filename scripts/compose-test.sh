@@ -65,6 +65,7 @@ rm -rf "$LOGS"
 mkdir -p "$LOGS" "$CACHE" "$DEMO_BIN"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/compose-test.XXXXXX")
 DOCKERD_PID=
+DEBOOTSTRAP_PID=
 STARTED=$SECONDS
 UP=
 
@@ -93,10 +94,10 @@ step() {
 	set -e
 	. "$WORK/state"
 	if [ "$rc" -eq 0 ]; then
-		printf '  %-10s %4ds  %s\n' "$name" $((SECONDS - t0)) "$(cat "$WORK/note")"
+		printf '  %-11s %4ds  %s\n' "$name" $((SECONDS - t0)) "$(cat "$WORK/note")"
 		return 0
 	fi
-	printf '  %-10s %4ds  FAILED (%s)\n' "$name" $((SECONDS - t0)) "$LOGS/$name.log"
+	printf '  %-11s %4ds  FAILED (%s)\n' "$name" $((SECONDS - t0)) "$LOGS/$name.log"
 	echo "--- the end of $LOGS/$name.log:" >&2
 	tail -n 40 "$LOGS/$name.log" >&2
 	return "$rc"
@@ -123,6 +124,12 @@ cleanup() {
 	fi
 	if [ -n "$DOCKERD_PID" ]; then
 		stop_dockerd >>"$LOGS/down.log" 2>&1
+	fi
+	# A debootstrap still running after a failure finishes (its tarball
+	# serves the next run) before this exits: no process is left behind.
+	if [ -n "${DEBOOTSTRAP_PID:-}" ] && kill -0 "$DEBOOTSTRAP_PID" 2>/dev/null; then
+		echo "compose-test: waiting for the background debootstrap to finish" >&2
+		wait "$DEBOOTSTRAP_PID" 2>/dev/null || while kill -0 "$DEBOOTSTRAP_PID" 2>/dev/null; do sleep 1; done
 	fi
 	rm -rf "$WORK"
 	if [ "$status" -eq 0 ]; then
@@ -159,7 +166,16 @@ engine() {
 	fi
 	local installed=
 	if ! command -v dockerd >/dev/null 2>&1; then
-		apt_install docker.io
+		# The package starts a dockerd of its own (iptables on, NAT rules
+		# added) unless a policy-rc.d forbids it: forbid it for the install.
+		local policy=/usr/sbin/policy-rc.d added=
+		if [ ! -e "$policy" ]; then
+			printf '#!/bin/sh\n# make compose-test: no service starts while docker.io installs\nexit 101\n' >"$policy"
+			chmod 0755 "$policy"
+			added=1
+		fi
+		apt_install docker.io || { [ -z "$added" ] || rm -f "$policy"; fail "apt-get install docker.io failed"; }
+		[ -z "$added" ] || rm -f "$policy"
 		installed="docker.io installed; "
 	fi
 	export DOCKER_HOST=unix://$RUN_DIR/docker.sock
@@ -239,29 +255,63 @@ debian_mirror() {
 	echo "${m:-http://deb.debian.org/debian}"
 }
 
+DEBIAN_TAR=$CACHE/images/debian-bookworm-slim.tar
+
+# debian_tarball makes DEBIAN_TAR: a minbase bookworm root file system,
+# trimmed of what the published slim image leaves out too (apt's lists and
+# caches, documentation, manuals).
+debian_tarball() {
+	command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
+	local rootfs=$DEBIAN_TAR.rootfs
+	rm -rf "$rootfs"
+	debootstrap --variant=minbase bookworm "$rootfs" "$(debian_mirror)"
+	rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+		"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/log/*.log
+	mkdir -p "$(dirname "$DEBIAN_TAR")"
+	tar --numeric-owner -C "$rootfs" -cf "$DEBIAN_TAR.tmp" .
+	mv "$DEBIAN_TAR.tmp" "$DEBIAN_TAR"
+	rm -rf "$rootfs"
+}
+
+# start_debian_tarball runs debian_tarball in the background when the
+# engine has no debian:bookworm-slim and no tarball is cached, so that on a
+# cold machine its downloads overlap the Go builds of the next steps;
+# base_debian waits for it ($WORK/debootstrap.rc holds its exit status).
+start_debian_tarball() {
+	if docker image inspect debian:bookworm-slim >/dev/null 2>&1 || [ -s "$DEBIAN_TAR" ]; then
+		note "not needed: the Debian base is in the engine or cached"
+		return 0
+	fi
+	(
+		(
+			set -e
+			debian_tarball
+		) >>"$LOGS/debootstrap.log" 2>&1
+		echo "$?" >"$WORK/debootstrap.rc"
+	) &
+	keep "DEBOOTSTRAP_PID=$!"
+	note "started in the background, beside the next steps"
+}
+
 base_debian() {
 	if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
 		note "debian:bookworm-slim (in the engine)"
 		return 0
 	fi
-	local tar=$CACHE/images/debian-bookworm-slim.tar how="cached tarball"
-	if [ ! -s "$tar" ]; then
+	local how="cached tarball"
+	if [ -n "${DEBOOTSTRAP_PID:-}" ]; then
+		how="debootstrap --variant=minbase bookworm, in the background"
+		while [ ! -s "$WORK/debootstrap.rc" ]; do sleep 0.5; done
+		if [ "$(cat "$WORK/debootstrap.rc")" -ne 0 ]; then
+			tail -n 30 "$LOGS/debootstrap.log"
+			fail "debootstrap failed (all of its output in $LOGS/debootstrap.log)"
+		fi
+	elif [ ! -s "$DEBIAN_TAR" ]; then
 		how="debootstrap --variant=minbase bookworm"
-		command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
-		local rootfs=$WORK/rootfs mirror
-		mirror=$(debian_mirror)
-		debootstrap --variant=minbase bookworm "$rootfs" "$mirror"
-		# What the published slim image leaves out too: apt's lists and
-		# caches, documentation and manuals.
-		rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
-			"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/log/*.log
-		mkdir -p "$(dirname "$tar")"
-		tar --numeric-owner -C "$rootfs" -cf "$tar.tmp" .
-		mv "$tar.tmp" "$tar"
-		rm -rf "$rootfs"
+		debian_tarball
 	fi
-	docker import --change 'CMD ["bash"]' --message "debootstrap --variant=minbase bookworm (make compose-test)" "$tar" debian:bookworm-slim
-	note "debian:bookworm-slim ($how, $(du -m "$tar" | cut -f1) MB)"
+	docker import --change 'CMD ["bash"]' --message "debootstrap --variant=minbase bookworm (make compose-test)" "$DEBIAN_TAR" debian:bookworm-slim
+	note "debian:bookworm-slim ($how, $(du -m "$DEBIAN_TAR" | cut -f1) MB)"
 }
 
 base_versitygw() {
@@ -453,6 +503,7 @@ BRAIN_API_KEY=$(rand)
 APPROVAL_OPERATOR_TOKEN=$(rand)
 export BRAIN_API_KEY APPROVAL_OPERATOR_TOKEN
 step engine engine
+step debootstrap start_debian_tarball
 step compose compose_plugin
 step debian base_debian
 step versitygw base_versitygw

@@ -45,12 +45,12 @@ GOLANGCI_LINT         := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 $(STATICCHECK):
 	@mkdir -p $(TOOLS)/staticcheck.d
-	cd $(TOOLS) && GOWORK=off GOBIN=$(TOOLS)/staticcheck.d $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@. scripts/install.sh && cd $(TOOLS) && GOWORK=off GOBIN=$(TOOLS)/staticcheck.d logged "staticcheck $(STATICCHECK_VERSION) (go install)" $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@mv $(TOOLS)/staticcheck.d/staticcheck $@
 
 $(GOLANGCI_LINT):
 	@mkdir -p $(TOOLS)/golangci-lint.d
-	cd $(TOOLS) && GOWORK=off GOBIN=$(TOOLS)/golangci-lint.d $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@. scripts/install.sh && cd $(TOOLS) && GOWORK=off GOBIN=$(TOOLS)/golangci-lint.d logged "golangci-lint $(GOLANGCI_LINT_VERSION) (go install)" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	@mv $(TOOLS)/golangci-lint.d/golangci-lint $@
 
 .PHONY: lint-tools

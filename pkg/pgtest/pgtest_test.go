@@ -17,7 +17,9 @@ func TestDatabasesAreSeparate(t *testing.T) {
 	if a == b {
 		t.Fatalf("two databases with one URL %s", a)
 	}
-	name := func(u string) string { return strings.TrimPrefix(strings.SplitN(u, "?", 2)[0], "postgres://"+User+"@/") }
+	name := func(u string) string {
+		return strings.TrimPrefix(strings.SplitN(u, "?", 2)[0], "postgres://"+User+"@/")
+	}
 	if _, err := srv.Psql(name(a), "-c", "CREATE TABLE t (v int); INSERT INTO t VALUES (1)"); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@
 //	brain -healthcheck       GET /healthz of the brain running at BRAIN_ADDR; exit 0 if 200 (container health check)
 //	brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
 //	brain -version           print the version (as build_info on /metrics reports it), exit 0
+//	brain migrate            apply the store's schema versions it has not had yet, and exit
 //	brain -h                 usage on stdout, exit 0
 //
 // An unknown flag or a stray argument prints the error and the usage on
@@ -104,6 +105,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
   brain -healthcheck                  GET /healthz of the brain at BRAIN_ADDR; exit 0 if 200
   brain -version                      print the version and exit
   brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
+  brain migrate                       bring the store (BRAIN_DATA_DIR) to this build's schema version
 
 The rest of the configuration is by environment variables: BRAIN_ADDR
 (default 127.0.0.1:8080), BRAIN_DATA_DIR, BRAIN_PUBLIC_URL,
@@ -175,6 +177,9 @@ func shortSecrets(cfg *config.Config) []string {
 func run(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	if len(args) >= 2 && args[0] == "mcp" && args[1] == "discover" {
 		return mcpcall.RunDiscover(ctx, args[2:], func(k string) string { return environ[k] }, stdout, stderr)
+	}
+	if len(args) >= 1 && args[0] == "migrate" {
+		return runMigrate(ctx, args[1:], environ, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("brain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -254,4 +259,33 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	logger.Info("brain listening", "addr", ln.Addr().String(), "data_dir", ec.DataDir, "tools", len(cfg.Tools))
 	err = srv.Serve(ctx, ln)
 	return errors.Join(err, srv.Close())
+}
+
+// runMigrate is `brain migrate`: it applies the schema versions the store
+// has not had yet and prints what it did; run again, it applies nothing.
+// It takes no flags or arguments.
+func runMigrate(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		err := fmt.Errorf("migrate: unexpected argument %q (brain migrate takes none)", args[0])
+		fmt.Fprintf(stderr, "brain: %v\n", err)
+		return &usageError{err}
+	}
+	ec, err := service.ParseEnv[envConfig](environ)
+	if err != nil {
+		return fmt.Errorf("env %w", err)
+	}
+	applied, version, err := server.Migrate(ctx, server.Options{DataDir: ec.DataDir})
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(stdout, "store is up to date at schema version %d\n", version)
+		return nil
+	}
+	vs := make([]string, len(applied))
+	for i, v := range applied {
+		vs[i] = fmt.Sprint(v)
+	}
+	fmt.Fprintf(stdout, "applied schema versions %s; store is at version %d\n", strings.Join(vs, ", "), version)
+	return nil
 }

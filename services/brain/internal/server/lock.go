@@ -1,11 +1,14 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
 )
 
 // lockDataDir takes an exclusive flock on dir/brain.lock so that two brain
@@ -26,4 +29,23 @@ func lockDataDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("lock data dir %s: %w", dir, err)
 	}
 	return f, nil
+}
+
+// Migrate brings the store of o (the SQLite database in o.DataDir) to the
+// schema version this build knows, under the data directory's lock, and
+// returns the versions it applied (none when it was up to date) and the
+// version the store is at: `brain migrate`. New does the same at start.
+func Migrate(ctx context.Context, o Options) (applied []int64, version int64, err error) {
+	if o.DataDir == "" {
+		return nil, 0, errors.New("migrate: data dir is required")
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, 0, fmt.Errorf("migrate: data dir: %w", err)
+	}
+	lock, err := lockDataDir(o.DataDir)
+	if err != nil {
+		return nil, 0, fmt.Errorf("migrate: %w", err)
+	}
+	defer lock.Close()
+	return sqlite.Migrate(ctx, filepath.Join(o.DataDir, "brain.db"))
 }

@@ -107,7 +107,7 @@ type op struct {
 }
 
 // Open opens (creating when missing) the database file at path, applies the
-// schema, and starts the writer.
+// schema versions it has not had yet (see Migrate), and starts the writer.
 func Open(path string, opts Options) (*DB, error) {
 	syncMode := strings.ToUpper(opts.Synchronous)
 	switch syncMode {
@@ -139,15 +139,9 @@ func Open(path string, opts Options) (*DB, error) {
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	for _, migrate := range []func(*sql.DB) error{migrateEvents, migrateWaitingCalls} {
-		if err := migrate(write); err != nil {
-			write.Close()
-			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-		}
-	}
-	if _, err := write.Exec(schema); err != nil {
+	if _, err := migrate(context.Background(), write); err != nil {
 		write.Close()
-		return nil, fmt.Errorf("open sqlite %s: apply schema: %w", path, err)
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	read, err := sql.Open("sqlite", dsn(""))
 	if err != nil {
@@ -191,146 +185,6 @@ func Open(path string, opts Options) (*DB, error) {
 	go db.writer()
 	go db.checkpointer()
 	return db, nil
-}
-
-// schema keeps the pages a tool call touches few: text primary keys are
-// WITHOUT ROWID tables (no separate key index), event IDs are the rowid
-// (never reused, as events are never deleted), and only the indexes that the
-// API's reads need exist.
-const schema = `
-CREATE TABLE IF NOT EXISTS sessions (
-	id         TEXT PRIMARY KEY,
-	tenant_id  TEXT NOT NULL,
-	status     TEXT NOT NULL,
-	harness    TEXT NOT NULL DEFAULT '',
-	tools      TEXT NOT NULL,
-	config     TEXT NOT NULL,
-	created_at INTEGER NOT NULL,
-	updated_at INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS tool_calls (
-	id              TEXT PRIMARY KEY,
-	seq             INTEGER NOT NULL,
-	session_id      TEXT NOT NULL,
-	tenant_id       TEXT NOT NULL,
-	tool            TEXT NOT NULL,
-	status          TEXT NOT NULL,
-	arguments       TEXT NOT NULL,
-	created_at      INTEGER NOT NULL,
-	started_at      INTEGER NOT NULL DEFAULT 0,
-	finished_at     INTEGER NOT NULL DEFAULT 0,
-	error_code      TEXT NOT NULL DEFAULT '',
-	error_message   TEXT NOT NULL DEFAULT '',
-	unknown_outcome INTEGER NOT NULL DEFAULT 0,
-	result          TEXT,
-` + waitingColumns + `
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tool_calls_tenant_ord ON tool_calls (tenant_id, ord);
-` + eventsTable + `;
-`
-
-// waitingColumns are the tool_calls columns of calls that wait for an
-// answer or a slot (the ToolCall fields of the peer, seed 001): ord, the
-// call's place in the order calls were stored (lists and queues follow it;
-// seq, the ID of the call's tool.call event, is numbered per session and
-// orders nothing across sessions), who made the call and for which call,
-// what a call in requires_input waits for, and whether a failed call may be
-// retried (NULL until it failed).
-const waitingColumns = `	ord                 INTEGER NOT NULL DEFAULT 0,
-	parent_id           TEXT NOT NULL DEFAULT '',
-	caller_type         TEXT NOT NULL DEFAULT 'api',
-	input_kind          TEXT NOT NULL DEFAULT '',
-	prompt              TEXT NOT NULL DEFAULT '',
-	response_schema     TEXT,
-	response_expires_at INTEGER NOT NULL DEFAULT 0,
-	retryable           INTEGER`
-
-// eventsTable holds the events; seq numbers a session's events from 1 in
-// commit order, and that number is the event ID the API shows, so that it
-// says nothing about other sessions or tenants. The rowid only keeps
-// appends cheap. The single writer hands out seq (appendEvent), so the
-// index need not check uniqueness on every insert (that probe cost a
-// fifth of a call's writes).
-const eventsTable = `CREATE TABLE IF NOT EXISTS events (
-	id         INTEGER PRIMARY KEY,
-	session_id TEXT NOT NULL,
-	seq        INTEGER NOT NULL,
-	call_id    TEXT NOT NULL DEFAULT '',
-	type       TEXT NOT NULL,
-	time       INTEGER NOT NULL,
-	data       TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_session_seq ON events (session_id, seq)`
-
-// migrateEvents numbers the events of a database from the first schema
-// (whose only ID was one sequence for every session, which let a tenant
-// count other tenants' events) per session, keeping each session's order.
-// It runs once, in one transaction; the schema then adds the index. A
-// database already numbered is left alone.
-func migrateEvents(db *sql.DB) error {
-	var tables, seqs int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'events'`).Scan(&tables); err != nil || tables == 0 {
-		return err
-	}
-	if err := db.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'seq'`).Scan(&seqs); err != nil || seqs > 0 {
-		return err
-	}
-	tx, err := db.Begin()
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	for _, q := range []string{
-		`ALTER TABLE events ADD COLUMN seq INTEGER NOT NULL DEFAULT 0`,
-		`UPDATE events SET seq = n.seq FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY session_id ORDER BY id) AS seq FROM events) AS n
-			WHERE events.id = n.id`,
-		`DROP INDEX IF EXISTS events_session`,
-	} {
-		if _, err := tx.Exec(q); err != nil {
-			return fmt.Errorf("migrate events to per-session IDs: %w", err)
-		}
-	}
-	return tx.Commit()
-}
-
-// migrateWaitingCalls adds waitingColumns to the tool_calls of a database
-// from before them, in one transaction: every call keeps its row; ord
-// numbers the calls in the order they were created (created_at, then ID,
-// which sorts by creation time too); caller_type is api (brain made no calls
-// of its own then); a call that already failed gets retryable, true only
-// for one cancelled before it was sent. The index that ordered lists by
-// seq is replaced by the schema's on ord. A database that has the columns
-// is left alone, so the step runs once and opening again is a no-op.
-func migrateWaitingCalls(db *sql.DB) error {
-	var tables, cols int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'tool_calls'`).Scan(&tables); err != nil || tables == 0 {
-		return err
-	}
-	if err := db.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('tool_calls') WHERE name = 'ord'`).Scan(&cols); err != nil || cols > 0 {
-		return err
-	}
-	tx, err := db.Begin()
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var steps []string
-	for _, col := range strings.Split(waitingColumns, ",\n") {
-		steps = append(steps, `ALTER TABLE tool_calls ADD COLUMN `+strings.TrimSpace(col))
-	}
-	steps = append(steps,
-		`UPDATE tool_calls SET ord = n.ord FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY created_at, id) AS ord FROM tool_calls) AS n
-			WHERE tool_calls.id = n.id`,
-		`UPDATE tool_calls SET retryable = (unknown_outcome = 0 AND error_code = 'cancelled')
-			WHERE status IN ('failed', 'cancelled', 'timed_out')`,
-		`DROP INDEX IF EXISTS tool_calls_tenant`,
-	)
-	for _, q := range steps {
-		if _, err := tx.Exec(q); err != nil {
-			return fmt.Errorf("migrate tool calls to ord and waiting fields: %w", err)
-		}
-	}
-	return tx.Commit()
 }
 
 var writeStmts = map[string]string{

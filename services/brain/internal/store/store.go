@@ -1,10 +1,14 @@
 // Package store defines brain's durable state — sessions, tool calls and
-// session events — and the Store interface that keeps it. The SQLite
-// implementation lives in package store/sqlite.
+// session events — and the Store interface that keeps it. Package
+// store/sqlite implements it on an SQLite file (the embedded default, one
+// brain process), store/postgres on PostgreSQL (any number of brain
+// replicas on one database); store/storetest is the one suite both pass.
 //
 // Event IDs are assigned by the store when an event is appended, per
 // session: 1, 2, 3… in commit order, never reused, so that an ID tells a
-// tenant nothing of other sessions. Progress events are
+// tenant nothing of other sessions. When event N of a session has
+// committed, so have 1..N-1: a reader that sees N can read every earlier
+// one. Progress events are
 // live-only and never reach a Store (the tool contract: "live-only
 // tool.progress event").
 package store
@@ -171,10 +175,28 @@ func (e *StateError) Error() string {
 	return fmt.Sprintf("%s is %s", e.What, e.Status)
 }
 
+// Removed counts what one DeleteEnded removed.
+type Removed struct {
+	Sessions, Calls, Events int64
+}
+
+// Total is every row removed.
+func (r Removed) Total() int64 { return r.Sessions + r.Calls + r.Events }
+
+// Ended reports whether a session in status s has ended: interrupted or
+// closed, so no call of it can start and none is in flight (ending a
+// session waits for its calls to finish).
+func Ended(status string) bool {
+	return status == SessionInterrupted || status == SessionClosed
+}
+
 // Store keeps sessions, tool calls and events durably. Every write that takes
 // an *Event appends it in the same transaction and sets its ID; the write has
 // committed when the method returns nil. Implementations deliver appended
-// events to their commit hook in ID order, after commit.
+// events to their commit hook after commit, with IDs rising within a
+// session; one that shares its database with other writers may leave out
+// an event a later one of the same session has overtaken (readers fill such
+// a gap from Events, see the package doc).
 type Store interface {
 	// CreateSession inserts s and appends evs in order (session.created,
 	// then any mcp.unavailable).
@@ -215,6 +237,14 @@ type Store interface {
 	// tells whether another follows), larger or 0 reads as MaxListLimit+1.
 	// The caller has checked the session's tenant.
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error)
+
+	// DeleteEnded removes sessions that ended (Ended) before `before`,
+	// oldest first, with their calls and events: at most limit rows in all,
+	// in one short transaction, so that retention never holds writers up
+	// for long. A session goes last, once nothing of it is left, so a
+	// session half removed is still found (and removed) by the next call.
+	// It returns what it removed; zero means nothing is left to remove.
+	DeleteEnded(ctx context.Context, before time.Time, limit int) (Removed, error)
 
 	// Close waits for pending writes and closes the store.
 	Close() error

@@ -802,3 +802,71 @@ func fromUnixNano(n int64) time.Time {
 // SQLite's URI filenames), so that a data directory named "d#x" or
 // "d?mode=ro" holds the database instead of changing where it goes.
 var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
+// DeleteEnded implements store.Store. It runs on the writer like every
+// write, as one op of at most limit deletes, so a batch costs the callers
+// it shares a transaction with about a millisecond.
+func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (store.Removed, error) {
+	if limit <= 0 {
+		return store.Removed{}, fmt.Errorf("delete ended sessions: limit must be positive, got %d", limit)
+	}
+	var rm store.Removed
+	err := db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
+		rm = store.Removed{}
+		rows, err := tx.Query(`SELECT id FROM sessions WHERE status IN ('interrupted', 'closed') AND updated_at < ?
+			ORDER BY updated_at LIMIT ?`, before.UnixNano(), limit)
+		if err != nil {
+			return nil, fmt.Errorf("delete ended sessions: %w", err)
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("delete ended sessions: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("delete ended sessions: %w", err)
+		}
+		left := int64(limit)
+		for _, id := range ids {
+			n, err := execCount(tx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE session_id = ? ORDER BY seq LIMIT ?)`, id, left)
+			if err != nil {
+				return nil, fmt.Errorf("delete ended session %s: events: %w", id, err)
+			}
+			rm.Events += n
+			if left -= n; left <= 0 {
+				break
+			}
+			n, err = execCount(tx, `DELETE FROM tool_calls WHERE id IN (SELECT id FROM tool_calls WHERE session_id = ? LIMIT ?)`, id, left)
+			if err != nil {
+				return nil, fmt.Errorf("delete ended session %s: tool calls: %w", id, err)
+			}
+			rm.Calls += n
+			if left -= n; left <= 0 {
+				break
+			}
+			if _, err := tx.Exec(`DELETE FROM sessions WHERE id = ?`, id); err != nil {
+				return nil, fmt.Errorf("delete ended session %s: %w", id, err)
+			}
+			rm.Sessions++
+			left--
+			delete(db.known, id)
+			db.batch[id] = sessionState{}
+		}
+		// The op wrote; nothing to publish.
+		return []*store.Event{}, nil
+	})
+	return rm, err
+}
+
+func execCount(tx *sql.Tx, q string, args ...any) (int64, error) {
+	res, err := tx.Exec(q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/brain-tools/suite/services/brain/internal/store/storetest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -26,117 +27,16 @@ func open(t *testing.T, path string, onCommit func(store.Event)) *DB {
 	return db
 }
 
-var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-
-func newSession(id, tenant string) (*store.Session, *store.Event) {
-	return &store.Session{ID: id, TenantID: tenant, Status: store.SessionActive, Tools: []string{"echo"},
-			Config: json.RawMessage(`{"tools":["echo"]}`), CreatedAt: t0, UpdatedAt: t0},
-		&store.Event{Type: store.EventSessionCreated, SessionID: id, Time: t0, Data: json.RawMessage(`{}`)}
-}
-
-func newCall(id, session, tenant string) (*store.Call, *store.Event) {
-	return &store.Call{ID: id, SessionID: session, TenantID: tenant, Tool: "echo", Status: store.CallRunning,
-			Arguments: json.RawMessage(`{"text":"hi"}`), CreatedAt: t0, StartedAt: t0},
-		&store.Event{Type: store.EventToolCall, SessionID: session, CallID: id, Time: t0, Data: json.RawMessage(`{"tool":"echo"}`)}
-}
-
-func TestStoreLifecycle(t *testing.T) {
-	ctx := context.Background()
-	var (
-		mu        sync.Mutex
-		published []int64
-	)
-	db := open(t, filepath.Join(t.TempDir(), "brain.db"), func(ev store.Event) {
-		mu.Lock()
-		published = append(published, ev.ID)
-		mu.Unlock()
-	})
-	s, ev := newSession("ses_a", "t1")
-	if err := db.CreateSession(ctx, s, ev); err != nil {
-		t.Fatal(err)
-	}
-	if ev.ID <= 0 {
-		t.Fatalf("session.created id = %d, want > 0", ev.ID)
-	}
-	got, err := db.Session(ctx, "t1", "ses_a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(s, got); diff != "" {
-		t.Errorf("session (-want +got):\n%s", diff)
-	}
-	c, cev := newCall("call_1", "ses_a", "t1")
-	if err := db.CreateCall(ctx, c, cev); err != nil {
-		t.Fatal(err)
-	}
-	c.Status, c.FinishedAt, c.Result = store.CallSucceeded, t0.Add(time.Second), json.RawMessage(`{"content":[]}`)
-	rev := &store.Event{Type: store.EventToolResult, SessionID: "ses_a", CallID: "call_1", Time: t0, Data: json.RawMessage(`{}`)}
-	if err := db.FinishCall(ctx, c, rev); err != nil {
-		t.Fatal(err)
-	}
-	gotCall, err := db.Call(ctx, "t1", "call_1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(c, gotCall); diff != "" {
-		t.Errorf("call (-want +got):\n%s", diff)
-	}
-	var se *store.StateError
-	if err := db.FinishCall(ctx, c, &store.Event{Type: store.EventToolResult, SessionID: "ses_a", Data: json.RawMessage(`{}`)}); !errors.As(err, &se) || se.Status != store.CallSucceeded {
-		t.Errorf("second FinishCall = %v, want StateError succeeded", err)
-	}
-
-	tests := []struct {
-		name string
-		err  error
-	}{
-		{"other tenant's session", func() error { _, err := db.Session(ctx, "t2", "ses_a"); return err }()},
-		{"other tenant's call", func() error { _, err := db.Call(ctx, "t2", "call_1"); return err }()},
-		{"unknown session", func() error { _, err := db.Session(ctx, "t1", "nope"); return err }()},
-		{"status of other tenant's session", db.SetSessionStatus(ctx, "t2", "ses_a", []string{store.SessionActive}, store.SessionClosed, t0,
-			&store.Event{Type: store.EventSessionClosed, SessionID: "ses_a", Data: json.RawMessage(`{}`)})},
-		{"call in other tenant's session", func() error { c, ev := newCall("call_x", "ses_a", "t2"); return db.CreateCall(ctx, c, ev) }()},
-	}
-	for _, tt := range tests {
-		if !errors.Is(tt.err, store.ErrNotFound) {
-			t.Errorf("%s: err = %v, want ErrNotFound", tt.name, tt.err)
-		}
-	}
-
-	if err := db.SetSessionStatus(ctx, "t1", "ses_a", []string{store.SessionActive}, store.SessionInterrupted, t0,
-		&store.Event{Type: store.EventSessionInterrupted, SessionID: "ses_a", Data: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	c2, c2ev := newCall("call_2", "ses_a", "t1")
-	if err := db.CreateCall(ctx, c2, c2ev); !errors.As(err, &se) || se.Status != store.SessionInterrupted {
-		t.Errorf("CreateCall in interrupted session = %v, want StateError interrupted", err)
-	}
-	evs, err := db.Events(ctx, "ses_a", 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	var ids []int64
-	for _, e := range evs {
-		types = append(types, e.Type)
-		ids = append(ids, e.ID)
-	}
-	if diff := cmp.Diff([]string{"session.created", "tool.call", "tool.result", "session.interrupted"}, types); diff != "" {
-		t.Errorf("event types (-want +got):\n%s", diff)
-	}
-	mu.Lock()
-	if diff := cmp.Diff(ids, published); diff != "" {
-		t.Errorf("published ids differ from stored (-stored +published):\n%s", diff)
-	}
-	mu.Unlock()
-	after, err := db.Events(ctx, "ses_a", ids[1], 1)
-	if err != nil || len(after) != 1 || after[0].ID != ids[2] {
-		t.Errorf("Events(after=%d, limit=1) = %v, %v; want the one event %d", ids[1], after, err, ids[2])
-	}
-}
+var (
+	newSession = storetest.NewSession
+	newCall    = storetest.NewCall
+	t0         = storetest.T0
+)
 
 // TestGroupCommit drives many concurrent writers so batches hold several ops,
-// some refused, and checks every accepted write landed and none refused did.
+// some refused, and checks what SQLite promises beyond the store suite: the
+// commit hook sees each session's IDs with no gap (one writer), and a
+// reopened file has everything.
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "brain.db")
@@ -220,42 +120,6 @@ func TestOpenRefusesBadSynchronous(t *testing.T) {
 	}
 }
 
-// TestEventIDsPerSession: each session numbers its events from 1, so an
-// event ID tells a tenant nothing about other sessions' volume.
-func TestEventIDsPerSession(t *testing.T) {
-	ctx := context.Background()
-	db := open(t, filepath.Join(t.TempDir(), "brain.db"), nil)
-	for _, id := range []string{"ses_a", "ses_b"} {
-		s, ev := newSession(id, map[string]string{"ses_a": "t1", "ses_b": "t2"}[id])
-		if err := db.CreateSession(ctx, s, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 5 {
-		c, ev := newCall(fmt.Sprint("call_a", i), "ses_a", "t1")
-		if err := db.CreateCall(ctx, c, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, ev := newCall("call_b", "ses_b", "t2")
-	if err := db.CreateCall(ctx, c, ev); err != nil {
-		t.Fatal(err)
-	}
-	for session, want := range map[string][]int64{"ses_a": {1, 2, 3, 4, 5, 6}, "ses_b": {1, 2}} {
-		evs, err := db.Events(ctx, session, 0, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for _, e := range evs {
-			got = append(got, e.ID)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s event IDs (-want +got):\n%s", session, diff)
-		}
-	}
-}
-
 // TestMigrateEventsToPerSessionIDs: a database written with one global
 // event sequence opens with each session's events renumbered from 1 in
 // their order, nothing lost, and opens again unchanged.
@@ -333,51 +197,6 @@ func TestOpenPathWithURICharacters(t *testing.T) {
 		if _, err := os.Stat(path); err != nil {
 			t.Errorf("%s: the database is not at %s: %v", name, path, err)
 		}
-	}
-}
-
-// TestSessionStateAfterReopen: the writer's record of sessions starts empty
-// in a new process, so status, tenant and the last event ID come from the
-// file, and a refused write leaves the record as it was.
-func TestSessionStateAfterReopen(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "brain.db")
-	db, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"ses_open", "ses_closed"} {
-		s, ev := newSession(id, "t1")
-		if err := db.CreateSession(ctx, s, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.SetSessionStatus(ctx, "t1", "ses_closed", []string{store.SessionActive}, store.SessionClosed, t0,
-		&store.Event{Type: store.EventSessionClosed, SessionID: "ses_closed", Data: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-
-	db = open(t, path, nil)
-	var se *store.StateError
-	c, ev := newCall("call_c", "ses_closed", "t1")
-	if err := db.CreateCall(ctx, c, ev); !errors.As(err, &se) || se.Status != store.SessionClosed {
-		t.Errorf("CreateCall in closed session after reopen = %v, want StateError closed", err)
-	}
-	c, ev = newCall("call_t2", "ses_open", "t2")
-	if err := db.CreateCall(ctx, c, ev); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("CreateCall in other tenant's session after reopen = %v, want ErrNotFound", err)
-	}
-	if err := db.SetSessionStatus(ctx, "t1", "ses_closed", []string{store.SessionActive}, store.SessionInterrupted, t0,
-		&store.Event{Type: store.EventSessionInterrupted, SessionID: "ses_closed", Data: json.RawMessage(`{}`)}); !errors.As(err, &se) {
-		t.Errorf("interrupt of closed session = %v, want StateError", err)
-	}
-	c, ev = newCall("call_ok", "ses_open", "t1")
-	if err := db.CreateCall(ctx, c, ev); err != nil {
-		t.Fatalf("CreateCall in open session after reopen: %v", err)
-	}
-	if ev.ID != 2 {
-		t.Errorf("tool.call event ID %d, want 2 (after session.created)", ev.ID)
 	}
 }
 

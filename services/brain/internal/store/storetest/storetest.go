@@ -207,7 +207,10 @@ func testRefusals(t *testing.T, open func(func(store.Event)) store.Store) {
 			&store.Event{Type: store.EventSessionClosed, SessionID: "ses_a", Data: json.RawMessage(`{}`)})},
 		{"call in other tenant's session", func() error { c, ev := NewCall("call_x", "ses_a", "t2"); return db.CreateCall(ctx, c, ev) }()},
 		{"call in unknown session", func() error { c, ev := NewCall("call_y", "nope", "t1"); return db.CreateCall(ctx, c, ev) }()},
-		{"finish unknown call", func() error { f, ev := Finish(&store.Call{ID: "nope", SessionID: "ses_a"}, store.CallFailed, T0); return db.FinishCall(ctx, f, ev) }()},
+		{"finish unknown call", func() error {
+			f, ev := Finish(&store.Call{ID: "nope", SessionID: "ses_a"}, store.CallFailed, T0)
+			return db.FinishCall(ctx, f, ev)
+		}()},
 	}
 	for _, tt := range tests {
 		if !errors.Is(tt.err, store.ErrNotFound) {

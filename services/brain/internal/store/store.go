@@ -175,6 +175,61 @@ func (e *StateError) Error() string {
 	return fmt.Sprintf("%s is %s", e.What, e.Status)
 }
 
+// Signal kinds: what one brain replica tells the others through a shared
+// store (PostgreSQL's LISTEN/NOTIFY). A signal is a hint; the database
+// stays the source of truth (an event signal names an ID to read up to, not
+// the event itself).
+const (
+	// SignalEvent: event Seq of SessionID committed.
+	SignalEvent = "event"
+	// SignalProgress: live-only tool.progress of CallID, Data its payload.
+	SignalProgress = "progress"
+	// SignalCancel: cancel CallID (the replica running it does); Data is
+	// the cause as a JSON string.
+	SignalCancel = "cancel"
+	// SignalEndSession: cancel every call of SessionID (it is being
+	// interrupted or closed).
+	SignalEndSession = "end_session"
+	// SignalResync: the store's listener reconnected and may have missed
+	// signals; every event stream re-reads the store. Never sent, only
+	// delivered.
+	SignalResync = "resync"
+)
+
+// Signal is one message between brain replicas sharing a store.
+type Signal struct {
+	Kind      string          `json:"k"`
+	From      string          `json:"f,omitempty"` // replica that sent it
+	SessionID string          `json:"s,omitempty"`
+	CallID    string          `json:"c,omitempty"`
+	Seq       int64           `json:"q,omitempty"`
+	Data      json.RawMessage `json:"d,omitempty"`
+}
+
+// Shared is a Store that several brain replicas use at once (PostgreSQL).
+// Each replica opens it with an ID of its own; calls it creates are owned by
+// it under a lease that it renews, and a call whose lease ran out belongs to
+// a replica that died.
+type Shared interface {
+	Store
+	// Replica is this replica's ID, the owner of the calls it creates.
+	Replica() string
+	// RenewLeases extends to until the lease of every unfinished call this
+	// replica owns.
+	RenewLeases(ctx context.Context, until time.Time) error
+	// ClaimExpired takes over up to limit unfinished calls whose lease ran
+	// out before now (their replica died), leasing them to this replica
+	// until `until` so that no other one takes them too, and returns them.
+	ClaimExpired(ctx context.Context, now, until time.Time, limit int) ([]*Call, error)
+	// Notify sends sig to every other replica (From is set to Replica).
+	// ErrSignalTooLarge when it does not fit one notification.
+	Notify(ctx context.Context, sig Signal) error
+}
+
+// ErrSignalTooLarge is Notify's refusal of a signal past the store's
+// notification limit (PostgreSQL: under 8000 bytes).
+var ErrSignalTooLarge = errors.New("signal too large for one notification")
+
 // Removed counts what one DeleteEnded removed.
 type Removed struct {
 	Sessions, Calls, Events int64

@@ -1,0 +1,693 @@
+// Package postgres implements store.Shared on PostgreSQL through
+// github.com/jackc/pgx/v5: any number of brain replicas on one database,
+// any of them serving any request.
+//
+// Every write is one transaction that has committed when the method
+// returns. A session's event IDs are allocated in the database
+// (sessions.last_seq, raised under the session's row lock), so events are
+// numbered 1, 2, 3… in commit order whichever replica writes them. Each
+// write also NOTIFYs the other replicas (channel "brain", delivered at
+// commit, in commit order), which read what they were told of from the
+// table: the notification is the signal, the table the truth.
+//
+// Calls are owned by the replica that created them, under a lease it
+// renews (RenewLeases); a replica that dies stops renewing, and another
+// takes its calls over (ClaimExpired) to end them.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+// channel is the NOTIFY channel of every signal.
+const channel = "brain"
+
+// maxPayload is the largest notification payload PostgreSQL takes (8000
+// bytes by default), less room to spare.
+const maxPayload = 7900
+
+// Options configures Open.
+type Options struct {
+	// URL is the database, a postgres:// URL (libpq's forms, as pgx reads
+	// them). Required.
+	URL string
+	// Replica is this replica's ID, the owner of the calls it creates.
+	// Required.
+	Replica string
+	// Lease is how long a call's claim holds without renewal; a new call
+	// is leased until its creation plus Lease. Required.
+	Lease time.Duration
+	// OnCommit, when set, receives every event this replica appended, after
+	// its transaction committed, with IDs rising within a session (an event
+	// overtaken by a later one of its session is left out: the reader of
+	// the later one reads it from the table). It must not block.
+	OnCommit func(store.Event)
+	// OnSignal, when set, receives the signals other replicas send,
+	// including SignalEvent for each of their commits, in commit order, and
+	// SignalResync after the listener reconnected. It must not block.
+	OnSignal func(store.Signal)
+	// MaxConns caps the pool; 0 means pgxpool's default (4 per CPU, at
+	// least 4).
+	MaxConns int32
+	// Logger receives the listener's reconnects; nil discards them.
+	Logger *slog.Logger
+}
+
+// DB is a store.Shared on one PostgreSQL database. Create it with Open.
+type DB struct {
+	pool *pgxpool.Pool
+	o    Options
+	log  *slog.Logger
+
+	mu  sync.Mutex
+	hwm map[string]int64 // session → highest event ID handed to OnCommit
+
+	stopListen context.CancelFunc
+	listenDone chan struct{}
+	closeOnce  sync.Once
+}
+
+var _ store.Shared = (*DB)(nil)
+
+// maxHWM bounds DB.hwm; past it the record starts again empty (an old
+// event may then reach OnCommit after a newer one of its session, which a
+// reader skips, having read it already).
+const maxHWM = 100_000
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Open connects to o.URL, applies the schema versions the database has not
+// had yet (under an advisory lock, so that replicas starting together apply
+// each once), and starts listening for the other replicas' signals.
+func Open(ctx context.Context, o Options) (*DB, error) {
+	if o.URL == "" || o.Replica == "" || o.Lease <= 0 {
+		return nil, errors.New("open postgres: URL, replica and lease are required")
+	}
+	cfg, err := pgxpool.ParseConfig(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if _, _, err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	db := &DB{pool: pool, o: o, log: o.Logger, hwm: map[string]int64{}, listenDone: make(chan struct{})}
+	if db.log == nil {
+		db.log = slog.New(slog.DiscardHandler)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	db.stopListen = cancel
+	ready := make(chan error, 1)
+	go db.listen(lctx, ready)
+	if err := <-ready; err != nil {
+		cancel()
+		<-db.listenDone
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: listen: %w", err)
+	}
+	return db, nil
+}
+
+// migrate applies the missing schema versions of the database of pool
+// under goose's PostgreSQL advisory lock.
+func migrate(ctx context.Context, pool *pgxpool.Pool) (applied []int64, version int64, err error) {
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	files, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return nil, 0, fmt.Errorf("migrate: %w", err)
+	}
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, 0, fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, files,
+		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return nil, 0, fmt.Errorf("migrate: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range res {
+		applied = append(applied, r.Source.Version)
+	}
+	if version, err = p.GetDBVersion(ctx); err != nil {
+		return nil, 0, fmt.Errorf("migrate: %w", err)
+	}
+	return applied, version, nil
+}
+
+// Migrate applies to the database at url the schema versions it has not
+// had yet, under the advisory lock Open takes too, and returns those it
+// applied (none when it was up to date) and the version it is at: `brain
+// migrate`.
+func Migrate(ctx context.Context, url string) (applied []int64, version int64, err error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, 0, fmt.Errorf("migrate postgres: %w", err)
+	}
+	defer pool.Close()
+	return migrate(ctx, pool)
+}
+
+// listen keeps one connection LISTENing on the channel and hands each
+// notification from another replica to OnSignal. After a lost connection
+// it reconnects (with backoff) and delivers SignalResync, since
+// notifications sent meanwhile are gone. ready gets the first connection's
+// outcome.
+func (db *DB) listen(ctx context.Context, ready chan<- error) {
+	defer close(db.listenDone)
+	backoff := 50 * time.Millisecond
+	first := true
+	for ctx.Err() == nil {
+		conn, err := pgx.Connect(ctx, db.o.URL)
+		if err == nil {
+			_, err = conn.Exec(ctx, "LISTEN "+channel)
+		}
+		if first {
+			ready <- err
+			if err != nil {
+				if conn != nil {
+					conn.Close(context.Background())
+				}
+				return
+			}
+			first = false
+		} else if err == nil {
+			db.deliver(store.Signal{Kind: store.SignalResync})
+		}
+		if err == nil {
+			backoff = 50 * time.Millisecond
+			err = db.receive(ctx, conn)
+			conn.Close(context.Background())
+		} else if conn != nil {
+			conn.Close(context.Background())
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		db.log.Warn("postgres listener: reconnecting", "err", err, "backoff", backoff.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (db *DB) receive(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		var sig store.Signal
+		if err := json.Unmarshal([]byte(n.Payload), &sig); err != nil {
+			db.log.Warn("postgres listener: unreadable notification", "err", err)
+			continue
+		}
+		if sig.From == db.o.Replica {
+			continue
+		}
+		db.deliver(sig)
+	}
+}
+
+func (db *DB) deliver(sig store.Signal) {
+	if db.o.OnSignal != nil {
+		db.o.OnSignal(sig)
+	}
+}
+
+// Replica implements store.Shared.
+func (db *DB) Replica() string { return db.o.Replica }
+
+// Notify implements store.Shared.
+func (db *DB) Notify(ctx context.Context, sig store.Signal) error {
+	payload, err := db.payload(sig)
+	if err != nil {
+		return err
+	}
+	if _, err := db.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		return fmt.Errorf("notify %s: %w", sig.Kind, err)
+	}
+	return nil
+}
+
+func (db *DB) payload(sig store.Signal) (string, error) {
+	sig.From = db.o.Replica
+	b, err := json.Marshal(sig)
+	if err != nil {
+		return "", fmt.Errorf("notify %s: %w", sig.Kind, err)
+	}
+	if len(b) > maxPayload {
+		return "", fmt.Errorf("notify %s: %d bytes, limit %d: %w", sig.Kind, len(b), maxPayload, store.ErrSignalTooLarge)
+	}
+	return string(b), nil
+}
+
+// tx runs fn in one transaction and, once it committed, hands the events
+// fn appended to OnCommit.
+func (db *DB) tx(ctx context.Context, op string, fn func(tx pgx.Tx) ([]*store.Event, error)) error {
+	var evs []*store.Event
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		var err error
+		evs, err = fn(tx)
+		return err
+	})
+	if err != nil {
+		if refusal(err) {
+			return err
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	db.publish(evs)
+	return nil
+}
+
+func refusal(err error) bool {
+	var se *store.StateError
+	return errors.Is(err, store.ErrNotFound) || errors.As(err, &se)
+}
+
+func (db *DB) publish(evs []*store.Event) {
+	if db.o.OnCommit == nil || len(evs) == 0 {
+		return
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if len(db.hwm) > maxHWM {
+		clear(db.hwm)
+	}
+	for _, ev := range evs {
+		if ev.ID <= db.hwm[ev.SessionID] {
+			continue
+		}
+		db.hwm[ev.SessionID] = ev.ID
+		db.o.OnCommit(*ev)
+	}
+}
+
+// appendEvents numbers evs of one session from first and inserts them,
+// then notifies the other replicas of the last.
+func (db *DB) appendEvents(ctx context.Context, tx pgx.Tx, first int64, evs ...*store.Event) error {
+	for i, ev := range evs {
+		ev.ID = first + int64(i)
+		if _, err := tx.Exec(ctx, `INSERT INTO events (session_id, seq, call_id, type, time, data) VALUES ($1, $2, $3, $4, $5, $6)`,
+			ev.SessionID, ev.ID, ev.CallID, ev.Type, unixNano(ev.Time), string(ev.Data)); err != nil {
+			return fmt.Errorf("append %s event: %w", ev.Type, err)
+		}
+	}
+	last := evs[len(evs)-1]
+	payload, err := db.payload(store.Signal{Kind: store.SignalEvent, SessionID: last.SessionID, Seq: last.ID})
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		return fmt.Errorf("notify event: %w", err)
+	}
+	return nil
+}
+
+// nextSeq raises session id's last_seq by n, when the session is the
+// tenant's and in one of statuses (any when empty), and returns the first
+// of the n new IDs; store.ErrNotFound or *store.StateError otherwise.
+func nextSeq(ctx context.Context, tx pgx.Tx, tenantID, id string, n int, statuses ...string) (int64, error) {
+	var (
+		last   int64
+		status string
+	)
+	err := tx.QueryRow(ctx, `SELECT last_seq, status FROM sessions WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&last, &status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, store.ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(statuses) > 0 && !contains(statuses, status) {
+		return 0, &store.StateError{What: "session", Status: status}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sessions SET last_seq = $2 WHERE id = $1`, id, last+int64(n)); err != nil {
+		return 0, err
+	}
+	return last + 1, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// CreateSession implements store.Store.
+func (db *DB) CreateSession(ctx context.Context, s *store.Session, evs ...*store.Event) error {
+	tools, err := json.Marshal(nonNil(s.Tools))
+	if err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	return db.tx(ctx, "create session", func(tx pgx.Tx) ([]*store.Event, error) {
+		if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, tenant_id, status, harness, tools, config, created_at, updated_at, last_seq)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, s.ID, s.TenantID, s.Status, s.Harness, string(tools), string(s.Config),
+			unixNano(s.CreatedAt), unixNano(s.UpdatedAt), len(evs)); err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			return nil, nil
+		}
+		return evs, db.appendEvents(ctx, tx, 1, evs...)
+	})
+}
+
+// SetSessionStatus implements store.Store.
+func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []string, to string, at time.Time, ev *store.Event) error {
+	return db.tx(ctx, "set session status", func(tx pgx.Tx) ([]*store.Event, error) {
+		seq, err := nextSeq(ctx, tx, tenantID, id, 1, from...)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE sessions SET status = $2, updated_at = $3 WHERE id = $1`, id, to, unixNano(at)); err != nil {
+			return nil, err
+		}
+		return []*store.Event{ev}, db.appendEvents(ctx, tx, seq, ev)
+	})
+}
+
+// CreateCall implements store.Store: the call is owned by this replica,
+// leased until its creation plus Options.Lease.
+func (db *DB) CreateCall(ctx context.Context, c *store.Call, ev *store.Event) error {
+	return db.tx(ctx, "create tool call", func(tx pgx.Tx) ([]*store.Event, error) {
+		seq, err := nextSeq(ctx, tx, c.TenantID, c.SessionID, 1, store.SessionActive)
+		if err != nil {
+			return nil, err
+		}
+		if err := db.appendEvents(ctx, tx, seq, ev); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO tool_calls (id, session_id, tenant_id, tool, status, arguments, created_at, started_at,
+			owner, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, c.ID, c.SessionID, c.TenantID, c.Tool, c.Status,
+			string(c.Arguments), unixNano(c.CreatedAt), unixNano(c.StartedAt), db.o.Replica,
+			time.Now().Add(db.o.Lease).UnixNano()); err != nil {
+			return nil, err
+		}
+		return []*store.Event{ev}, nil
+	})
+}
+
+// FinishCall implements store.Store.
+func (db *DB) FinishCall(ctx context.Context, c *store.Call, ev *store.Event) error {
+	var result *string
+	if c.Result != nil {
+		r := string(c.Result)
+		result = &r
+	}
+	return db.tx(ctx, "finish tool call", func(tx pgx.Tx) ([]*store.Event, error) {
+		var session, tenant string
+		err := tx.QueryRow(ctx, `UPDATE tool_calls SET status = $2, finished_at = $3, error_code = $4, error_message = $5,
+			unknown_outcome = $6, result = $7, owner = '', lease_until = 0
+			WHERE id = $1 AND status IN ('queued', 'running', 'requires_input') RETURNING session_id, tenant_id`,
+			c.ID, c.Status, unixNano(c.FinishedAt), c.ErrorCode, c.ErrorMessage, c.UnknownOutcome, result).Scan(&session, &tenant)
+		if errors.Is(err, pgx.ErrNoRows) {
+			var cur string
+			err := tx.QueryRow(ctx, `SELECT status FROM tool_calls WHERE id = $1`, c.ID).Scan(&cur)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, store.ErrNotFound
+			}
+			if err != nil {
+				return nil, err
+			}
+			return nil, &store.StateError{What: "tool call", Status: cur}
+		}
+		if err != nil {
+			return nil, err
+		}
+		seq, err := nextSeq(ctx, tx, tenant, session, 1)
+		if err != nil {
+			return nil, err
+		}
+		ev.SessionID = session
+		return []*store.Event{ev}, db.appendEvents(ctx, tx, seq, ev)
+	})
+}
+
+// Session implements store.Store.
+func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session, error) {
+	var (
+		s               store.Session
+		tools, config   string
+		created, update int64
+	)
+	err := db.pool.QueryRow(ctx, `SELECT id, tenant_id, status, harness, tools, config, created_at, updated_at
+		FROM sessions WHERE id = $1 AND tenant_id = $2`, id, tenantID).
+		Scan(&s.ID, &s.TenantID, &s.Status, &s.Harness, &tools, &config, &created, &update)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	if err := json.Unmarshal([]byte(tools), &s.Tools); err != nil {
+		return nil, fmt.Errorf("read session %s: tools: %w", id, err)
+	}
+	s.Config = []byte(config)
+	s.CreatedAt, s.UpdatedAt = fromUnixNano(created), fromUnixNano(update)
+	return &s, nil
+}
+
+const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
+	error_code, error_message, unknown_outcome, result`
+
+func scanCall(row pgx.Row) (*store.Call, error) {
+	var (
+		c                          store.Call
+		args                       string
+		created, started, finished int64
+		result                     *string
+	)
+	if err := row.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
+		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result); err != nil {
+		return nil, err
+	}
+	c.Arguments = []byte(args)
+	c.CreatedAt, c.StartedAt, c.FinishedAt = fromUnixNano(created), fromUnixNano(started), fromUnixNano(finished)
+	if result != nil {
+		c.Result = []byte(*result)
+	}
+	return &c, nil
+}
+
+// Call implements store.Store.
+func (db *DB) Call(ctx context.Context, tenantID, id string) (*store.Call, error) {
+	c, err := scanCall(db.pool.QueryRow(ctx, `SELECT `+callColumns+` FROM tool_calls WHERE id = $1 AND tenant_id = $2`, id, tenantID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read tool call: %w", err)
+	}
+	return c, nil
+}
+
+// Calls implements store.Store.
+func (db *DB) Calls(ctx context.Context, f store.CallFilter) ([]*store.Call, error) {
+	q := `SELECT ` + callColumns + ` FROM tool_calls WHERE tenant_id = $1`
+	args := []any{f.TenantID}
+	for _, w := range []struct{ col, v string }{{"session_id", f.SessionID}, {"tool", f.Tool}, {"status", f.Status}} {
+		if w.v != "" {
+			args = append(args, w.v)
+			q += fmt.Sprintf(` AND %s = $%d`, w.col, len(args))
+		}
+	}
+	if f.After != "" {
+		args = append(args, f.After)
+		q += fmt.Sprintf(` AND seq > (SELECT seq FROM tool_calls WHERE id = $%d AND tenant_id = $1)`, len(args))
+	}
+	limit := f.Limit
+	if limit <= 0 || limit > store.MaxListLimit+1 {
+		limit = store.MaxListLimit + 1
+	}
+	args = append(args, limit)
+	q += fmt.Sprintf(` ORDER BY seq LIMIT $%d`, len(args))
+	return db.queryCalls(ctx, "list tool calls", q, args...)
+}
+
+// UnfinishedCalls implements store.Store.
+func (db *DB) UnfinishedCalls(ctx context.Context) ([]*store.Call, error) {
+	return db.queryCalls(ctx, "list unfinished tool calls",
+		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY seq`)
+}
+
+func (db *DB) queryCalls(ctx context.Context, op, q string, args ...any) ([]*store.Call, error) {
+	rows, err := db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer rows.Close()
+	var out []*store.Call
+	for rows.Next() {
+		c, err := scanCall(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}
+
+// RenewLeases implements store.Shared.
+func (db *DB) RenewLeases(ctx context.Context, until time.Time) error {
+	if _, err := db.pool.Exec(ctx, `UPDATE tool_calls SET lease_until = $2
+		WHERE owner = $1 AND status IN ('queued', 'running', 'requires_input')`, db.o.Replica, until.UnixNano()); err != nil {
+		return fmt.Errorf("renew leases: %w", err)
+	}
+	return nil
+}
+
+// ClaimExpired implements store.Shared. SKIP LOCKED: two replicas claiming
+// at once take different calls, never the same one.
+func (db *DB) ClaimExpired(ctx context.Context, now, until time.Time, limit int) ([]*store.Call, error) {
+	return db.queryCalls(ctx, "claim expired tool calls", `UPDATE tool_calls SET owner = $1, lease_until = $3
+		WHERE id IN (SELECT id FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') AND lease_until < $2
+			ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED)
+		RETURNING `+callColumns, db.o.Replica, now.UnixNano(), until.UnixNano(), limit)
+}
+
+// Events implements store.Store.
+func (db *DB) Events(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
+	if limit <= 0 || limit > store.MaxListLimit {
+		limit = store.MaxListLimit
+	}
+	rows, err := db.pool.Query(ctx, `SELECT seq, session_id, call_id, type, time, data FROM events
+		WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		var (
+			ev   store.Event
+			t    int64
+			data string
+		)
+		if err := rows.Scan(&ev.ID, &ev.SessionID, &ev.CallID, &ev.Type, &t, &data); err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		ev.Time, ev.Data = fromUnixNano(t), []byte(data)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteEnded implements store.Store. SKIP LOCKED: replicas running
+// retention at once remove different sessions.
+func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (store.Removed, error) {
+	if limit <= 0 {
+		return store.Removed{}, fmt.Errorf("delete ended sessions: limit must be positive, got %d", limit)
+	}
+	var rm store.Removed
+	err := db.tx(ctx, "delete ended sessions", func(tx pgx.Tx) ([]*store.Event, error) {
+		rm = store.Removed{}
+		rows, err := tx.Query(ctx, `SELECT id FROM sessions WHERE status IN ('interrupted', 'closed') AND updated_at < $1
+			ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`, before.UnixNano(), limit)
+		if err != nil {
+			return nil, err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		left := int64(limit)
+		for _, id := range ids {
+			tag, err := tx.Exec(ctx, `DELETE FROM events WHERE session_id = $1 AND seq IN
+				(SELECT seq FROM events WHERE session_id = $1 ORDER BY seq LIMIT $2)`, id, left)
+			if err != nil {
+				return nil, err
+			}
+			rm.Events += tag.RowsAffected()
+			if left -= tag.RowsAffected(); left <= 0 {
+				break
+			}
+			tag, err = tx.Exec(ctx, `DELETE FROM tool_calls WHERE id IN (SELECT id FROM tool_calls WHERE session_id = $1 LIMIT $2)`, id, left)
+			if err != nil {
+				return nil, err
+			}
+			rm.Calls += tag.RowsAffected()
+			if left -= tag.RowsAffected(); left <= 0 {
+				break
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {
+				return nil, err
+			}
+			rm.Sessions++
+			left--
+		}
+		return nil, nil
+	})
+	return rm, err
+}
+
+// Close stops the listener and closes the pool; calling it again is a no-op.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		db.stopListen()
+		<-db.listenDone
+		db.pool.Close()
+	})
+	return nil
+}
+
+func nonNil(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}

@@ -92,3 +92,14 @@ func (h *Hub) Subscribers(sessionID string) int {
 	defer h.mu.Unlock()
 	return len(h.subs[sessionID])
 }
+
+// Sessions returns the IDs of the sessions that have subscribers.
+func (h *Hub) Sessions() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.subs))
+	for id := range h.subs {
+		out = append(out, id)
+	}
+	return out
+}

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"sync"
 
 	"github.com/brain-tools/suite/pkg/bearer"
+	"github.com/brain-tools/suite/services/brain/internal/store"
 )
 
 // tenant authenticates r by its API key (Authorization: Bearer) and returns
@@ -58,7 +61,8 @@ type grant struct {
 
 // inspections holds the live inspection tokens, keyed by their SHA-256 so the
 // tokens themselves are never kept (the contract: "Don't log or store it").
-// Tokens live in memory only: a restart revokes them all.
+// On SQLite tokens live in memory only: a restart revokes them all; on a
+// shared store their hashes are in the store too (issueToken).
 type inspections struct {
 	mu sync.Mutex
 	m  map[[sha256.Size]byte]*grant
@@ -95,6 +99,47 @@ func (in *inspections) lookup(tok string) (*grant, bool) {
 	return g, ok
 }
 
+// issueToken issues the inspection token of call c; on a shared store it is
+// also recorded there (by its hash), so every replica honours it.
+func (s *Server) issueToken(ctx context.Context, c *store.Call) (string, *grant) {
+	tok, g := s.tokens.issue(c.TenantID, c.SessionID, c.ID)
+	if s.shared != nil {
+		if err := s.shared.PutToken(ctx, sha256.Sum256([]byte(tok)), c.TenantID, c.SessionID, c.ID); err != nil {
+			s.log.Error("record inspection token: other replicas will refuse it", "call_id", c.ID, "err", err)
+		}
+	}
+	return tok, g
+}
+
+// revokeToken ends tok, on every replica.
+func (s *Server) revokeToken(ctx context.Context, tok string, g *grant) {
+	s.tokens.revoke(tok, g)
+	if s.shared != nil {
+		// Its call has finished by now, which alone ends the token on other
+		// replicas (store.Shared.Token); the row only goes away.
+		if err := s.shared.DeleteToken(context.WithoutCancel(ctx), sha256.Sum256([]byte(tok))); err != nil {
+			s.log.Warn("delete inspection token", "call_id", g.callID, "err", err)
+		}
+	}
+}
+
+// lookupToken finds what tok allows: in this replica's memory, or on a
+// shared store in the store (a token another replica issued). Such a grant
+// has no revoked channel: its stream ends at its call's tool.result.
+func (s *Server) lookupToken(ctx context.Context, tok string) (*grant, bool, error) {
+	if g, ok := s.tokens.lookup(tok); ok || s.shared == nil {
+		return g, ok, nil
+	}
+	tenant, session, call, err := s.shared.Token(ctx, sha256.Sum256([]byte(tok)))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &grant{tenant: tenant, sessionID: session, callID: call}, true, nil
+}
+
 // eventsAuth authenticates a read of sessionID's events: by API key, or by an
 // inspection token issued for that session. A token for another session
 // answers 404 as if the session did not exist; an unknown or revoked token
@@ -107,7 +152,10 @@ func (s *Server) eventsAuth(r *http.Request, sessionID string) (string, *grant, 
 	if tenant, ok := s.cfg.TenantForKey(tok); ok {
 		return tenant, nil, nil
 	}
-	g, ok := s.tokens.lookup(tok)
+	g, ok, err := s.lookupToken(r.Context(), tok)
+	if err != nil {
+		return "", nil, err
+	}
 	if !ok {
 		return "", nil, errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key or expired inspection token")
 	}

@@ -151,8 +151,9 @@ func (s *Server) getCall(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 			if c, err = s.wait(r.Context(), rc, time.Duration(wait)*time.Second); err != nil {
 				return err
 			}
-		} else if c, err = s.call(r.Context(), tenant, id); err != nil {
-			// It finished between the read and the lookup.
+		} else if c, err = s.waitStored(r.Context(), tenant, id, time.Duration(wait)*time.Second); err != nil {
+			// Finished between the read and the lookup, or running on
+			// another replica (or on none: a dead one's lease runs out).
 			return err
 		}
 	}
@@ -201,6 +202,16 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 		if !store.Terminal(c.Status) {
 			// Left waiting by a shutdown that began first.
 			return unavailable("brain is shutting down; call %q waits as it was: cancel it again once brain is back", id)
+		}
+	} else if s.shared != nil {
+		// Another replica runs it (or ran it and died): tell it, and wait
+		// for the final state it records (or the lease loop does).
+		s.notify(r.Context(), store.Signal{Kind: store.SignalCancel, SessionID: c.SessionID, CallID: id})
+		if c, err = s.waitStored(r.Context(), tenant, id, s.endWait()); err != nil {
+			return err
+		}
+		if !store.Terminal(c.Status) {
+			return unavailable("tool call %q runs on a brain replica that did not record its end in %s; read it again", id, s.endWait())
 		}
 	} else if c, err = s.call(r.Context(), tenant, id); err != nil {
 		return err

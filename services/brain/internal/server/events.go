@@ -149,24 +149,57 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id strin
 	if err := sw.Start(); err != nil {
 		return nil
 	}
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
 	last := after
-	for {
-		for _, ev := range evs {
-			if sw.EventWithID(ev.Type, strconv.FormatInt(ev.ID, 10), eventJSON(ev)) != nil {
-				return nil
+	// ended: the stream is over — the session closed, or the call of the
+	// inspection token the stream was opened with returned.
+	ended := false
+	write := func(ev store.Event) bool {
+		if sw.EventWithID(ev.Type, strconv.FormatInt(ev.ID, 10), eventJSON(ev)) != nil {
+			return false
+		}
+		last = ev.ID
+		ended = ended || ev.Type == store.EventSessionClosed ||
+			g != nil && ev.CallID == g.callID && ev.Type == store.EventToolResult
+		return true
+	}
+	// fill sends the stored events after last up to upTo (all there are for
+	// hintAll); false: the client went away or the store failed.
+	fill := func(upTo int64) bool {
+		for !ended && last < upTo {
+			evs, err := s.store.Events(ctx, id, last, replayPage)
+			if err != nil {
+				s.log.ErrorContext(ctx, "replay events", "session_id", id, "err", err)
+				return false
 			}
-			last = ev.ID
-			closed = closed || ev.Type == store.EventSessionClosed
+			for _, ev := range evs {
+				if !write(ev) {
+					return false
+				}
+				if ended {
+					break
+				}
+			}
+			if len(evs) < replayPage {
+				return true
+			}
 		}
-		if len(evs) < replayPage {
-			break
+		return true
+	}
+	for _, ev := range evs {
+		if !write(ev) {
+			return nil
 		}
-		if evs, err = s.store.Events(ctx, id, last, replayPage); err != nil {
-			s.log.ErrorContext(ctx, "replay events", "session_id", id, "err", err)
+		if ended {
 			return nil
 		}
 	}
+	if len(evs) == replayPage && (!fill(hintAll) || ended) {
+		return nil
+	}
 	if closed {
+		// Read closed before the replay: it reached session.closed.
 		return nil
 	}
 	var revoked <-chan struct{}
@@ -174,16 +207,22 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id strin
 		revoked = g.revoked
 	}
 	// send writes one live event; false ends the stream: the client went
-	// away, or the session closed.
+	// away, the session closed, or the token's call returned. A stored
+	// event that does not follow the last one sent (another replica's,
+	// which arrives as a hint with no type; or one overtaken on the way)
+	// is read from the store with every event before it, so the stream
+	// has no gap and no duplicate.
 	send := func(ev store.Event) bool {
-		if ev.ID != 0 && ev.ID <= last {
+		if ev.ID == 0 { // live-only progress
+			return sw.EventWithID(ev.Type, "", eventJSON(ev)) == nil
+		}
+		if ev.ID <= last {
 			return true
 		}
-		var idStr string
-		if ev.ID != 0 {
-			idStr, last = strconv.FormatInt(ev.ID, 10), ev.ID
+		if ev.Type == "" || ev.ID > last+1 {
+			return fill(ev.ID) && !ended
 		}
-		return sw.EventWithID(ev.Type, idStr, eventJSON(ev)) == nil && ev.Type != store.EventSessionClosed
+		return write(ev) && !ended
 	}
 	tick := time.NewTicker(s.heartbeat)
 	defer tick.Stop()

@@ -289,9 +289,7 @@ func TestInspection(t *testing.T) {
 			}
 			ended <- ctx.Err() == nil
 		}()
-		for b.srv.hub.Subscribers(req.SessionID) == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		b.waitStreams()
 		return tool.TextResult("inspected")
 	}
 	b.tools.mu.Unlock()

@@ -113,6 +113,16 @@ func (ts *toolServer) releaseAll() { close(ts.release) }
 // inspect (t1), secret (t2).
 func hostConfig(t *testing.T, toolURL string) *config.Config {
 	t.Helper()
+	data, env := hostConfigJSON(toolURL)
+	cfg, err := config.Parse(data, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("host config: %v", err)
+	}
+	return cfg
+}
+
+// hostConfigJSON is hostConfig's document and the environment it names.
+func hostConfigJSON(toolURL string) ([]byte, map[string]string) {
 	binding := func(name string, tenants []string, extra map[string]any) map[string]any {
 		b := map[string]any{
 			"name": name, "description": name + " tool", "url": toolURL + "/tools/" + name,
@@ -143,12 +153,7 @@ func hostConfig(t *testing.T, toolURL string) *config.Config {
 		},
 	}
 	data, _ := json.Marshal(doc)
-	env := map[string]string{"BRAIN_TOOLS_KEY": toolsKey, "KEY_ONE": apiKeys["t1"], "KEY_TWO": apiKeys["t2"]}
-	cfg, err := config.Parse(data, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatalf("host config: %v", err)
-	}
-	return cfg
+	return data, map[string]string{"BRAIN_TOOLS_KEY": toolsKey, "KEY_ONE": apiKeys["t1"], "KEY_TWO": apiKeys["t2"]}
 }
 
 // brain is a real brain server on 127.0.0.1:0 with its tool server.
@@ -158,13 +163,28 @@ type brain struct {
 	srv   *Server
 	tools *toolServer
 	dir   string
+	// replicas are the brain processes behind url (startReplicas); srv is
+	// then nil.
+	replicas []*replica
 }
 
+// startBrain starts a brain on the store BRAIN_TEST_STORE names (see
+// testStore): in this process on SQLite or PostgreSQL, or as replicas
+// behind a round-robin proxy.
 func startBrain(t *testing.T, opts ...func(*Options)) *brain {
 	t.Helper()
 	ts := newToolServer(t)
+	if testStore == storeReplicas {
+		if len(opts) > 0 {
+			t.Fatal("startBrain: options are not passed to replicas; run this test with BRAIN_TEST_STORE=sqlite or postgres")
+		}
+		return startReplicas(t, ts, 3)
+	}
 	dir := t.TempDir()
 	o := Options{Config: hostConfig(t, ts.URL), DataDir: dir, Heartbeat: 50 * time.Millisecond}
+	if testStore == storePostgres {
+		o.DataDir, o.DatabaseURL = "", testDatabase(t)
+	}
 	for _, f := range opts {
 		f(&o)
 	}

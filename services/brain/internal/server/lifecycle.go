@@ -27,7 +27,8 @@ import (
 // events: tool.requires_input when a call starts to wait, tool.responded
 // with the answer. A call that waits (requires_input, queued) when brain
 // shuts down, or dies, is left as stored and taken up again at the next
-// start (recoverCalls): nothing it waits for was sent.
+// start (recoverCalls), or by another replica once the dead one's lease ran
+// out (takeUp): nothing it waits for was sent.
 
 // running is a call in flight. final is set before done is closed; it stays
 // nil when the call could not be stored (start failed), and is not terminal
@@ -206,6 +207,9 @@ func (s *Server) register(rc *running) error {
 	}
 	if e, ok := s.ending[rc.sessionID]; ok {
 		return conflict("session %q is being %s", rc.sessionID, e.to)
+	}
+	if s.remotelyEnding(rc.sessionID) {
+		return conflict("session %q is being ended", rc.sessionID)
 	}
 	s.inflight[rc.id] = rc
 	if s.bySession[rc.sessionID] == nil {
@@ -409,17 +413,18 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 		g   *grant
 	)
 	if rc.t.InspectSession {
-		tok, g = s.tokens.issue(c.TenantID, c.SessionID, c.ID)
+		tok, g = s.issueToken(ctx, &c)
 		req.InspectionToken, req.BrainURL = tok, s.brainURL()
 	}
 	out := s.invoker.Call(ctx, rc.t, req, func(data json.RawMessage) {
 		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: c.SessionID, CallID: c.ID,
 			Time: time.Now().UTC(), Data: data})
+		s.notify(ctx, progressSignal(&c, data))
 	})
 	if g != nil {
 		// "An inspection_token can read the session's events until the call
 		// returns."
-		s.tokens.revoke(tok, g)
+		s.revokeToken(ctx, tok, g)
 	}
 	return out
 }
@@ -530,6 +535,14 @@ func (s *Server) recoverCalls(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover calls: %w", err)
 	}
+	return s.takeUp(ctx, calls)
+}
+
+// takeUp takes up calls whose brain process is gone, as recoverCalls says:
+// those a previous process left (SQLite, at start), or those of a replica
+// whose lease ran out (PostgreSQL, the lease loop), which this replica now
+// owns.
+func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 	type takenUp struct {
 		rc  *running
 		ctx context.Context
@@ -547,7 +560,7 @@ func (s *Server) recoverCalls(ctx context.Context) error {
 			if _, err := s.finish(ctx, c, out); err != nil {
 				return fmt.Errorf("recover call %s: %w", c.ID, err)
 			}
-			s.log.Warn("ended call left in flight by a previous process", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
+			s.log.Warn("ended call left in flight by a brain process that stopped", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
 			continue
 		}
 		t, ok := s.cfg.Tool(c.Tool)

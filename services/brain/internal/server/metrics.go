@@ -16,6 +16,8 @@ type metrics struct {
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	removed  *prometheus.CounterVec
+	streams  prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -30,8 +32,19 @@ func newMetrics() *metrics {
 			Help:    "Time from a tool call's start to its result, by tool and final status.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"tool", "status"}),
+		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brain_retention_removed_total",
+			Help: "Rows removed by retention (BRAIN_RETENTION), by kind: session, tool_call, event.",
+		}, []string{"kind"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "brain_event_streams",
+			Help: "Event streams (GET /sessions/{id}/events as SSE) open on this replica.",
+		}),
 	}
-	m.reg.MustRegister(m.calls, m.duration, version.NewCollector("brain"),
+	for _, k := range []string{"session", "tool_call", "event"} {
+		m.removed.WithLabelValues(k)
+	}
+		m.reg.MustRegister(m.calls, m.duration, m.removed, m.streams, version.NewCollector("brain"),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -8,7 +8,8 @@
 // answer to an approval gate) or for a slot of its binding's
 // max_concurrency (queued), runs through the invoke Caller, and ends with
 // exactly one tool.result event (lifecycle.go). State lives in a
-// store.Store (SQLite); live events fan out through a hub.
+// store.Store (SQLite, or PostgreSQL shared by several replicas: see
+// shared.go); live events fan out through a hub.
 package server
 
 import (
@@ -32,6 +33,7 @@ import (
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
 	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/brain-tools/suite/services/brain/internal/store/postgres"
 	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
 	"github.com/julienschmidt/httprouter"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +63,18 @@ type Options struct {
 	// Synchronous is the SQLite synchronous mode, NORMAL (default) or FULL;
 	// see package store/sqlite for what each keeps.
 	Synchronous string
+	// DatabaseURL, a postgres:// URL, keeps state in PostgreSQL instead of
+	// SQLite (DataDir is then unused): any number of brain replicas share
+	// the database, and any of them serves any request.
+	DatabaseURL string
+	// Lease is how long a replica's claim on the calls it runs holds
+	// without renewal (PostgreSQL only): a replica that dies has its calls
+	// taken over by another within about Lease. 0 means DefaultLease.
+	Lease time.Duration
+	// Retention, when positive, removes sessions that ended (interrupted or
+	// closed) longer ago than that, with their calls and events, in small
+	// batches in the background; 0 keeps everything.
+	Retention time.Duration
 	// PublicURL is the brain_url sent to tools with inspect_session. Empty:
 	// "http://" + the listener's address, set by Serve.
 	PublicURL string
@@ -82,6 +96,9 @@ type Options struct {
 // MaxRequestBytesLimit is the largest Options.MaxRequestBytes: 64 MiB.
 const MaxRequestBytesLimit = 64 << 20
 
+// DefaultLease is Options.Lease when unset.
+const DefaultLease = 15 * time.Second
+
 // Server is brain's HTTP API and call engine. Create it with New, serve it
 // with Serve (or mount Handler), and Close it.
 type Server struct {
@@ -99,7 +116,13 @@ type Server struct {
 	metrics   *metrics
 	tokens    inspections
 	handler   http.Handler
-	lock      *os.File // flock on the data dir
+	lock      *os.File     // flock on the data dir; nil on PostgreSQL
+	shared    store.Shared // the store, when replicas share it; nil on SQLite
+	lease     time.Duration
+	retention time.Duration
+	// background is the lease and retention loops; Close stops them.
+	stopBackground context.CancelFunc
+	background     sync.WaitGroup
 
 	// callsCtx parents every call; Close cancels it.
 	callsCtx    context.Context
@@ -116,31 +139,36 @@ type Server struct {
 	bySession map[string]map[string]*running // session ID → call ID →
 	ending    map[string]*ending             // sessions endSession is interrupting or closing
 	queues    map[string]*queue              // by tenant and binding, for max_concurrency
-	calls     sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	// remoteEnding are sessions another replica is ending (SignalEndSession),
+	// with when this replica stops refusing their new calls on that account.
+	remoteEnding map[string]time.Time
+	calls        sync.WaitGroup
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // errShutdown is the cancel cause of calls still in flight at Close.
 var errShutdown = errors.New("brain is shutting down")
 
-// New opens the store under o.DataDir, takes up the calls a previous
-// process left unfinished (see recoverCalls: running ones end failed,
-// brain_restarted, unknown outcome, each with its tool.result event; those
-// waiting for an answer or a slot wait again), and returns a Server ready to
-// serve.
+// New opens the store — SQLite under o.DataDir, or PostgreSQL at
+// o.DatabaseURL — and returns a Server ready to serve. On SQLite it first
+// takes up the calls a previous process left unfinished (see takeUp:
+// running ones end failed, brain_restarted, unknown outcome, each with its
+// tool.result event; those waiting for an answer or a slot wait again); on
+// PostgreSQL a background loop renews this replica's leases and takes up so
+// the calls of replicas whose lease ran out (see shared.go).
 func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Config == nil {
 		return nil, errors.New("new server: config is required")
 	}
-	if o.DataDir == "" {
-		return nil, errors.New("new server: data dir is required")
+	if o.DataDir == "" && o.DatabaseURL == "" {
+		return nil, errors.New("new server: data dir or database URL is required")
+	}
+	if o.Lease < 0 || o.Retention < 0 {
+		return nil, errors.New("new server: lease and retention must not be negative")
 	}
 	if o.MaxRequestBytes < 0 || o.MaxRequestBytes > MaxRequestBytesLimit {
 		return nil, fmt.Errorf("new server: max request bytes: want 1..%d, got %d", MaxRequestBytesLimit, o.MaxRequestBytes)
-	}
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("new server: data dir: %w", err)
 	}
 	log := discardLogger(o.Logger)
 	s := &Server{
@@ -158,6 +186,13 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		ending:    map[string]*ending{},
 		queues:    map[string]*queue{},
 		maxQueued: o.MaxQueued,
+		lease:     o.Lease,
+		retention: o.Retention,
+
+		remoteEnding: map[string]time.Time{},
+	}
+	if s.lease == 0 {
+		s.lease = DefaultLease
 	}
 	if s.maxQueued <= 0 {
 		s.maxQueued = DefaultMaxQueued
@@ -176,30 +211,62 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.PublicURL != "" {
 		s.publicURL.Store(&o.PublicURL)
 	}
-	lock, err := lockDataDir(o.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("new server: %w", err)
-	}
-	s.lock = lock
 	s.callsCtx, s.cancelCalls = context.WithCancelCause(context.Background())
 	s.reqCtx, s.cancelReqs = context.WithCancel(context.Background())
+	if err := s.openStore(ctx, o); err != nil {
+		return nil, fmt.Errorf("new server: %w", err)
+	}
+	s.handler = s.routes()
+	if s.shared == nil {
+		if err := s.recoverCalls(ctx); err != nil {
+			s.drain(s.grace)
+			s.store.Close()
+			s.lock.Close()
+			return nil, fmt.Errorf("new server: %w", err)
+		}
+	}
+	bg, stop := context.WithCancel(context.Background())
+	s.stopBackground = stop
+	if s.shared != nil {
+		s.background.Go(func() { s.leaseLoop(bg) })
+	}
+	if s.retention > 0 {
+		s.background.Go(func() { s.retentionLoop(bg) })
+	}
+	return s, nil
+}
+
+// openStore opens the store o names: PostgreSQL when o.DatabaseURL is set,
+// else SQLite in o.DataDir under the directory's lock.
+func (s *Server) openStore(ctx context.Context, o Options) error {
+	if o.DatabaseURL != "" {
+		db, err := postgres.Open(ctx, postgres.Options{
+			URL: o.DatabaseURL, Replica: newID("replica"), Lease: s.lease,
+			OnCommit: s.hub.Publish, OnSignal: s.onSignal, Logger: s.log,
+		})
+		if err != nil {
+			return err
+		}
+		s.store, s.shared = db, db
+		return nil
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	lock, err := lockDataDir(o.DataDir)
+	if err != nil {
+		return err
+	}
 	db, err := sqlite.Open(filepath.Join(o.DataDir, "brain.db"), sqlite.Options{
 		Synchronous: o.Synchronous,
 		OnCommit:    s.hub.Publish,
 	})
 	if err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("new server: %w", err)
+		return err
 	}
-	s.store = db
-	s.handler = s.routes()
-	if err := s.recoverCalls(ctx); err != nil {
-		s.drain(s.grace)
-		db.Close()
-		lock.Close()
-		return nil, fmt.Errorf("new server: %w", err)
-	}
-	return s, nil
+	s.store, s.lock = db, lock
+	return nil
 }
 
 // Handler returns the HTTP API.
@@ -336,11 +403,16 @@ func (s *Server) Close() error {
 		s.drain(s.grace)
 		s.calls.Wait()
 		s.cancelReqs()
-		var mcpErr error
+		s.stopBackground()
+		s.background.Wait()
+		var mcpErr, lockErr error
 		if s.mcp != nil {
 			mcpErr = s.mcp.Close()
 		}
-		s.closeErr = errors.Join(s.store.Close(), s.lock.Close(), mcpErr)
+		if s.lock != nil {
+			lockErr = s.lock.Close()
+		}
+		s.closeErr = errors.Join(s.store.Close(), lockErr, mcpErr)
 	})
 	return s.closeErr
 }

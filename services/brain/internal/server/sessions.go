@@ -197,14 +197,29 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 // calls in flight and not being ended are evicted (they are re-read from the store on use).
 const maxCachedSessions = 10000
 
-// session returns the tenant's session id, or 404. Sessions are cached:
-// brain is the only process writing its data dir (see lockDataDir), and every
-// status change goes through endSession, so the cache is authoritative and
-// the tool-call path reads nothing from the store.
+// session returns the tenant's session id, or 404. Sessions are cached: on
+// SQLite brain is the only process writing its data dir (see lockDataDir),
+// and every status change goes through endSession, so the cache is
+// authoritative and the tool-call path reads nothing from the store. On a
+// shared store other replicas change sessions too, so the status is read
+// from the store each time (the cache keeps the entry endSession works on).
 func (s *Server) session(ctx context.Context, tenant, id string) (*store.Session, error) {
 	s.mu.Lock()
 	c, ok := s.sessions[id]
 	s.mu.Unlock()
+	if ok && s.shared != nil {
+		// Other replicas end sessions too: the store has the status.
+		fresh, err := s.store.Session(ctx, tenant, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, notFound("session %q not found", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		*c = *fresh
+		s.mu.Unlock()
+	}
 	if !ok {
 		sess, err := s.store.Session(ctx, tenant, id)
 		if errors.Is(err, store.ErrNotFound) {
@@ -354,7 +369,6 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 		s.mu.Unlock()
 		return conflict("session %q is %s", id, st)
 	}
-	prev := c.Status
 	var calls []*running
 	for _, rc := range s.bySession[id] {
 		calls = append(calls, rc)
@@ -363,16 +377,33 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 	// Every call start registered before beginEnd is in calls; every later
 	// one was refused. A cancelled call ends promptly (invoke and mcpcall
 	// stop on their context), so this wait is short.
+	ctx := context.WithoutCancel(r.Context())
+	endSig := store.Signal{Kind: store.SignalEndSession, SessionID: id}
+	s.notify(ctx, endSig)
 	for _, rc := range calls {
 		rc.cancel(errSessionEnded)
 	}
 	for _, rc := range calls {
 		<-rc.done
 	}
-	ctx := context.WithoutCancel(r.Context())
-	now := time.Now().UTC()
-	ev := &store.Event{Type: evType, SessionID: id, Time: now, Data: mustJSON(sessionEventData{Status: to})}
-	if err := s.store.SetSessionStatus(ctx, tenant, id, []string{prev}, to, now, ev); err != nil {
+	var now time.Time
+	err = store.ErrCallsInFlight
+	for deadline, pause := time.Now().Add(s.endWait()), 10*time.Millisecond; errors.Is(err, store.ErrCallsInFlight); pause = min(2*pause, time.Second) {
+		now = time.Now().UTC()
+		ev := &store.Event{Type: evType, SessionID: id, Time: now, Data: mustJSON(sessionEventData{Status: to})}
+		if err = s.store.SetSessionStatus(ctx, tenant, id, from, to, now, ev); !errors.Is(err, store.ErrCallsInFlight) {
+			break
+		}
+		// A call of another replica is still unfinished, or was created
+		// there before the signal arrived: tell them again and wait for it
+		// (a dead replica's calls are ended when its lease runs out).
+		if time.Now().After(deadline) {
+			return unavailable("session %q still has calls in flight on other brain replicas after %s; send the %s again", id, s.endWait(), to)
+		}
+		time.Sleep(pause)
+		s.notify(ctx, endSig)
+	}
+	if err != nil {
 		// Let the next read take the store's word.
 		s.mu.Lock()
 		delete(s.sessions, id)

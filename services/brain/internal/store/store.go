@@ -164,6 +164,10 @@ const MaxListLimit = 1000
 // tenant is deliberately not told apart.
 var ErrNotFound = errors.New("not found")
 
+// ErrCallsInFlight is SetSessionStatus's refusal while a call of the
+// session is unfinished.
+var ErrCallsInFlight = errors.New("session has calls in flight")
+
 // StateError is returned when a write is refused because the session or call
 // is in the wrong state; Status names the state it is in.
 type StateError struct {
@@ -221,6 +225,14 @@ type Shared interface {
 	// out before now (their replica died), leasing them to this replica
 	// until `until` so that no other one takes them too, and returns them.
 	ClaimExpired(ctx context.Context, now, until time.Time, limit int) ([]*Call, error)
+	// PutToken records an inspection token, by its SHA-256, for reading
+	// sessionID's events while call callID is unfinished.
+	PutToken(ctx context.Context, hash [32]byte, tenantID, sessionID, callID string) error
+	// DeleteToken removes an inspection token (its call returned).
+	DeleteToken(ctx context.Context, hash [32]byte) error
+	// Token returns what an inspection token allows, or ErrNotFound when it
+	// is unknown or its call has finished.
+	Token(ctx context.Context, hash [32]byte) (tenantID, sessionID, callID string, err error)
 	// Notify sends sig to every other replica (From is set to Replica).
 	// ErrSignalTooLarge when it does not fit one notification.
 	Notify(ctx context.Context, sig Signal) error
@@ -259,8 +271,13 @@ type Store interface {
 	// Session returns the tenant's session id, or ErrNotFound.
 	Session(ctx context.Context, tenantID, id string) (*Session, error)
 	// SetSessionStatus moves the tenant's session id to status to, when its
-	// current status is one of from, and appends ev. ErrNotFound when there
-	// is no such session, *StateError when the status is not in from.
+	// current status is one of from and none of its calls is unfinished,
+	// and appends ev. ErrNotFound when there is no such session,
+	// *StateError when the status is not in from, ErrCallsInFlight when a
+	// call of the session is still queued, running or waiting (a call
+	// another replica created while this one was ending the session). The
+	// check and the move are one transaction, under the lock that
+	// CreateCall takes, so no call can start in between.
 	SetSessionStatus(ctx context.Context, tenantID, id string, from []string, to string, at time.Time, ev *Event) error
 
 	// CreateCall inserts c, sets c.Ord, and appends evs (tool.call first,

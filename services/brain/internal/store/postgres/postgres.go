@@ -293,7 +293,7 @@ func (db *DB) tx(ctx context.Context, op string, fn func(tx pgx.Tx) ([]*store.Ev
 
 func refusal(err error) bool {
 	var se *store.StateError
-	return errors.Is(err, store.ErrNotFound) || errors.As(err, &se)
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCallsInFlight) || errors.As(err, &se)
 }
 
 func (db *DB) publish(evs []*store.Event) {
@@ -394,6 +394,14 @@ func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []
 		if err != nil {
 			return nil, err
 		}
+		var busy bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tool_calls WHERE session_id = $1
+			AND status IN ('queued', 'running', 'requires_input'))`, id).Scan(&busy); err != nil {
+			return nil, err
+		}
+		if busy {
+			return nil, store.ErrCallsInFlight
+		}
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET status = $2, updated_at = $3 WHERE id = $1`, id, to, unixNano(at)); err != nil {
 			return nil, err
 		}
@@ -401,61 +409,187 @@ func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []
 	})
 }
 
-// CreateCall implements store.Store: the call is owned by this replica,
-// leased until its creation plus Options.Lease.
-func (db *DB) CreateCall(ctx context.Context, c *store.Call, ev *store.Event) error {
-	return db.tx(ctx, "create tool call", func(tx pgx.Tx) ([]*store.Event, error) {
-		seq, err := nextSeq(ctx, tx, c.TenantID, c.SessionID, 1, store.SessionActive)
-		if err != nil {
-			return nil, err
-		}
-		if err := db.appendEvents(ctx, tx, seq, ev); err != nil {
-			return nil, err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO tool_calls (id, session_id, tenant_id, tool, status, arguments, created_at, started_at,
-			owner, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, c.ID, c.SessionID, c.TenantID, c.Tool, c.Status,
-			string(c.Arguments), unixNano(c.CreatedAt), unixNano(c.StartedAt), db.o.Replica,
-			time.Now().Add(db.o.Lease).UnixNano()); err != nil {
-			return nil, err
-		}
-		return []*store.Event{ev}, nil
-	})
+// appendEventsSQL is the part of a call's write statement that numbers
+// and inserts its events: CTE s (the session's row, last_seq already raised
+// by the count) gives them the IDs last_seq-n+1..last_seq, in the order of
+// the arrays $types, $times, $datas and $calls (the statement's %[1]s… %[4]s),
+// and the other replicas are told of the last. It ends the statement: its
+// row is (session_id, first ID).
+const appendEventsSQL = `, e AS (
+	INSERT INTO events (session_id, seq, call_id, type, time, data)
+	SELECT s.id, s.last_seq - cardinality(%[1]s::text[]) + x.i, x.call_id, x.type, x.time, x.data
+	FROM s, unnest(%[1]s::text[], %[2]s::bigint[], %[3]s::text[], %[4]s::text[]) WITH ORDINALITY AS x(type, time, data, call_id, i)
+)
+SELECT s.id, s.last_seq - cardinality(%[1]s::text[]) + 1,
+	pg_notify('` + channel + `', json_build_object('k', 'event', 'f', %[5]s::text, 's', s.id, 'q', s.last_seq)::text)%[6]s
+FROM s%[7]s`
+
+// eventArrays returns the columns of evs as appendEventsSQL's arrays.
+func eventArrays(evs []*store.Event) (types []string, times []int64, datas, calls []string) {
+	// Empty, not nil: a nil slice is SQL NULL, whose cardinality is NULL.
+	types, times, datas, calls = []string{}, []int64{}, []string{}, []string{}
+	for _, ev := range evs {
+		types, times = append(types, ev.Type), append(times, unixNano(ev.Time))
+		datas, calls = append(datas, string(ev.Data)), append(calls, ev.CallID)
+	}
+	return
 }
 
-// FinishCall implements store.Store.
-func (db *DB) FinishCall(ctx context.Context, c *store.Call, ev *store.Event) error {
-	var result *string
-	if c.Result != nil {
-		r := string(c.Result)
-		result = &r
+// setIDs numbers evs from first, as the statement did.
+func setIDs(evs []*store.Event, session string, first int64) {
+	for i, ev := range evs {
+		ev.SessionID, ev.ID = session, first+int64(i)
 	}
-	return db.tx(ctx, "finish tool call", func(tx pgx.Tx) ([]*store.Event, error) {
-		var session, tenant string
-		err := tx.QueryRow(ctx, `UPDATE tool_calls SET status = $2, finished_at = $3, error_code = $4, error_message = $5,
-			unknown_outcome = $6, result = $7, owner = '', lease_until = 0
-			WHERE id = $1 AND status IN ('queued', 'running', 'requires_input') RETURNING session_id, tenant_id`,
-			c.ID, c.Status, unixNano(c.FinishedAt), c.ErrorCode, c.ErrorMessage, c.UnknownOutcome, result).Scan(&session, &tenant)
-		if errors.Is(err, pgx.ErrNoRows) {
-			var cur string
-			err := tx.QueryRow(ctx, `SELECT status FROM tool_calls WHERE id = $1`, c.ID).Scan(&cur)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, store.ErrNotFound
-			}
-			if err != nil {
-				return nil, err
-			}
-			return nil, &store.StateError{What: "tool call", Status: cur}
-		}
-		if err != nil {
-			return nil, err
-		}
-		seq, err := nextSeq(ctx, tx, tenant, session, 1)
-		if err != nil {
-			return nil, err
-		}
-		ev.SessionID = session
-		return []*store.Event{ev}, db.appendEvents(ctx, tx, seq, ev)
-	})
+}
+
+// createCallSQL is CreateCall in one statement (one round trip, the
+// session's row locked only while it runs): the session's last_seq is
+// raised only while it is the tenant's and active, the events take the new
+// IDs, the call is inserted, and the other replicas are told. No row back:
+// refused (the caller asks why).
+var createCallSQL = `WITH s AS (
+	UPDATE sessions SET last_seq = last_seq + cardinality($3::text[]) WHERE id = $1 AND tenant_id = $2 AND status = 'active'
+	RETURNING id, last_seq
+), c AS (
+	INSERT INTO tool_calls (id, session_id, tenant_id, tool, status, arguments, created_at, started_at, parent_id, caller_type,
+		input_kind, prompt, response_schema, response_expires_at, owner, lease_until)
+	SELECT $8, $1, $2, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $7, $20 FROM s RETURNING ord
+)` + fmt.Sprintf(appendEventsSQL, "$3", "$4", "$5", "$6", "$7", ", c.ord", ", c")
+
+// CreateCall implements store.Store: the call is owned by this replica,
+// leased until now plus Options.Lease; c.Ord is set.
+func (db *DB) CreateCall(ctx context.Context, c *store.Call, evs ...*store.Event) error {
+	if len(evs) == 0 {
+		return errors.New("create tool call: no tool.call event")
+	}
+	caller := c.CallerType
+	if caller == "" {
+		caller = store.CallerAPI
+	}
+	types, times, datas, calls := eventArrays(evs)
+	var (
+		session, notified string
+		first, ord        int64
+	)
+	err := db.pool.QueryRow(ctx, createCallSQL, c.SessionID, c.TenantID, types, times, datas, calls, db.o.Replica,
+		c.ID, c.Tool, c.Status, string(c.Arguments), unixNano(c.CreatedAt), unixNano(c.StartedAt), c.ParentID, caller,
+		c.InputKind, c.Prompt, nullText(c.ResponseSchema), unixNano(c.ResponseExpiresAt),
+		time.Now().Add(db.o.Lease).UnixNano()).Scan(&session, &first, &notified, &ord)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return db.sessionRefusal(ctx, c.TenantID, c.SessionID)
+	}
+	if err != nil {
+		return fmt.Errorf("create tool call: %w", err)
+	}
+	setIDs(evs, session, first)
+	c.Ord, c.CallerType = ord, caller
+	db.publish(evs)
+	return nil
+}
+
+// sessionRefusal says why a write to the tenant's session id was refused:
+// store.ErrNotFound, or *store.StateError naming its status.
+func (db *DB) sessionRefusal(ctx context.Context, tenantID, id string) error {
+	var status string
+	err := db.pool.QueryRow(ctx, `SELECT status FROM sessions WHERE id = $1 AND tenant_id = $2`, id, tenantID).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("create tool call: %w", err)
+	}
+	return &store.StateError{What: "session", Status: status}
+}
+
+// callRefusal says why a write to call id was refused: store.ErrNotFound,
+// or *store.StateError naming its status.
+func (db *DB) callRefusal(ctx context.Context, op, id string) error {
+	var cur string
+	err := db.pool.QueryRow(ctx, `SELECT status FROM tool_calls WHERE id = $1`, id).Scan(&cur)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return &store.StateError{What: "tool call", Status: cur}
+}
+
+// updateCallSQL is UpdateCall in one statement: the call moves on only
+// from one of the statuses $2 (its row lock first, then its session's).
+var updateCallSQL = `WITH c AS (
+	UPDATE tool_calls SET status = $3, started_at = $4, input_kind = $5, prompt = $6, response_schema = $7, response_expires_at = $8
+	WHERE id = $1 AND status = ANY($2::text[]) RETURNING session_id
+), s AS (
+	UPDATE sessions SET last_seq = last_seq + cardinality($9::text[]) WHERE id = (SELECT session_id FROM c) RETURNING id, last_seq
+)` + fmt.Sprintf(appendEventsSQL, "$9", "$10", "$11", "$12", "$13", "", "")
+
+// UpdateCall implements store.Store.
+func (db *DB) UpdateCall(ctx context.Context, c *store.Call, from []string, evs ...*store.Event) error {
+	if store.Terminal(c.Status) {
+		return fmt.Errorf("update tool call: %s is a final status; FinishCall records it", c.Status)
+	}
+	types, times, datas, calls := eventArrays(evs)
+	var (
+		session, notified string
+		first             int64
+	)
+	err := db.pool.QueryRow(ctx, updateCallSQL, c.ID, from, c.Status, unixNano(c.StartedAt), c.InputKind, c.Prompt,
+		nullText(c.ResponseSchema), unixNano(c.ResponseExpiresAt), types, times, datas, calls, db.o.Replica).Scan(&session, &first, &notified)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return db.callRefusal(ctx, "update tool call", c.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("update tool call: %w", err)
+	}
+	setIDs(evs, session, first)
+	db.publish(evs)
+	return nil
+}
+
+// finishCallSQL is FinishCall in one statement: the call moves to its
+// final state only while unfinished (its row lock first, then its
+// session's), its events take the next IDs, and the other replicas are
+// told. No row back: refused.
+var finishCallSQL = `WITH c AS (
+	UPDATE tool_calls SET status = $2, finished_at = $3, error_code = $4, error_message = $5, unknown_outcome = $6,
+		result = $7, retryable = $8, prompt = $9, response_schema = $10, response_expires_at = $11, owner = '', lease_until = 0
+	WHERE id = $1 AND status IN ('queued', 'running', 'requires_input') RETURNING session_id
+), s AS (
+	UPDATE sessions SET last_seq = last_seq + cardinality($12::text[]) WHERE id = (SELECT session_id FROM c) RETURNING id, last_seq
+)` + fmt.Sprintf(appendEventsSQL, "$12", "$13", "$14", "$15", "$16", "", "")
+
+// FinishCall implements store.Store.
+func (db *DB) FinishCall(ctx context.Context, c *store.Call, evs ...*store.Event) error {
+	if len(evs) == 0 {
+		return errors.New("finish tool call: no tool.result event")
+	}
+	types, times, datas, calls := eventArrays(evs)
+	var (
+		session, notified string
+		first             int64
+	)
+	err := db.pool.QueryRow(ctx, finishCallSQL, c.ID, c.Status, unixNano(c.FinishedAt), c.ErrorCode, c.ErrorMessage,
+		c.UnknownOutcome, nullText(c.Result), c.Retryable, c.Prompt, nullText(c.ResponseSchema), unixNano(c.ResponseExpiresAt),
+		types, times, datas, calls, db.o.Replica).Scan(&session, &first, &notified)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return db.callRefusal(ctx, "finish tool call", c.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("finish tool call: %w", err)
+	}
+	setIDs(evs, session, first)
+	db.publish(evs)
+	return nil
+}
+
+// nullText is a JSON document as a nullable text column.
+func nullText(raw json.RawMessage) *string {
+	if len(raw) == 0 {
+		return nil
+	}
+	s := string(raw)
+	return &s
 }
 
 // Session implements store.Store.
@@ -483,23 +617,29 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 }
 
 const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
-	error_code, error_message, unknown_outcome, result`
+	error_code, error_message, unknown_outcome, result, ord, parent_id, caller_type, input_kind, prompt, response_schema,
+	response_expires_at, retryable`
 
 func scanCall(row pgx.Row) (*store.Call, error) {
 	var (
-		c                          store.Call
-		args                       string
-		created, started, finished int64
-		result                     *string
+		c                                   store.Call
+		args                                string
+		created, started, finished, expires int64
+		result, schema                      *string
 	)
 	if err := row.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
-		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result); err != nil {
+		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result, &c.Ord, &c.ParentID, &c.CallerType, &c.InputKind,
+		&c.Prompt, &schema, &expires, &c.Retryable); err != nil {
 		return nil, err
 	}
 	c.Arguments = []byte(args)
 	c.CreatedAt, c.StartedAt, c.FinishedAt = fromUnixNano(created), fromUnixNano(started), fromUnixNano(finished)
+	c.ResponseExpiresAt = fromUnixNano(expires)
 	if result != nil {
 		c.Result = []byte(*result)
+	}
+	if schema != nil {
+		c.ResponseSchema = []byte(*schema)
 	}
 	return &c, nil
 }
@@ -528,21 +668,21 @@ func (db *DB) Calls(ctx context.Context, f store.CallFilter) ([]*store.Call, err
 	}
 	if f.After != "" {
 		args = append(args, f.After)
-		q += fmt.Sprintf(` AND seq > (SELECT seq FROM tool_calls WHERE id = $%d AND tenant_id = $1)`, len(args))
+		q += fmt.Sprintf(` AND ord > (SELECT ord FROM tool_calls WHERE id = $%d AND tenant_id = $1)`, len(args))
 	}
 	limit := f.Limit
 	if limit <= 0 || limit > store.MaxListLimit+1 {
 		limit = store.MaxListLimit + 1
 	}
 	args = append(args, limit)
-	q += fmt.Sprintf(` ORDER BY seq LIMIT $%d`, len(args))
+	q += fmt.Sprintf(` ORDER BY ord LIMIT $%d`, len(args))
 	return db.queryCalls(ctx, "list tool calls", q, args...)
 }
 
 // UnfinishedCalls implements store.Store.
 func (db *DB) UnfinishedCalls(ctx context.Context) ([]*store.Call, error) {
 	return db.queryCalls(ctx, "list unfinished tool calls",
-		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY seq`)
+		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY ord`)
 }
 
 func (db *DB) queryCalls(ctx context.Context, op, q string, args ...any) ([]*store.Call, error) {
@@ -583,10 +723,42 @@ func (db *DB) ClaimExpired(ctx context.Context, now, until time.Time, limit int)
 		RETURNING `+callColumns, db.o.Replica, now.UnixNano(), until.UnixNano(), limit)
 }
 
+// PutToken implements store.Shared.
+func (db *DB) PutToken(ctx context.Context, hash [32]byte, tenantID, sessionID, callID string) error {
+	if _, err := db.pool.Exec(ctx, `INSERT INTO inspection_tokens (hash, tenant_id, session_id, call_id) VALUES ($1, $2, $3, $4)`,
+		hash[:], tenantID, sessionID, callID); err != nil {
+		return fmt.Errorf("put inspection token: %w", err)
+	}
+	return nil
+}
+
+// DeleteToken implements store.Shared.
+func (db *DB) DeleteToken(ctx context.Context, hash [32]byte) error {
+	if _, err := db.pool.Exec(ctx, `DELETE FROM inspection_tokens WHERE hash = $1`, hash[:]); err != nil {
+		return fmt.Errorf("delete inspection token: %w", err)
+	}
+	return nil
+}
+
+// Token implements store.Shared: a token whose call finished (returned,
+// or ended by a replica that took it over) is not valid, row or not.
+func (db *DB) Token(ctx context.Context, hash [32]byte) (tenantID, sessionID, callID string, err error) {
+	err = db.pool.QueryRow(ctx, `SELECT t.tenant_id, t.session_id, t.call_id FROM inspection_tokens t
+		JOIN tool_calls c ON c.id = t.call_id WHERE t.hash = $1 AND c.status IN ('queued', 'running', 'requires_input')`,
+		hash[:]).Scan(&tenantID, &sessionID, &callID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", "", "", fmt.Errorf("read inspection token: %w", err)
+	}
+	return tenantID, sessionID, callID, nil
+}
+
 // Events implements store.Store.
 func (db *DB) Events(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
-	if limit <= 0 || limit > store.MaxListLimit {
-		limit = store.MaxListLimit
+	if limit <= 0 || limit > store.MaxListLimit+1 {
+		limit = store.MaxListLimit + 1
 	}
 	rows, err := db.pool.Query(ctx, `SELECT seq, session_id, call_id, type, time, data FROM events
 		WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, limit)
@@ -649,6 +821,9 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 			rm.Calls += tag.RowsAffected()
 			if left -= tag.RowsAffected(); left <= 0 {
 				break
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM inspection_tokens WHERE session_id = $1`, id); err != nil {
+				return nil, err
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {
 				return nil, err

@@ -286,7 +286,7 @@ func (db *DB) publish(o *op) {
 
 func refusal(err error) bool {
 	var se *store.StateError
-	return errors.Is(err, store.ErrNotFound) || errors.As(err, &se)
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCallsInFlight) || errors.As(err, &se)
 }
 
 // runBatch runs ops in one transaction; refused ops keep their error, any
@@ -463,6 +463,14 @@ func (db *DB) SetSessionStatus(ctx context.Context, tenantID, id string, from []
 		}
 		if !ok {
 			return nil, &store.StateError{What: "session", Status: cur}
+		}
+		var busy bool
+		if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM tool_calls WHERE session_id = ?
+			AND status IN ('queued', 'running', 'requires_input'))`, id).Scan(&busy); err != nil {
+			return nil, fmt.Errorf("set session status: %w", err)
+		}
+		if busy {
+			return nil, store.ErrCallsInFlight
 		}
 		if _, err := tx.Exec(`UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?`, to, at.UnixNano(), id); err != nil {
 			return nil, fmt.Errorf("set session status: %w", err)

@@ -132,6 +132,11 @@ func testLifecycle(t *testing.T, open func(func(store.Event)) store.Store) {
 	if diff := cmp.Diff(c, gotCall); diff != "" {
 		t.Errorf("running call (-want +got):\n%s", diff)
 	}
+	// A session is not ended while a call of it is unfinished.
+	if err := db.SetSessionStatus(ctx, "t1", "ses_a", []string{store.SessionActive}, store.SessionInterrupted, T0,
+		&store.Event{Type: store.EventSessionInterrupted, SessionID: "ses_a", Time: T0, Data: json.RawMessage(`{}`)}); !errors.Is(err, store.ErrCallsInFlight) {
+		t.Errorf("interrupt with a call running = %v, want ErrCallsInFlight", err)
+	}
 	f, rev := Finish(c, store.CallSucceeded, T0.Add(time.Second))
 	f.ErrorCode, f.ErrorMessage, f.UnknownOutcome = "x_code", "x message", true
 	must(t, db.FinishCall(ctx, f, rev))

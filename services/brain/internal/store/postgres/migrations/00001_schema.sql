@@ -11,7 +11,9 @@
 -- tool_calls.owner is the replica running a call and lease_until (ns) how
 -- long that replica's claim holds without renewal; a call whose lease ran
 -- out belongs to a replica that died, and another one ends it
--- (brain_restarted). seq orders lists.
+-- (brain_restarted). ord orders lists and a binding's queue. The fields of
+-- calls that wait (parent_id … retryable) are those of the SQLite schema's
+-- version 3.
 
 -- +goose Up
 CREATE TABLE sessions (
@@ -29,7 +31,7 @@ CREATE INDEX sessions_ended ON sessions (updated_at) WHERE status IN ('interrupt
 
 CREATE TABLE tool_calls (
 	id              text PRIMARY KEY,
-	seq             bigint GENERATED ALWAYS AS IDENTITY,
+	ord             bigint GENERATED ALWAYS AS IDENTITY,
 	session_id      text NOT NULL,
 	tenant_id       text NOT NULL,
 	tool            text NOT NULL,
@@ -42,11 +44,18 @@ CREATE TABLE tool_calls (
 	error_message   text NOT NULL DEFAULT '',
 	unknown_outcome boolean NOT NULL DEFAULT false,
 	result          text,
+	parent_id           text NOT NULL DEFAULT '',
+	caller_type         text NOT NULL DEFAULT 'api',
+	input_kind          text NOT NULL DEFAULT '',
+	prompt              text NOT NULL DEFAULT '',
+	response_schema     text,
+	response_expires_at bigint NOT NULL DEFAULT 0,
+	retryable           boolean,
 	owner           text NOT NULL DEFAULT '',
 	lease_until     bigint NOT NULL DEFAULT 0
 );
-CREATE INDEX tool_calls_tenant ON tool_calls (tenant_id, seq);
-CREATE INDEX tool_calls_session ON tool_calls (session_id, seq);
+CREATE INDEX tool_calls_tenant_ord ON tool_calls (tenant_id, ord);
+CREATE INDEX tool_calls_session ON tool_calls (session_id, ord);
 CREATE INDEX tool_calls_unfinished ON tool_calls (lease_until) WHERE status IN ('queued', 'running', 'requires_input');
 
 CREATE TABLE events (

@@ -1,0 +1,296 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/pgtest"
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// The store the API tests run on, from BRAIN_TEST_STORE (make test runs
+// this package once with each):
+//
+//	sqlite (or unset)  one brain in this process on SQLite
+//	postgres           one brain in this process on PostgreSQL
+//	replicas           three brain processes on one PostgreSQL database,
+//	                   behind a round-robin proxy: each request of a test
+//	                   goes to the next replica
+const (
+	storeSQLite   = "sqlite"
+	storePostgres = "postgres"
+	storeReplicas = "replicas"
+)
+
+var testStore = storeSQLite
+
+// pg is the PostgreSQL server of the tests that need one, started by the
+// first of them (pgOnce) and stopped by TestMain.
+var (
+	pg     *pgtest.Server
+	pgErr  error
+	pgOnce sync.Once
+)
+
+// childEnv names the variable that makes the test binary a brain replica
+// (runChild) instead of running tests; its value is the replica's
+// childConfig as JSON.
+const childEnv = "BRAIN_TEST_REPLICA"
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(childEnv); cfg != "" {
+		os.Exit(runChild(cfg))
+	}
+	switch v := os.Getenv("BRAIN_TEST_STORE"); v {
+	case "", storeSQLite:
+	case storePostgres, storeReplicas:
+		testStore = v
+	default:
+		fmt.Fprintf(os.Stderr, "BRAIN_TEST_STORE: want sqlite, postgres or replicas, got %q\n", v)
+		os.Exit(2)
+	}
+	code := m.Run()
+	if pg != nil {
+		pg.Close()
+	}
+	os.Exit(code)
+}
+
+// testDatabase returns the URL of a new database for t.
+func testDatabase(t *testing.T) string {
+	t.Helper()
+	pgOnce.Do(func() { pg, pgErr = pgtest.Start() })
+	if pgErr != nil {
+		t.Fatalf("brain's PostgreSQL tests: %v", pgErr)
+	}
+	return pg.NewDatabase(t)
+}
+
+// childConfig is what a replica process is started with.
+type childConfig struct {
+	Config      json.RawMessage   `json:"config"`
+	Env         map[string]string `json:"env"`
+	DatabaseURL string            `json:"database_url"`
+	PublicURL   string            `json:"public_url"`
+	Lease       time.Duration     `json:"lease"`
+	Heartbeat   time.Duration     `json:"heartbeat"`
+}
+
+// runChild is a brain replica: it serves on 127.0.0.1:0, prints "listening
+// ADDR" on stdout, and stops on SIGTERM as brain does.
+func runChild(cfgJSON string) int {
+	var cc childConfig
+	if err := json.Unmarshal([]byte(cfgJSON), &cc); err != nil {
+		fmt.Fprintln(os.Stderr, "replica config:", err)
+		return 2
+	}
+	cfg, err := config.Parse(cc.Config, func(k string) string { return cc.Env[k] })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	srv, err := New(ctx, Options{Config: cfg, DatabaseURL: cc.DatabaseURL, PublicURL: cc.PublicURL,
+		Lease: cc.Lease, Heartbeat: cc.Heartbeat})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("listening %s\n", ln.Addr())
+	err = srv.Serve(ctx, ln)
+	if cerr := srv.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// replica is one brain process of startReplicas.
+type replica struct {
+	url  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// testLease is the replicas' lease: short, so that a killed replica's
+// calls are taken over within a test.
+const testLease = 1500 * time.Millisecond
+
+// startReplicas starts n brain processes (this test binary, as runChild)
+// on one new database, behind a round-robin proxy on 127.0.0.1 whose URL
+// is the brain's, and stops them when t ends.
+func startReplicas(t *testing.T, ts *toolServer, n int) *brain {
+	t.Helper()
+	dbURL := testDatabase(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyURL := "http://" + ln.Addr().String()
+	doc, env := hostConfigJSON(ts.URL)
+	cc, _ := json.Marshal(childConfig{Config: doc, Env: env, DatabaseURL: dbURL, PublicURL: proxyURL,
+		Lease: testLease, Heartbeat: 50 * time.Millisecond})
+	b := &brain{t: t, url: proxyURL, tools: ts}
+	for range n {
+		r := &replica{done: make(chan struct{})}
+		r.cmd = exec.Command(exe, "-test.run=^$")
+		r.cmd.Env = append(os.Environ(), childEnv+"="+string(cc))
+		r.cmd.Stderr = &testLog{t: t, prefix: "replica: "}
+		r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		out, err := r.cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { r.cmd.Wait(); close(r.done) }()
+		t.Cleanup(func() {
+			r.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-r.done:
+			case <-time.After(20 * time.Second):
+				r.cmd.Process.Kill()
+				<-r.done
+			}
+		})
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if !strings.HasPrefix(line, "listening ") {
+			t.Fatalf("replica did not start: %q, %v", line, err)
+		}
+		r.url = "http://" + strings.TrimSpace(strings.TrimPrefix(line, "listening "))
+		go io.Copy(io.Discard, out)
+		b.replicas = append(b.replicas, r)
+	}
+	var next atomic.Uint64
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			live := b.liveReplicas()
+			u, _ := url.Parse(live[int(next.Add(1))%len(live)].url)
+			pr.SetURL(u)
+			pr.Out.Host = pr.In.Host
+		},
+		FlushInterval: -1, // SSE: every event at once
+		ErrorLog:      nil,
+	}
+	hs := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return b
+}
+
+// liveReplicas returns the replicas not killed.
+func (b *brain) liveReplicas() []*replica {
+	var out []*replica
+	for _, r := range b.replicas {
+		select {
+		case <-r.done:
+		default:
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return b.replicas
+	}
+	return out
+}
+
+// waitStreams waits until an event stream is open on the brain (one
+// replica or another).
+func (b *brain) waitStreams() {
+	b.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if b.srv != nil {
+			if b.srv.metricStreams() > 0 {
+				return
+			}
+		} else {
+			for _, r := range b.liveReplicas() {
+				if metricValue(b.t, r.url, "brain_event_streams") > 0 {
+					return
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.t.Fatal("no event stream open within 5 s")
+}
+
+func (s *Server) metricStreams() float64 { return testutil.ToFloat64(s.metrics.streams) }
+
+// metricValue reads one unlabelled metric of the brain at base.
+func metricValue(t *testing.T, base, name string) float64 {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// testLog writes a process's output to the test log, line by line.
+type testLog struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			break
+		}
+		line := string(l.buf[:i])
+		l.buf = l.buf[i+1:]
+		func() {
+			defer func() { recover() }() // the test may have ended
+			l.t.Log(l.prefix + line)
+		}()
+	}
+	return len(p), nil
+}

@@ -30,7 +30,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: lint-tools ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node, the linters), once; the installers' output goes to bin/deps.log
+deps: lint-tools ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node, postgresql, the linters), once; the installers' output goes to bin/deps.log
 	@for d in services/*/deps.sh; do bash "$$d"; done
 	@bash scripts/mcp-deps.sh
 
@@ -116,7 +116,15 @@ lint: lint-tools ## gofmt, go vet, every module built alone (GOWORK=off), static
 .PHONY: test
 test: deps lint ## lint, then every module's tests (-race, shuffled, uncached) and brief fuzzing
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
+	BRAIN_TEST_STORE=postgres $(GO) test -race -shuffle=on -count=1 -timeout 10m ./services/brain/internal/server/
+	BRAIN_TEST_STORE=replicas $(GO) test -race -shuffle=on -count=1 -timeout 10m -run '$(BRAIN_REPLICA_TESTS)' ./services/brain/internal/server/
 	$(MAKE) --no-print-directory fuzz
+
+# BRAIN_REPLICA_TESTS are brain's API tests that make test runs a third
+# time, on three brain processes sharing one PostgreSQL behind a
+# round-robin proxy (the first run is on SQLite, the second on PostgreSQL).
+# The others set options or reach into the server, which replicas cannot.
+BRAIN_REPLICA_TESTS = ^(TestHealthzAndRouting|TestCatalog|TestCreateSession|TestTenantIsolation|TestCreateCall|TestWaitAndGet|TestCancelCall|TestInterruptAndClose|TestListCalls|TestListCallsPaging|TestTraceparent|TestEventStream|TestEventPage|TestInspection|TestSessionEndOrderAndStreamEnd|TestCloseRacingNewCalls|TestHeadLikeGet|TestSessionEventsAfterContextDone|TestRefusalsDoNotEchoHugeInput|TestTwoAuthorizationHeaders|TestReplicaKilledMidCall)$$
 
 # FUZZ_TARGETS are the fuzz targets `make fuzz` runs, each as Target:package.
 FUZZ_TARGETS = \

@@ -7,6 +7,7 @@
 //	brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
 //	brain -version           print the version (as build_info on /metrics reports it), exit 0
 //	brain migrate            apply the store's schema versions it has not had yet, and exit
+//	brain backup FILE        consistent copy of the SQLite store, running or not (VACUUM INTO)
 //	brain -h                 usage on stdout, exit 0
 //
 // An unknown flag or a stray argument prints the error and the usage on
@@ -27,10 +28,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/brain-tools/suite/pkg/bearer"
 	"github.com/brain-tools/suite/pkg/service"
@@ -38,6 +42,7 @@ import (
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
 	"github.com/brain-tools/suite/services/brain/internal/server"
+	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
 )
 
 // envConfig is brain's process configuration.
@@ -46,8 +51,20 @@ type envConfig struct {
 	Addr string `env:"BRAIN_ADDR" envDefault:"127.0.0.1:8080"`
 	// DataDir is the directory of the SQLite database brain.db and its
 	// lock file; one brain process per directory (a second one refuses
-	// to start).
+	// to start). Unused when DatabaseURL is set.
 	DataDir string `env:"BRAIN_DATA_DIR" envDefault:"./data"`
+	// DatabaseURL, a postgres:// (or postgresql://) URL, keeps brain's
+	// state in PostgreSQL instead: any number of brain replicas may share
+	// it. Empty: SQLite in DataDir.
+	DatabaseURL string `env:"BRAIN_DATABASE_URL"`
+	// Lease is how long a replica's claim on its calls holds without
+	// renewal (PostgreSQL): the calls of a replica that dies end
+	// brain_restarted within about this long. 3s to 10m.
+	Lease time.Duration `env:"BRAIN_LEASE" envDefault:"15s"`
+	// Retention removes ended (interrupted or closed) sessions with their
+	// calls and events once they ended longer ago than this; 0 (the
+	// default) keeps everything. At least 1m when set.
+	Retention time.Duration `env:"BRAIN_RETENTION" envDefault:"0"`
 	// PublicURL is the brain_url sent to tools with inspect_session: an
 	// absolute http(s) URL with a host, no query or fragment; empty means
 	// http://<listen address>.
@@ -105,11 +122,13 @@ func usage(w io.Writer, fs *flag.FlagSet) {
   brain -healthcheck                  GET /healthz of the brain at BRAIN_ADDR; exit 0 if 200
   brain -version                      print the version and exit
   brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
-  brain migrate                       bring the store (BRAIN_DATA_DIR) to this build's schema version
+  brain migrate                       bring the store (BRAIN_DATA_DIR or BRAIN_DATABASE_URL) to this build's schema version
+  brain backup FILE                   write a consistent copy of the running SQLite store to FILE (PostgreSQL: pg_dump)
 
 The rest of the configuration is by environment variables: BRAIN_ADDR
-(default 127.0.0.1:8080), BRAIN_DATA_DIR, BRAIN_PUBLIC_URL,
-BRAIN_SQLITE_SYNC, LOG_LEVEL and those the host config names; see
+(default 127.0.0.1:8080), BRAIN_DATA_DIR or BRAIN_DATABASE_URL,
+BRAIN_PUBLIC_URL, BRAIN_SQLITE_SYNC, BRAIN_LEASE, BRAIN_RETENTION,
+BRAIN_MAX_REQUEST_BYTES, LOG_LEVEL and those the host config names; see
 services/brain/README.md and deploy/README.md.
 
 Flags:
@@ -141,6 +160,17 @@ func (ec *envConfig) validate() (slog.Level, error) {
 	}
 	if err := service.CheckListenAddr(ec.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("BRAIN_ADDR %q: %w", ec.Addr, err))
+	}
+	if ec.DatabaseURL != "" {
+		if u, err := url.Parse(ec.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			errs = append(errs, errors.New("BRAIN_DATABASE_URL: want a postgres:// or postgresql:// URL"))
+		}
+	}
+	if ec.Lease < 3*time.Second || ec.Lease > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("BRAIN_LEASE: want 3s..10m, got %s", ec.Lease))
+	}
+	if ec.Retention != 0 && ec.Retention < time.Minute {
+		errs = append(errs, fmt.Errorf("BRAIN_RETENTION: want 0 (keep everything) or at least 1m, got %s", ec.Retention))
 	}
 	if ec.MaxRequestBytes < 1 || ec.MaxRequestBytes > server.MaxRequestBytesLimit {
 		errs = append(errs, fmt.Errorf("BRAIN_MAX_REQUEST_BYTES: want 1..%d, got %d", server.MaxRequestBytesLimit, ec.MaxRequestBytes))
@@ -180,6 +210,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	}
 	if len(args) >= 1 && args[0] == "migrate" {
 		return runMigrate(ctx, args[1:], environ, stdout, stderr)
+	}
+	if len(args) >= 1 && args[0] == "backup" {
+		return runBackup(ctx, args[1:], environ, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("brain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -250,13 +283,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	}
 	srv, err := server.New(ctx, server.Options{
 		Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
-		MaxRequestBytes: ec.MaxRequestBytes,
+		MaxRequestBytes: ec.MaxRequestBytes, DatabaseURL: ec.DatabaseURL, Lease: ec.Lease, Retention: ec.Retention,
 	})
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
 	fmt.Fprintf(stdout, "brain listening on %s\n", ln.Addr())
-	logger.Info("brain listening", "addr", ln.Addr().String(), "data_dir", ec.DataDir, "tools", len(cfg.Tools))
+	logger.Info("brain listening", "addr", ln.Addr().String(), "store", storeName(ec), "tools", len(cfg.Tools))
 	err = srv.Serve(ctx, ln)
 	return errors.Join(err, srv.Close())
 }
@@ -274,7 +307,7 @@ func runMigrate(ctx context.Context, args []string, environ map[string]string, s
 	if err != nil {
 		return fmt.Errorf("env %w", err)
 	}
-	applied, version, err := server.Migrate(ctx, server.Options{DataDir: ec.DataDir})
+	applied, version, err := server.Migrate(ctx, server.Options{DataDir: ec.DataDir, DatabaseURL: ec.DatabaseURL})
 	if err != nil {
 		return err
 	}
@@ -287,5 +320,39 @@ func runMigrate(ctx context.Context, args []string, environ map[string]string, s
 		vs[i] = fmt.Sprint(v)
 	}
 	fmt.Fprintf(stdout, "applied schema versions %s; store is at version %d\n", strings.Join(vs, ", "), version)
+	return nil
+}
+
+// storeName says where brain keeps its state, for the start-up log: the
+// data dir, or "postgres" (the URL may hold a password).
+func storeName(ec envConfig) string {
+	if ec.DatabaseURL != "" {
+		return "postgres"
+	}
+	return "sqlite:" + ec.DataDir
+}
+
+// runBackup is `brain backup FILE`: a consistent copy of the SQLite store
+// in BRAIN_DATA_DIR, taken while brain runs or not (VACUUM INTO, one read
+// transaction: writers go on). FILE must not exist. Restore by stopping
+// brain and putting FILE in place of brain.db (README). On PostgreSQL it
+// refuses and names pg_dump.
+func runBackup(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		err := errors.New("backup: want one argument, the file to write (brain backup FILE)")
+		fmt.Fprintf(stderr, "brain: %v\n", err)
+		return &usageError{err}
+	}
+	ec, err := service.ParseEnv[envConfig](environ)
+	if err != nil {
+		return fmt.Errorf("env %w", err)
+	}
+	if ec.DatabaseURL != "" {
+		return errors.New("backup: brain's store is PostgreSQL (BRAIN_DATABASE_URL): back it up with pg_dump, see services/brain/README.md")
+	}
+	if err := sqlite.Backup(ctx, filepath.Join(ec.DataDir, "brain.db"), args[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "backed up %s to %s\n", filepath.Join(ec.DataDir, "brain.db"), args[0])
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/brain-tools/suite/services/brain/internal/store/postgres"
 	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
 )
 
@@ -31,11 +32,15 @@ func lockDataDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// Migrate brings the store of o (the SQLite database in o.DataDir) to the
-// schema version this build knows, under the data directory's lock, and
+// Migrate brings the store of o (PostgreSQL at o.DatabaseURL, under
+// goose's advisory lock; else the SQLite database in o.DataDir, under the
+// data directory's lock) to the schema version this build knows, and
 // returns the versions it applied (none when it was up to date) and the
 // version the store is at: `brain migrate`. New does the same at start.
 func Migrate(ctx context.Context, o Options) (applied []int64, version int64, err error) {
+	if o.DatabaseURL != "" {
+		return postgres.Migrate(ctx, o.DatabaseURL)
+	}
 	if o.DataDir == "" {
 		return nil, 0, errors.New("migrate: data dir is required")
 	}

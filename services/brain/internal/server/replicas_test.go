@@ -23,6 +23,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/pgtest"
 	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -293,4 +294,65 @@ func (l *testLog) Write(p []byte) (int, error) {
 		}()
 	}
 	return len(p), nil
+}
+
+// TestReplicaKilledMidCall: three replicas; a call runs on one of them
+// when it is killed (SIGKILL). Another replica ends the call failed,
+// brain_restarted, with an unknown outcome, within the lease (plus the
+// third of it the lease loop waits); the tool received it once and never
+// again; an event stream on another replica delivered every recorded
+// event, in order, with no gap or duplicate, and the stored events are
+// the same.
+func TestReplicaKilledMidCall(t *testing.T) {
+	t.Parallel()
+	ts := newToolServer(t)
+	b := startReplicas(t, ts, 3)
+	s := b.session("t1", "echo", "slow")
+	if _, c := b.call("t1", s.ID, "echo", map[string]string{"text": "before"}, 5); c.Status != "succeeded" {
+		t.Fatalf("echo before the kill: %+v", c)
+	}
+	victim, watcher := b.replicas[0], b.replicas[1]
+	on := func(r *replica) *brain { return &brain{t: t, url: r.url, tools: ts} }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, stream := on(watcher).openSSE(ctx, "t1", s.ID)
+	_, c := on(victim).call("t1", s.ID, "slow", nil, 0)
+	waitStarted(t, ts)
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	<-victim.done
+	r := b.do("GET", "/tool_calls/"+c.ID+"?wait_seconds=30", "t1", nil)
+	took := time.Since(killed)
+	var got CallJSON
+	r.json(t, &got)
+	_, res := resultText(t, got.Result)
+	if r.status != 200 || got.Status != "failed" || deref(got.ErrorCode) != "brain_restarted" || !got.UnknownOutcome || !res.IsError {
+		t.Fatalf("call of the killed replica: %d %s", r.status, r.body)
+	}
+	t.Logf("the killed replica's call ended brain_restarted %s after the kill (lease %s)", took, testLease)
+	if limit := testLease + testLease/3 + time.Second; took > limit {
+		t.Errorf("ended %s after the kill, want within the lease (%s)", took, limit)
+	}
+	want := []string{"session.created", "tool.call", "tool.result", "tool.call", "tool.result"}
+	var ids, types []string
+	for range want {
+		ev := next(t, stream)
+		ids, types = append(ids, ev.id), append(types, ev.name)
+	}
+	if diff := cmp.Diff(want, types); diff != "" {
+		t.Errorf("stream on another replica (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"1", "2", "3", "4", "5"}, ids); diff != "" {
+		t.Errorf("stream event ids (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, eventTypes(b.events("t1", s.ID))); diff != "" {
+		t.Errorf("stored events (-want +got):\n%s", diff)
+	}
+	select {
+	case req := <-ts.started:
+		t.Errorf("the tool got call %s again after the kill", req.CallID)
+	case <-time.After(2 * testLease):
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/pressly/goose/v3"
 )
@@ -149,4 +150,29 @@ func Migrate(ctx context.Context, path string) (applied []int64, version int64, 
 		return nil, 0, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	return applied, version, nil
+}
+
+// Backup writes a consistent copy of the database at path to dest with
+// VACUUM INTO: one read transaction, so a brain running on the database
+// goes on writing (WAL) while it runs, and the copy is the database as of
+// that transaction, compacted. dest must not exist. The copy is a whole
+// database (no WAL beside it): restore it by putting it in place of
+// brain.db while brain is stopped.
+func Backup(ctx context.Context, path, dest string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("backup %s: %w", path, err)
+	}
+	if _, err := os.Lstat(dest); err == nil {
+		return fmt.Errorf("backup to %s: the file exists; give a new file", dest)
+	}
+	db, err := sql.Open("sqlite", "file:"+uriPath.Replace(path)+"?_pragma=busy_timeout(5000)&mode=ro")
+	if err != nil {
+		return fmt.Errorf("backup %s: %w", path, err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dest); err != nil {
+		os.Remove(dest)
+		return fmt.Errorf("backup %s to %s: %w", path, dest, err)
+	}
+	return nil
 }

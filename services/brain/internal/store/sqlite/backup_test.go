@@ -1,0 +1,139 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/brain-tools/suite/services/brain/internal/store/storetest"
+)
+
+// TestBackupUnderWriteLoad: brain backup (Backup) of a database that eight
+// writers keep writing to gives a copy that passes SQLite's integrity check
+// and brain's own: every session's events numbered 1..N with no gap, every
+// call with its tool.call event, every finished call with its tool.result;
+// the copy opens as a store and takes new writes after its last event.
+func TestBackupUnderWriteLoad(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "brain.db")
+	db := open(t, path, nil)
+	var (
+		stop  atomic.Bool
+		wrote atomic.Int64
+		wg    sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			sid := fmt.Sprintf("ses_w%d", w)
+			s, ev := storetest.NewSession(sid, "t1")
+			if err := db.CreateSession(ctx, s, ev); err != nil {
+				t.Error(err)
+				return
+			}
+			for i := 0; !stop.Load(); i++ {
+				c, cev := storetest.NewCall(fmt.Sprintf("call_w%d_%06d", w, i), sid, "t1")
+				if err := db.CreateCall(ctx, c, cev); err != nil {
+					t.Error(err)
+					return
+				}
+				f, fev := storetest.Finish(c, store.CallSucceeded, time.Now())
+				if err := db.FinishCall(ctx, f, fev); err != nil {
+					t.Error(err)
+					return
+				}
+				wrote.Add(1)
+			}
+		})
+	}
+	for wrote.Load() < 200 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	if err := Backup(ctx, path, backup); err != nil {
+		t.Fatal(err)
+	}
+	atBackup := wrote.Load()
+	time.Sleep(20 * time.Millisecond) // writes go on after the backup
+	stop.Store(true)
+	wg.Wait()
+	if err := Backup(ctx, path, backup); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("backup over an existing file: %v, want a refusal", err)
+	}
+
+	// Restore: the copy in place of brain.db of a new data dir.
+	restored := filepath.Join(t.TempDir(), "brain.db")
+	data, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(restored, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checkIntegrity(t, restored)
+	rdb := open(t, restored, nil)
+	calls, err := rdb.Calls(ctx, store.CallFilter{TenantID: "t1", Limit: store.MaxListLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) == 0 {
+		t.Fatal("the backup has no calls")
+	}
+	t.Logf("backup taken with %d calls finished, writers went on to %d", atBackup, wrote.Load())
+	c, ev := storetest.NewCall("call_after_restore", "ses_w0", "t1")
+	if err := rdb.CreateCall(ctx, c, ev); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	q, _ := sql.Open("sqlite", "file:"+restored+"?mode=ro")
+	defer q.Close()
+	if err := q.QueryRow(`SELECT MAX(seq) FROM events WHERE session_id = 'ses_w0'`).Scan(&last); err != nil || ev.ID != last {
+		t.Errorf("new event after restore has ID %d, the session's last is %d (%v)", ev.ID, last, err)
+	}
+}
+
+// checkIntegrity fails t unless the database at path passes SQLite's
+// integrity check and brain's: events numbered 1..N per session, calls and
+// their events in agreement.
+func checkIntegrity(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var res string
+	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil || res != "ok" {
+		t.Fatalf("integrity_check: %q, %v", res, err)
+	}
+	checks := []struct{ name, q string }{
+		{"sessions whose event IDs are not 1..N", `SELECT COUNT(*) FROM (SELECT session_id FROM events GROUP BY session_id
+			HAVING MIN(seq) != 1 OR MAX(seq) != COUNT(*) OR COUNT(DISTINCT seq) != COUNT(*))`},
+		{"events of no session", `SELECT COUNT(*) FROM events WHERE session_id NOT IN (SELECT id FROM sessions)`},
+		{"calls without their tool.call event", `SELECT COUNT(*) FROM tool_calls c WHERE NOT EXISTS
+			(SELECT 1 FROM events e WHERE e.session_id = c.session_id AND e.call_id = c.id AND e.type = 'tool.call')`},
+		{"finished calls without their tool.result event", `SELECT COUNT(*) FROM tool_calls c WHERE c.status IN
+			('succeeded', 'failed', 'cancelled', 'timed_out') AND NOT EXISTS
+			(SELECT 1 FROM events e WHERE e.session_id = c.session_id AND e.call_id = c.id AND e.type = 'tool.result')`},
+		{"tool.result events of unfinished calls", `SELECT COUNT(*) FROM events e JOIN tool_calls c ON c.id = e.call_id
+			WHERE e.type = 'tool.result' AND c.status NOT IN ('succeeded', 'failed', 'cancelled', 'timed_out')`},
+	}
+	for _, c := range checks {
+		var n int
+		if err := db.QueryRow(c.q).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n != 0 {
+			t.Errorf("%s: %d", c.name, n)
+		}
+	}
+}

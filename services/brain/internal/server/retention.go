@@ -18,12 +18,12 @@ const (
 	retentionPause = 20 * time.Millisecond
 )
 
-// retentionInterval is how often a sweep starts; tests shorten it.
-var retentionInterval = time.Minute
+// DefaultRetentionInterval is Options.RetentionInterval when unset.
+const DefaultRetentionInterval = time.Minute
 
-// retentionLoop sweeps every retentionInterval until ctx ends.
+// retentionLoop sweeps every s.retentionEvery until ctx ends.
 func (s *Server) retentionLoop(ctx context.Context) {
-	t := time.NewTicker(retentionInterval)
+	t := time.NewTicker(s.retentionEvery)
 	defer t.Stop()
 	for {
 		s.sweep(ctx)

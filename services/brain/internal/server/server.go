@@ -75,6 +75,9 @@ type Options struct {
 	// closed) longer ago than that, with their calls and events, in small
 	// batches in the background; 0 keeps everything.
 	Retention time.Duration
+	// RetentionInterval is how often retention sweeps; 0 means
+	// DefaultRetentionInterval (a minute).
+	RetentionInterval time.Duration
 	// PublicURL is the brain_url sent to tools with inspect_session. Empty:
 	// "http://" + the listener's address, set by Serve.
 	PublicURL string
@@ -120,6 +123,8 @@ type Server struct {
 	shared    store.Shared // the store, when replicas share it; nil on SQLite
 	lease     time.Duration
 	retention time.Duration
+	// retentionEvery is Options.RetentionInterval.
+	retentionEvery time.Duration
 	// background is the lease and retention loops; Close stops them.
 	stopBackground context.CancelFunc
 	background     sync.WaitGroup
@@ -189,10 +194,15 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		lease:     o.Lease,
 		retention: o.Retention,
 
+		retentionEvery: o.RetentionInterval,
+
 		remoteEnding: map[string]time.Time{},
 	}
 	if s.lease == 0 {
 		s.lease = DefaultLease
+	}
+	if s.retentionEvery <= 0 {
+		s.retentionEvery = DefaultRetentionInterval
 	}
 	if s.maxQueued <= 0 {
 		s.maxQueued = DefaultMaxQueued

@@ -502,6 +502,8 @@ func checkSuite(r *rendered, env map[string]map[string]bool, ports map[string]st
 			} else if hpa.Spec.ScaleTargetRef.APIVersion != "apps/v1" || hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 2 || hpa.Spec.MaxReplicas < *hpa.Spec.MinReplicas || len(hpa.Spec.Metrics) == 0 {
 				fail("HorizontalPodAutoscaler %s: want apps/v1 target, minReplicas >= 2, maxReplicas >= minReplicas, a metric", hpa.Name)
 			}
+		} else if w.name == "brain" && sharedBrain(w) {
+			errs = append(errs, checkBrainReplicas(w, pdbs)...)
 		} else {
 			if w.replicas != 1 {
 				fail("%s %s: a stateful service runs one replica, have %d", w.kind, w.name, w.replicas)
@@ -514,7 +516,9 @@ func checkSuite(r *rendered, env map[string]map[string]bool, ports map[string]st
 
 	// brain's storage on a volume, its config from the generated ConfigMap.
 	if b, ok := byName["brain"]; ok && len(b.template.Spec.Containers) == 1 {
-		errs = append(errs, checkDataVolume(b, "BRAIN_DATA_DIR")...)
+		if !sharedBrain(b) {
+			errs = append(errs, checkDataVolume(b, "BRAIN_DATA_DIR")...)
+		}
 		c := b.template.Spec.Containers[0]
 		i := slices.Index(c.Args, "-config")
 		if i < 0 || i+1 >= len(c.Args) {
@@ -710,6 +714,7 @@ func TestKustomizeBuilds(t *testing.T) {
 				t.Errorf("base sandbox adds capabilities %v", sc.Capabilities.Add)
 			}
 		}},
+		{"k8s/overlays/postgres", nil}, // its brain: TestKustomizePostgresOverlay
 		{"k8s/overlays/sandbox-local", func(t *testing.T, w workload) {
 			c := w.template.Spec.Containers[0]
 			if b, _ := envValue(c, "SANDBOX_BACKEND"); b != "local" {
@@ -751,7 +756,7 @@ func TestKustomizeBuilds(t *testing.T) {
 				t.Error(err)
 			}
 			for _, w := range r.workloads() {
-				if w.name == "sandbox" {
+				if w.name == "sandbox" && tt.check != nil {
 					tt.check(t, w)
 				}
 			}

@@ -76,3 +76,21 @@ func TestMissingBinaries(t *testing.T) {
 		t.Errorf("Start with no binaries: %v, want an error naming initdb", err)
 	}
 }
+
+func TestCPUTimeGrows(t *testing.T) {
+	t.Parallel()
+	before, err := srv.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Psql("postgres", "-c", "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := srv.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Errorf("CPU time %v before a query that counts 3 million rows, %v after: want it to grow", before, after)
+	}
+}

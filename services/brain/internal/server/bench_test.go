@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,7 +151,8 @@ func post(client *http.Client, url, token string, body []byte, want int) error {
 // BenchmarkToolCall measures, side by side in one run, a direct POST to a
 // pkg/service echo tool and the same call through brain (POST
 // /sessions/{id}/tool_calls with wait_seconds, durable events in SQLite in a
-// temp dir), at concurrency 1 and 32. Two more paths split brain's cost:
+// temp dir), and through a brain on PostgreSQL ("brain-pg", the test server
+// of pkg/pgtest on a unix socket), at concurrency 1 and 32. Two more paths split brain's cost:
 //   - "relay" is a bare HTTP handler that forwards the request to the tool
 //     and copies the answer back: the cost of the extra hop alone, the
 //     ceiling for any host in between;
@@ -161,7 +163,9 @@ func post(client *http.Client, url, token string, body []byte, want int) error {
 //
 // The paths run interleaved in rounds, so load from other processes on the
 // machine hits them alike. Each sub-benchmark reports calls/s and p50/p99 per
-// path, brain's added p50 and the share of direct throughput it keeps.
+// path, brain's added p50, the share of direct (and relay+store) throughput
+// it keeps, and the CPU time per call each path spends beyond the direct
+// call (this process's rusage; PostgreSQL's from /proc, its own metric).
 //
 //	go test -run '^$' -bench BenchmarkToolCall -benchtime 8000x ./internal/server/
 func BenchmarkToolCall(b *testing.B) {
@@ -220,17 +224,35 @@ func BenchmarkToolCall(b *testing.B) {
 	}))
 	defer relayStore.Close()
 
-	sessBody := []byte(`{"config":{"tools":["echo"]}}`)
-	req, _ := http.NewRequest("POST", brainURL+"/sessions", bytes.NewReader(sessBody))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+apiKeys["t1"])
-	res, err := client.Do(req)
+	// brain on PostgreSQL: a second brain, its state in a database of the
+	// test PostgreSQL server (pkg/pgtest, over a unix socket).
+	pgSrv, err := New(context.Background(), Options{Config: cfg, DatabaseURL: testDatabase(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sess SessionJSON
-	json.NewDecoder(res.Body).Decode(&sess)
-	res.Body.Close()
+	pgLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pgServed := make(chan error, 1)
+	go func() { pgServed <- pgSrv.Serve(ctx, pgLn) }()
+	defer func() { cancel(); <-pgServed; pgSrv.Close() }()
+	brainPGURL := "http://" + pgLn.Addr().String()
+
+	newSession := func(base string) SessionJSON {
+		req, _ := http.NewRequest("POST", base+"/sessions", bytes.NewReader([]byte(`{"config":{"tools":["echo"]}}`)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+apiKeys["t1"])
+		res, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer res.Body.Close()
+		var sess SessionJSON
+		json.NewDecoder(res.Body).Decode(&sess)
+		return sess
+	}
+	sess, pgSess := newSession(brainURL), newSession(brainPGURL)
 
 	toolBody := func() []byte {
 		body, _ := json.Marshal(tool.Request{TenantID: "t1", SessionID: sess.ID, CallID: newID("call"), Arguments: json.RawMessage(`{"text":"hello"}`)})
@@ -247,12 +269,19 @@ func BenchmarkToolCall(b *testing.B) {
 		{"brain", func() error {
 			return post(client, brainURL+"/sessions/"+sess.ID+"/tool_calls", apiKeys["t1"], callBody, http.StatusOK)
 		}},
+		{"brain-pg", func() error {
+			return post(client, brainPGURL+"/sessions/"+pgSess.ID+"/tool_calls", apiKeys["t1"], callBody, http.StatusOK)
+		}},
 	}
 	const rounds = 8
 	for _, conc := range []int{1, 32} {
 		b.Run(fmt.Sprintf("c%d", conc), func(b *testing.B) {
 			lats := make([][]time.Duration, len(paths))
 			elapsed := make([]time.Duration, len(paths))
+			// CPU time of this process (client, tool, relays and both
+			// brains alike) and of the PostgreSQL server, per path.
+			cpu := make([]time.Duration, len(paths))
+			pgCPU := make([]time.Duration, len(paths))
 			per := max(b.N/rounds, conc)
 			for _, p := range paths {
 				measure(b, 2*conc, conc, p.do) // warm connections
@@ -260,7 +289,10 @@ func BenchmarkToolCall(b *testing.B) {
 			tx0, ops0 := srv.store.(*sqlite.DB).Stats()
 			for range rounds {
 				for i, p := range paths {
+					c0, pg0 := processCPU(), postgresCPU(b)
 					r := measure(b, per, conc, p.do)
+					cpu[i] += processCPU() - c0
+					pgCPU[i] += postgresCPU(b) - pg0
 					lats[i] = append(lats[i], r.lat...)
 					elapsed[i] += r.elapsed
 				}
@@ -273,18 +305,56 @@ func BenchmarkToolCall(b *testing.B) {
 				b.ReportMetric(float64(res[i].p50.Microseconds()), p.name+"-p50-µs")
 				b.ReportMetric(float64(res[i].p99.Microseconds()), p.name+"-p99-µs")
 			}
-			direct, relay, stored, brain := res[0], res[1], res[2], res[3]
+			direct, relay, stored, brain, brainPG := res[0], res[1], res[2], res[3], res[4]
 			b.ReportMetric(float64((brain.p50 - direct.p50).Microseconds()), "brain-added-p50-µs")
+			b.ReportMetric(float64((brainPG.p50 - direct.p50).Microseconds()), "brain-pg-added-p50-µs")
 			b.ReportMetric(100*brain.rate()/direct.rate(), "brain-%-of-direct")
+			b.ReportMetric(100*brain.rate()/stored.rate(), "brain-%-of-relay+store")
+			b.ReportMetric(100*brainPG.rate()/direct.rate(), "brain-pg-%-of-direct")
 			b.ReportMetric(100*relay.rate()/direct.rate(), "relay-%-of-direct")
 			b.ReportMetric(100*stored.rate()/direct.rate(), "relay+store-%-of-direct")
+			// CPU per call beyond the direct call's (the client and the tool,
+			// which every path pays alike): what the hop, the store or brain
+			// itself costs. brain-pg's database CPU is its own metric.
+			cpuPer := func(i int) float64 {
+				return float64((cpu[i]/time.Duration(res[i].calls) - cpu[0]/time.Duration(res[0].calls)).Microseconds())
+			}
+			b.ReportMetric(cpuPer(2), "relay+store-cpu-µs/call")
+			b.ReportMetric(cpuPer(3), "brain-cpu-µs/call")
+			b.ReportMetric(cpuPer(4), "brain-pg-cpu-µs/call")
+			b.ReportMetric(float64((pgCPU[4] / time.Duration(res[4].calls)).Microseconds()), "postgres-cpu-µs/call")
 			if tx1 > tx0 {
 				b.ReportMetric(float64(ops1-ops0)/float64(tx1-tx0), "writes/commit")
 			}
 			b.ReportMetric(0, "ns/op")
-			fmt.Printf("c%d: direct %.0f calls/s p50 %v p99 %v | relay %.0f calls/s p50 %v | relay+store %.0f calls/s p50 %v | brain %.0f calls/s p50 %v p99 %v | brain adds %v p50, keeps %.0f%% of direct throughput (relay %.0f%%, relay+store %.0f%%)\n",
+			fmt.Printf("c%d: direct %.0f calls/s p50 %v p99 %v | relay %.0f calls/s p50 %v | relay+store %.0f calls/s p50 %v | brain %.0f calls/s p50 %v p99 %v | brain-pg %.0f calls/s p50 %v p99 %v\n",
 				conc, direct.rate(), direct.p50, direct.p99, relay.rate(), relay.p50, stored.rate(), stored.p50, brain.rate(), brain.p50, brain.p99,
-				brain.p50-direct.p50, 100*brain.rate()/direct.rate(), 100*relay.rate()/direct.rate(), 100*stored.rate()/direct.rate())
+				brainPG.rate(), brainPG.p50, brainPG.p99)
+			fmt.Printf("c%d: brain (SQLite) adds %v p50, keeps %.0f%% of direct and %.0f%% of relay+store (relay %.0f%%, relay+store %.0f%% of direct); brain-pg adds %v p50, keeps %.0f%% of direct\n",
+				conc, brain.p50-direct.p50, 100*brain.rate()/direct.rate(), 100*brain.rate()/stored.rate(), 100*relay.rate()/direct.rate(),
+				100*stored.rate()/direct.rate(), brainPG.p50-direct.p50, 100*brainPG.rate()/direct.rate())
+			fmt.Printf("c%d: CPU per call beyond the direct call: relay+store %.0f µs, brain %.0f µs, brain-pg %.0f µs + PostgreSQL %.0f µs\n",
+				conc, cpuPer(2), cpuPer(3), cpuPer(4), float64((pgCPU[4] / time.Duration(res[4].calls)).Microseconds()))
 		})
 	}
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// postgresCPU is the CPU time the test PostgreSQL server has used, 0 when
+// none runs.
+func postgresCPU(b *testing.B) time.Duration {
+	if pg == nil {
+		return 0
+	}
+	d, err := pg.CPUTime()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }

@@ -76,7 +76,7 @@ func TestMain(m *testing.M) {
 }
 
 // testDatabase returns the URL of a new database for t.
-func testDatabase(t *testing.T) string {
+func testDatabase(t testing.TB) string {
 	t.Helper()
 	pgOnce.Do(func() { pg, pgErr = pgtest.Start() })
 	if pgErr != nil {

@@ -55,7 +55,7 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 			return badRequest("wait_seconds: must be 0..%d, got %d", MaxWaitSeconds, wait)
 		}
 	}
-	sess, err := s.session(r.Context(), tenant, p.ByName("id"))
+	sess, err := s.knownSession(r.Context(), tenant, p.ByName("id"))
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, _ httprouter.
 		return badRequest("status: unknown status %q (want one of %s)", f.Status, strings.Join(store.CallStatuses, ", "))
 	}
 	if q.Has("session_id") {
-		if _, err := s.session(r.Context(), tenant, f.SessionID); err != nil {
+		if _, err := s.knownSession(r.Context(), tenant, f.SessionID); err != nil {
 			return err
 		}
 	}

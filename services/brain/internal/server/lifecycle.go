@@ -190,7 +190,7 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	if queued {
 		rc.q.join(rc, true)
 	}
-	go s.execute(ctx, rc)
+	s.spawn(func() { s.execute(ctx, rc) })
 	return rc, nil
 }
 
@@ -614,4 +614,35 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		go s.execute(w.ctx, w.rc)
 	}
 	return nil
+}
+
+// workerIdle is how long a call's goroutine waits for the next call
+// before it exits.
+const workerIdle = 10 * time.Second
+
+// spawn runs f on an idle call goroutine, or a new one when none is idle.
+// A call's goroutine needs a stack of tens of KB (schema validation, the
+// HTTP client, the result's decoding); one that outlives its call keeps
+// it, so that the next call does not pay for growing a new one, which
+// cost a call about as much CPU as its schema validation.
+func (s *Server) spawn(f func()) {
+	select {
+	case s.work <- f:
+	default:
+		go s.worker(f)
+	}
+}
+
+func (s *Server) worker(f func()) {
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		f()
+		t.Reset(workerIdle)
+		select {
+		case f = <-s.work:
+		case <-t.C:
+			return
+		}
+	}
 }

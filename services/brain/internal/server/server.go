@@ -148,6 +148,7 @@ type Server struct {
 	// with when this replica stops refusing their new calls on that account.
 	remoteEnding map[string]time.Time
 	calls        sync.WaitGroup
+	work         chan func() // calls for idle call goroutines (spawn)
 	closeOnce    sync.Once
 	closeErr     error
 }
@@ -197,6 +198,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		retentionEvery: o.RetentionInterval,
 
 		remoteEnding: map[string]time.Time{},
+		work:         make(chan func()),
 	}
 	if s.lease == 0 {
 		s.lease = DefaultLease

@@ -204,10 +204,21 @@ const maxCachedSessions = 10000
 // shared store other replicas change sessions too, so the status is read
 // from the store each time (the cache keeps the entry endSession works on).
 func (s *Server) session(ctx context.Context, tenant, id string) (*store.Session, error) {
+	return s.lookupSession(ctx, tenant, id, true)
+}
+
+// knownSession is session without the shared store's status read: for a
+// caller that needs only what never changes (tenant, tools) or whose write
+// the store refuses itself when the status moved on (CreateCall).
+func (s *Server) knownSession(ctx context.Context, tenant, id string) (*store.Session, error) {
+	return s.lookupSession(ctx, tenant, id, false)
+}
+
+func (s *Server) lookupSession(ctx context.Context, tenant, id string, fresh bool) (*store.Session, error) {
 	s.mu.Lock()
 	c, ok := s.sessions[id]
 	s.mu.Unlock()
-	if ok && s.shared != nil {
+	if ok && fresh && s.shared != nil {
 		// Other replicas end sessions too: the store has the status.
 		fresh, err := s.store.Session(ctx, tenant, id)
 		if errors.Is(err, store.ErrNotFound) {

@@ -168,8 +168,8 @@ func fillSQLite(b *testing.B, path string, n int) {
 		`BEGIN`,
 		`INSERT INTO sessions (id, tenant_id, status, harness, tools, config, created_at, updated_at)
 		SELECT printf('ses_%06d', s.v), 't1', 'closed', '', '["echo"]', '{"tools":["echo"]}', s.v, s.v FROM gs AS s`,
-		`INSERT INTO tool_calls (id, seq, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at, result)
-		SELECT printf('call_%06d_%04d', s.v, c.v), (s.v - 1) * 499 + c.v, printf('ses_%06d', s.v),
+		`INSERT INTO tool_calls (id, seq, ord, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at, result)
+		SELECT printf('call_%06d_%04d', s.v, c.v), 2 * c.v, (s.v - 1) * 499 + c.v, printf('ses_%06d', s.v),
 			't1', 'echo', 'succeeded', '{"text":"hello"}', s.v, s.v, s.v, '{"content":[{"type":"text","text":"hello"}]}'
 		FROM gs AS s, gc AS c ORDER BY s.v, c.v`,
 		`INSERT INTO events (session_id, seq, call_id, type, time, data)

@@ -3,14 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/brain-tools/suite/services/brain/internal/store/storetest"
@@ -268,88 +266,5 @@ func TestUpgradeFromBeforeWaitingCalls(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// TestWaitingCall walks a call through requires_input, queued and running
-// to its end, with the events each step appends, and checks the refusals
-// of a step from the wrong status.
-func TestWaitingCall(t *testing.T) {
-	ctx := context.Background()
-	db := open(t, filepath.Join(t.TempDir(), "brain.db"), nil)
-	s, sev := newSession("ses_a", "t1")
-	if err := db.CreateSession(ctx, s, sev); err != nil {
-		t.Fatal(err)
-	}
-	schema := json.RawMessage(`{"type":"object"}`)
-	c, cev := newCall("call_w", "ses_a", "t1")
-	c.Status, c.StartedAt, c.InputKind = store.CallRequiresInput, time.Time{}, store.InputApproval
-	c.Prompt, c.ResponseSchema, c.ResponseExpiresAt = "approve?", schema, t0.Add(time.Minute)
-	c.ParentID, c.CallerType = "", store.CallerAPI
-	rev := &store.Event{Type: store.EventToolRequiresInput, SessionID: "ses_a", CallID: "call_w", Time: t0, Data: json.RawMessage(`{}`)}
-	if err := db.CreateCall(ctx, c, cev, rev); err != nil {
-		t.Fatal(err)
-	}
-	if cev.ID != 2 || rev.ID != 3 {
-		t.Errorf("event ids %d %d, want 2 3", cev.ID, rev.ID)
-	}
-	child, chev := newCall("call_child", "ses_a", "t1")
-	child.ParentID, child.CallerType = "call_w", store.CallerSystem
-	if err := db.CreateCall(ctx, child, chev); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := db.Call(ctx, "t1", "call_child")
-	if got.ParentID != "call_w" || got.CallerType != store.CallerSystem || got.Ord != c.Ord+1 {
-		t.Errorf("child call %+v", got)
-	}
-	if got, _ := db.Call(ctx, "t1", "call_w"); !cmp.Equal(got, c) {
-		t.Errorf("waiting call (-want +got):\n%s", cmp.Diff(c, got))
-	}
-
-	var se *store.StateError
-	moved := *c
-	moved.Status, moved.Prompt, moved.ResponseSchema, moved.ResponseExpiresAt = store.CallQueued, "", nil, time.Time{}
-	if err := db.UpdateCall(ctx, &moved, []string{store.CallQueued}); !errors.As(err, &se) || se.Status != store.CallRequiresInput {
-		t.Errorf("UpdateCall from the wrong status = %v, want StateError requires_input", err)
-	}
-	if err := db.UpdateCall(ctx, &store.Call{ID: "nope", Status: store.CallRunning}, []string{store.CallQueued}); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("UpdateCall of no call = %v", err)
-	}
-	if err := db.UpdateCall(ctx, &store.Call{ID: "call_w", Status: store.CallSucceeded}, []string{store.CallRequiresInput}); err == nil {
-		t.Error("UpdateCall to a final status succeeded")
-	}
-	answered := &store.Event{Type: store.EventToolResponded, SessionID: "ses_a", CallID: "call_w", Time: t0, Data: json.RawMessage(`{}`)}
-	if err := db.UpdateCall(ctx, &moved, []string{store.CallRequiresInput}, answered); err != nil || answered.ID != 5 {
-		t.Fatalf("UpdateCall requires_input → queued: %v (event %d)", err, answered.ID)
-	}
-	moved.Status, moved.StartedAt = store.CallRunning, t0.Add(2*time.Second)
-	if err := db.UpdateCall(ctx, &moved, []string{store.CallQueued}); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := db.Call(ctx, "t1", "call_w"); !cmp.Equal(got, &moved) {
-		t.Errorf("running call (-want +got):\n%s", cmp.Diff(&moved, got))
-	}
-	no := false
-	moved.Status, moved.FinishedAt, moved.Retryable, moved.ErrorCode = store.CallFailed, t0.Add(3*time.Second), &no, "approval_denied"
-	moved.Result = json.RawMessage(`{"content":[{"type":"text","text":"denied"}],"is_error":true}`)
-	res := &store.Event{Type: store.EventToolResult, SessionID: "ses_a", CallID: "call_w", Time: t0, Data: json.RawMessage(`{}`)}
-	if err := db.FinishCall(ctx, &moved, res); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := db.Call(ctx, "t1", "call_w"); !cmp.Equal(got, &moved) {
-		t.Errorf("finished call (-want +got):\n%s", cmp.Diff(&moved, got))
-	}
-	moved.Status = store.CallRunning
-	if err := db.UpdateCall(ctx, &moved, []string{store.CallRunning}); !errors.As(err, &se) || se.Status != store.CallFailed {
-		t.Errorf("UpdateCall of a finished call = %v, want StateError failed", err)
-	}
-	evs, _ := db.Events(ctx, "ses_a", 0, 0)
-	var types []string
-	for _, e := range evs {
-		types = append(types, e.Type)
-	}
-	want := []string{"session.created", "tool.call", "tool.requires_input", "tool.call", "tool.responded", "tool.result"}
-	if !cmp.Equal(types, want) {
-		t.Errorf("events %v, want %v", types, want)
 	}
 }

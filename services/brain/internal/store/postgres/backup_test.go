@@ -2,14 +2,9 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/brain-tools/suite/services/brain/internal/store/storetest"
 	"github.com/jackc/pgx/v5"
 )
@@ -25,43 +20,14 @@ func TestDumpAndRestore(t *testing.T) {
 	ctx := context.Background()
 	url := pg.NewDatabase(t)
 	db := openDB(t, url, "r1", Options{})
-	var (
-		stop  atomic.Bool
-		wrote atomic.Int64
-		wg    sync.WaitGroup
-	)
-	for w := range 4 {
-		wg.Go(func() {
-			sid := fmt.Sprintf("ses_w%d", w)
-			s, ev := storetest.NewSession(sid, "t1")
-			if err := db.CreateSession(ctx, s, ev); err != nil {
-				t.Error(err)
-				return
-			}
-			for i := 0; !stop.Load(); i++ {
-				c, cev := storetest.NewCall(fmt.Sprintf("call_w%d_%06d", w, i), sid, "t1")
-				if err := db.CreateCall(ctx, c, cev); err != nil {
-					t.Error(err)
-					return
-				}
-				f, fev := storetest.Finish(c, store.CallSucceeded, time.Now())
-				if err := db.FinishCall(ctx, f, fev); err != nil {
-					t.Error(err)
-					return
-				}
-				wrote.Add(1)
-			}
-		})
-	}
-	for wrote.Load() < 100 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	load := storetest.StartLoad(t, db, 4)
+	load.WaitFor(100)
+
 	dump := filepath.Join(t.TempDir(), "brain.dump")
 	if _, err := pg.Run("pg_dump", "--format=custom", "--file="+dump, "--dbname="+url); err != nil {
 		t.Fatal(err)
 	}
-	stop.Store(true)
-	wg.Wait()
+	load.Stop()
 
 	name, err := pg.CreateDatabase()
 	if err != nil {

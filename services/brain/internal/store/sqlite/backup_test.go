@@ -3,14 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/brain-tools/suite/services/brain/internal/store/storetest"
@@ -27,45 +23,14 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "brain.db")
 	db := open(t, path, nil)
-	var (
-		stop  atomic.Bool
-		wrote atomic.Int64
-		wg    sync.WaitGroup
-	)
-	for w := range 8 {
-		wg.Go(func() {
-			sid := fmt.Sprintf("ses_w%d", w)
-			s, ev := storetest.NewSession(sid, "t1")
-			if err := db.CreateSession(ctx, s, ev); err != nil {
-				t.Error(err)
-				return
-			}
-			for i := 0; !stop.Load(); i++ {
-				c, cev := storetest.NewCall(fmt.Sprintf("call_w%d_%06d", w, i), sid, "t1")
-				if err := db.CreateCall(ctx, c, cev); err != nil {
-					t.Error(err)
-					return
-				}
-				f, fev := storetest.Finish(c, store.CallSucceeded, time.Now())
-				if err := db.FinishCall(ctx, f, fev); err != nil {
-					t.Error(err)
-					return
-				}
-				wrote.Add(1)
-			}
-		})
-	}
-	for wrote.Load() < 200 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	load := storetest.StartLoad(t, db, 8)
+	load.WaitFor(200)
+
 	backup := filepath.Join(t.TempDir(), "backup.db")
 	if err := Backup(ctx, path, backup); err != nil {
 		t.Fatal(err)
 	}
-	atBackup := wrote.Load()
-	time.Sleep(20 * time.Millisecond) // writes go on after the backup
-	stop.Store(true)
-	wg.Wait()
+	atBackup := load.Stop()
 	if err := Backup(ctx, path, backup); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("backup over an existing file: %v, want a refusal", err)
 	}
@@ -88,7 +53,7 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 	if len(calls) == 0 {
 		t.Fatal("the backup has no calls")
 	}
-	t.Logf("backup taken with %d calls finished, writers went on to %d", atBackup, wrote.Load())
+	t.Logf("backup taken while 8 writers finished %d calls", atBackup)
 	c, ev := storetest.NewCall("call_after_restore", "ses_w0", "t1")
 	if err := rdb.CreateCall(ctx, c, ev); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -606,4 +607,56 @@ func testWaitingCall(t *testing.T, open func(func(store.Event)) store.Store) {
 	if !cmp.Equal(types, want) {
 		t.Errorf("events %v, want %v", types, want)
 	}
+}
+
+// Load is write load on a store: writers, each with a session of its own
+// (ses_w0, ses_w1…), create and finish calls one after another until Stop.
+type Load struct {
+	stop  atomic.Bool
+	wrote atomic.Int64
+	wg    sync.WaitGroup
+}
+
+// StartLoad starts writers on db; a failed write fails t.
+func StartLoad(t *testing.T, db store.Store, writers int) *Load {
+	ctx := context.Background()
+	l := &Load{}
+	for w := range writers {
+		l.wg.Go(func() {
+			sid := fmt.Sprintf("ses_w%d", w)
+			s, ev := NewSession(sid, "t1")
+			if err := db.CreateSession(ctx, s, ev); err != nil {
+				t.Error(err)
+				return
+			}
+			for i := 0; !l.stop.Load(); i++ {
+				c, cev := NewCall(fmt.Sprintf("call_w%d_%06d", w, i), sid, "t1")
+				if err := db.CreateCall(ctx, c, cev); err != nil {
+					t.Error(err)
+					return
+				}
+				f, fev := Finish(c, store.CallSucceeded, time.Now())
+				if err := db.FinishCall(ctx, f, fev); err != nil {
+					t.Error(err)
+					return
+				}
+				l.wrote.Add(1)
+			}
+		})
+	}
+	return l
+}
+
+// WaitFor waits until the writers finished n calls.
+func (l *Load) WaitFor(n int64) {
+	for l.wrote.Load() < n {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Stop stops the writers and returns the calls they finished.
+func (l *Load) Stop() int64 {
+	l.stop.Store(true)
+	l.wg.Wait()
+	return l.wrote.Load()
 }

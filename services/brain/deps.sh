@@ -10,4 +10,8 @@ if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && [[ -z "${PGTEST_BI
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-15
 fi
-ls /usr/lib/postgresql/*/bin/postgres "${PGTEST_BIN:-/nonexistent}/postgres" 2>/dev/null | head -1
+if [[ -n "${PGTEST_BIN:-}" ]]; then
+	"$PGTEST_BIN/postgres" --version
+else
+	"$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)/postgres" --version
+fi

@@ -28,7 +28,6 @@ func open(t *testing.T, path string, onCommit func(store.Event)) *DB {
 var (
 	newSession = storetest.NewSession
 	newCall    = storetest.NewCall
-	t0         = storetest.T0
 )
 
 // TestGroupCommit drives many concurrent writers so batches hold several ops,

@@ -184,7 +184,8 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 	id := p.ByName("id")
 	// The stored call only has to be unfinished; the answer is its state
 	// after the cancel.
-	if _, err := s.unfinishedCall(r.Context(), tenant, id, ""); err != nil {
+	stored, err := s.unfinishedCall(r.Context(), tenant, id, "")
+	if err != nil {
 		return err
 	}
 	var c *store.Call
@@ -206,7 +207,7 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 	} else if s.shared != nil {
 		// Another replica runs it (or ran it and died): tell it, and wait
 		// for the final state it records (or the lease loop does).
-		s.notify(r.Context(), store.Signal{Kind: store.SignalCancel, SessionID: c.SessionID, CallID: id})
+		s.notify(r.Context(), store.Signal{Kind: store.SignalCancel, SessionID: stored.SessionID, CallID: id})
 		if c, err = s.waitStored(r.Context(), tenant, id, s.endWait()); err != nil {
 			return err
 		}

@@ -44,7 +44,7 @@ func newMetrics() *metrics {
 	for _, k := range []string{"session", "tool_call", "event"} {
 		m.removed.WithLabelValues(k)
 	}
-		m.reg.MustRegister(m.calls, m.duration, m.removed, m.streams, version.NewCollector("brain"),
+	m.reg.MustRegister(m.calls, m.duration, m.removed, m.streams, version.NewCollector("brain"),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

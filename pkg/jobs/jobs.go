@@ -4,9 +4,13 @@
 // result, and a cancel tool that stops it.
 //
 // Job IDs carry 128 random bits from crypto/rand, so they cannot be guessed,
-// and every job belongs to the tenant that started it: a status or cancel
-// call from another tenant gets ErrNotFound, the same answer as for an ID
-// that never existed, so IDs of other tenants cannot even be confirmed.
+// and every job belongs to the Owner that started it: the tenant and the
+// session of the call, as the contract's "Authorize with tenant_id and
+// session_id" asks. A status or cancel call from another session (of the
+// same tenant or another) gets ErrNotFound, the same answer as for an ID
+// that never existed, so IDs of other sessions cannot even be confirmed.
+// The one deliberate exception is an Owner made with HandleOwner, for
+// clients that have no session (see there).
 //
 // Manager runs jobs as goroutines in memory, so its jobs end with the
 // process. Its job IDs also name the Manager that issued them (see NewID
@@ -33,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
@@ -73,25 +78,69 @@ type Status struct {
 }
 
 // ErrNotFound is the answer for a job ID that does not exist, has been
-// forgotten after its retention, or belongs to another tenant. The three
-// cases are deliberately indistinguishable. (For a well-formed ID it did
-// not issue, a Manager answers ErrOtherInstance instead.)
+// forgotten after its retention, or belongs to another Owner (another
+// session or tenant). The three cases are deliberately indistinguishable.
+// (For a well-formed ID it did not issue, a Manager answers
+// ErrOtherInstance instead.)
 var ErrNotFound = errors.New("job not found")
 
-// ErrTooManyJobs is returned by Manager.Start when the tenant already has
+// ErrTooManyJobs is returned by Manager.Start when the Owner already has
 // the most running jobs its Manager allows.
-var ErrTooManyJobs = errors.New("too many running jobs for this tenant")
+var ErrTooManyJobs = errors.New("too many running jobs for this session")
+
+// Owner is who a job belongs to: the tool call's tenant_id and session_id
+// (the contract's "Authorize with tenant_id and session_id"). Owners are
+// compared field by field, so no two distinct (tenant, session) pairs are
+// ever one owner, whatever bytes the IDs hold.
+//
+// Handle is set instead of Session only by HandleOwner: see there.
+type Owner struct {
+	Tenant  string
+	Session string
+	Handle  string
+}
+
+// CallOwner is the Owner of a job that call starts or asks about: its
+// tenant and session.
+func CallOwner(call *service.Call) Owner {
+	return Owner{Tenant: call.TenantID, Session: call.SessionID}
+}
+
+// HandleOwner is the one deliberate exception to "a job belongs to its
+// session": the owner of jobs started under handle, an unguessable
+// capability a service issued to tenant for a client that has no session
+// of its own (an MCP client on the stateless 2026-07-28 revision, where
+// every request is a session of its own, passes the handle back in its
+// arguments). Every call of tenant that presents the handle is this owner,
+// whichever session or request it comes from; a call of another tenant
+// with the same handle is not. The service that issues handles makes them
+// unguessable (NewID) and tied to the tenant.
+func HandleOwner(tenant, handle string) Owner { return Owner{Tenant: tenant, Handle: handle} }
+
+// check reports an Owner that names no one.
+func (o Owner) check() error {
+	switch {
+	case o.Tenant == "":
+		return errors.New("tenant is empty")
+	case o.Session == "" && o.Handle == "":
+		return errors.New("session is empty")
+	case o.Session != "" && o.Handle != "":
+		return errors.New("owner has both a session and a handle")
+	}
+	return nil
+}
 
 // Backend is what the status and cancel tools need from a job store. Every
-// lookup is scoped to the tenant: an ID of another tenant is ErrNotFound.
+// lookup is scoped to the Owner: an ID of another session or tenant is
+// ErrNotFound.
 type Backend interface {
 	// Status returns the job's state. With wait > 0 it first waits up to
 	// wait for a running job to end (returning early when ctx ends, which
 	// is not an error: the state at that moment is returned).
-	Status(ctx context.Context, tenant, id string, wait time.Duration) (Status, error)
+	Status(ctx context.Context, owner Owner, id string, wait time.Duration) (Status, error)
 	// Cancel stops a running job and returns its state afterwards. Cancelling
 	// a job that has already ended changes nothing and is not an error.
-	Cancel(ctx context.Context, tenant, id string) (Status, error)
+	Cancel(ctx context.Context, owner Owner, id string) (Status, error)
 }
 
 // ErrOtherInstance is what errors.Is finds in a Manager's answer for a
@@ -105,7 +154,7 @@ var ErrOtherInstance = errors.New("job was not started by this instance of the s
 // tagged). In a service that runs one process at a time such an ID comes
 // from before the service last restarted: the job, if it existed, ended
 // with that process — a running one was stopped with it — and its outcome
-// is unknown here. The answer is the same for every tenant, as the ID's
+// is unknown here. The answer is the same for every owner, as the ID's
 // tag is all it is based on: it confirms nothing about the job.
 type InstanceError struct {
 	// ID is the job ID asked about.

@@ -22,8 +22,9 @@ type Func func(ctx context.Context) *tool.Result
 type Options struct {
 	// Retention is how long an ended job stays readable. Default 1 hour.
 	Retention time.Duration
-	// MaxRunningPerTenant caps the running jobs of one tenant. Default 64.
-	MaxRunningPerTenant int
+	// MaxRunningPerOwner caps the running jobs of one Owner (one session).
+	// Default 64.
+	MaxRunningPerOwner int
 	// CancelWait is how long Cancel waits for the job's Func to return so
 	// that its own result (partial output, say) is reported. Default 5 s.
 	CancelWait time.Duration
@@ -47,7 +48,7 @@ type Manager struct {
 }
 
 type job struct {
-	tenant   string
+	owner    Owner
 	status   Status
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the Func has returned
@@ -61,8 +62,8 @@ func NewManager(opts Options) *Manager {
 	if opts.Retention <= 0 {
 		opts.Retention = time.Hour
 	}
-	if opts.MaxRunningPerTenant <= 0 {
-		opts.MaxRunningPerTenant = 64
+	if opts.MaxRunningPerOwner <= 0 {
+		opts.MaxRunningPerOwner = 64
 	}
 	if opts.CancelWait <= 0 {
 		opts.CancelWait = 5 * time.Second
@@ -98,12 +99,12 @@ func (m *Manager) StartedAt() time.Time { return m.start }
 // Retention is how long m keeps an ended job readable (Options.Retention).
 func (m *Manager) Retention() time.Duration { return m.opts.Retention }
 
-// Start runs fn as a new job of tenant and returns its running status at
-// once. It fails with ErrTooManyJobs when the tenant is at its cap, and
-// after Close.
-func (m *Manager) Start(tenant string, fn Func) (Status, error) {
-	if tenant == "" {
-		return Status{}, fmt.Errorf("start job: tenant is empty")
+// Start runs fn as a new job of owner and returns its running status at
+// once. It fails with ErrTooManyJobs when the owner is at its cap, for an
+// owner without a tenant or a session (or handle), and after Close.
+func (m *Manager) Start(owner Owner, fn Func) (Status, error) {
+	if err := owner.check(); err != nil {
+		return Status{}, fmt.Errorf("start job: %w", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -113,16 +114,16 @@ func (m *Manager) Start(tenant string, fn Func) (Status, error) {
 	m.purgeLocked()
 	running := 0
 	for _, j := range m.jobs {
-		if j.tenant == tenant && !j.status.State.Final() {
+		if j.owner == owner && !j.status.State.Final() {
 			running++
 		}
 	}
-	if running >= m.opts.MaxRunningPerTenant {
-		return Status{}, fmt.Errorf("start job: %w (limit %d)", ErrTooManyJobs, m.opts.MaxRunningPerTenant)
+	if running >= m.opts.MaxRunningPerOwner {
+		return Status{}, fmt.Errorf("start job: %w (limit %d)", ErrTooManyJobs, m.opts.MaxRunningPerOwner)
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	j := &job{
-		tenant:   tenant,
+		owner:    owner,
 		status:   Status{ID: NewID() + "_" + m.tag, State: Running, CreatedAt: m.now()},
 		cancel:   cancel,
 		done:     make(chan struct{}),
@@ -190,10 +191,10 @@ func (m *Manager) finishLocked(j *job, s State, res *tool.Result) {
 // issued by no run, and its ID is answered as unknown.
 var firstTagged = time.Date(2026, time.November, 1, 0, 0, 0, 0, time.UTC)
 
-// lookupLocked finds the tenant's job id: ErrNotFound for a malformed ID
-// or one of m's that is unknown or another tenant's, *InstanceError for a
-// well-formed ID that m did not issue (whatever the tenant).
-func (m *Manager) lookupLocked(tenant, id string) (*job, error) {
+// lookupLocked finds owner's job id: ErrNotFound for a malformed ID or one
+// of m's that is unknown or another owner's, *InstanceError for a
+// well-formed ID that m did not issue (whatever the owner).
+func (m *Manager) lookupLocked(owner Owner, id string) (*job, error) {
 	if !ValidID(id) {
 		return nil, ErrNotFound
 	}
@@ -207,7 +208,7 @@ func (m *Manager) lookupLocked(tenant, id string) (*job, error) {
 	}
 	m.purgeLocked()
 	j, ok := m.jobs[id]
-	if !ok || j.tenant != tenant {
+	if !ok || j.owner != owner {
 		return nil, ErrNotFound
 	}
 	return j, nil
@@ -223,12 +224,13 @@ func (m *Manager) purgeLocked() {
 	}
 }
 
-// Status returns the tenant's job id, waiting up to wait for it to end
-// first. ErrNotFound for unknown IDs and for other tenants' jobs; an
-// *InstanceError (ErrOtherInstance) for an ID that m did not issue.
-func (m *Manager) Status(ctx context.Context, tenant, id string, wait time.Duration) (Status, error) {
+// Status returns owner's job id, waiting up to wait for it to end first.
+// ErrNotFound for unknown IDs and for jobs of other owners (another
+// session of the same tenant included); an *InstanceError
+// (ErrOtherInstance) for an ID that m did not issue.
+func (m *Manager) Status(ctx context.Context, owner Owner, id string, wait time.Duration) (Status, error) {
 	m.mu.Lock()
-	j, err := m.lookupLocked(tenant, id)
+	j, err := m.lookupLocked(owner, id)
 	m.mu.Unlock()
 	if err != nil {
 		return Status{}, err
@@ -247,13 +249,13 @@ func (m *Manager) Status(ctx context.Context, tenant, id string, wait time.Durat
 	return j.status, nil
 }
 
-// Cancel ends the tenant's running job id as cancelled and cancels the
+// Cancel ends owner's running job id as cancelled and cancels the
 // context of its Func, then waits up to the CancelWait option (or until ctx
 // ends) for the Func to return so that its result is the one reported.
 // Cancelling an ended job returns its status unchanged. Errors as Status.
-func (m *Manager) Cancel(ctx context.Context, tenant, id string) (Status, error) {
+func (m *Manager) Cancel(ctx context.Context, owner Owner, id string) (Status, error) {
 	m.mu.Lock()
-	j, err := m.lookupLocked(tenant, id)
+	j, err := m.lookupLocked(owner, id)
 	if err != nil {
 		m.mu.Unlock()
 		return Status{}, err

@@ -32,7 +32,7 @@ func TestNewIDShapeAndUniqueness(t *testing.T) {
 func TestValidID(t *testing.T) {
 	m := NewManager(Options{})
 	defer m.Close(context.Background())
-	job, _ := m.Start("t", func(context.Context) *tool.Result { return tool.TextResult("x") })
+	job, _ := m.Start(sess("t"), func(context.Context) *tool.Result { return tool.TextResult("x") })
 	token := strings.Repeat("a", 26)
 	tests := []struct {
 		id   string
@@ -73,11 +73,11 @@ func TestValidID(t *testing.T) {
 func unknownID(m *Manager) string { return NewID() + "_" + m.tag }
 
 func TestJobIDShape(t *testing.T) {
-	m := NewManager(Options{MaxRunningPerTenant: 1000})
+	m := NewManager(Options{MaxRunningPerOwner: 1000})
 	defer m.Close(context.Background())
 	seen := map[string]bool{}
 	for range 200 {
-		st, err := m.Start("t", func(context.Context) *tool.Result { return tool.TextResult("x") })
+		st, err := m.Start(sess("t"), func(context.Context) *tool.Result { return tool.TextResult("x") })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestStatusAcrossInstances(t *testing.T) {
 	ctx := context.Background()
 	before := NewManager(Options{})
 	stopped := make(chan struct{})
-	old, err := before.Start("alpha", func(ctx context.Context) *tool.Result { <-ctx.Done(); close(stopped); return nil })
+	old, err := before.Start(sess("alpha"), func(ctx context.Context) *tool.Result { <-ctx.Done(); close(stopped); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestStatusAcrossInstances(t *testing.T) {
 	defer m.Close(ctx)
 	later := NewManager(Options{}) // as if another process started after m
 	defer later.Close(ctx)
-	mine, _ := m.Start("alpha", func(context.Context) *tool.Result { return tool.TextResult("x") })
+	mine, _ := m.Start(sess("alpha"), func(context.Context) *tool.Result { return tool.TextResult("x") })
 	untagged := NewID()
 
 	tests := []struct {
@@ -190,8 +190,8 @@ func TestStatusAcrossInstances(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for op, call := range map[string]func() (Status, error){
-				"status": func() (Status, error) { return m.Status(ctx, tt.tenant, tt.id, 0) },
-				"cancel": func() (Status, error) { return m.Cancel(ctx, tt.tenant, tt.id) },
+				"status": func() (Status, error) { return m.Status(ctx, sess(tt.tenant), tt.id, 0) },
+				"cancel": func() (Status, error) { return m.Cancel(ctx, sess(tt.tenant), tt.id) },
 			} {
 				_, err := call()
 				if !errors.Is(err, tt.wantErr) {
@@ -260,14 +260,14 @@ func TestStatusReportsResult(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := NewManager(Options{})
 			defer m.Close(context.Background())
-			st, err := m.Start("t1", tt.fn)
+			st, err := m.Start(sess("t1"), tt.fn)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if st.State != Running || st.Result != nil || !st.FinishedAt.IsZero() {
 				t.Fatalf("Start = %+v, want running without result", st)
 			}
-			got, err := m.Status(context.Background(), "t1", st.ID, 5*time.Second)
+			got, err := m.Status(context.Background(), sess("t1"), st.ID, 5*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -284,12 +284,21 @@ func TestStatusReportsResult(t *testing.T) {
 	}
 }
 
-func TestTenantScoping(t *testing.T) {
+// sess is the owner of session "s" of tenant.
+func sess(tenant string) Owner { return Owner{Tenant: tenant, Session: "s"} }
+
+// TestOwnerScoping is the rule of the contract's "Authorize with tenant_id
+// and session_id": a job is found only by the tenant and session that
+// started it; another session of the same tenant, another tenant, IDs that
+// differ only in where a NUL byte splits tenant and session, and a handle
+// owner all get ErrNotFound, and their cancel does not stop the job.
+func TestOwnerScoping(t *testing.T) {
 	m := NewManager(Options{})
 	defer m.Close(context.Background())
 	release := make(chan struct{})
 	cancelled := make(chan struct{})
-	st, err := m.Start("alpha", func(ctx context.Context) *tool.Result {
+	mine := Owner{Tenant: "alpha", Session: "s1"}
+	st, err := m.Start(mine, func(ctx context.Context) *tool.Result {
 		select {
 		case <-release:
 			return tool.TextResult("ok")
@@ -302,28 +311,71 @@ func TestTenantScoping(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := m.Status(ctx, "beta", st.ID, 0); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("other tenant's status: err = %v, want ErrNotFound", err)
+	for _, other := range []Owner{
+		{Tenant: "alpha", Session: "s2"},
+		{Tenant: "beta", Session: "s1"},
+		{Tenant: "alpha\x00s1", Session: ""},
+		{Tenant: "alpha", Session: "s1\x00"},
+		HandleOwner("alpha", "s1"),
+	} {
+		if _, err := m.Status(ctx, other, st.ID, 0); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("status as %+v: err = %v, want ErrNotFound", other, err)
+		}
+		if _, err := m.Cancel(ctx, other, st.ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("cancel as %+v: err = %v, want ErrNotFound", other, err)
+		}
 	}
-	if _, err := m.Cancel(ctx, "beta", st.ID); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("other tenant's cancel: err = %v, want ErrNotFound", err)
-	}
-	if _, err := m.Status(ctx, "alpha", unknownID(m), 0); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Status(ctx, mine, unknownID(m), 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown ID: err = %v, want ErrNotFound", err)
 	}
 	select {
 	case <-cancelled:
-		t.Fatal("another tenant's cancel stopped the job")
+		t.Fatal("another owner's cancel stopped the job")
 	default:
 	}
-	got, err := m.Status(ctx, "alpha", st.ID, 0)
+	got, err := m.Status(ctx, mine, st.ID, 0)
 	if err != nil || got.State != Running {
 		t.Fatalf("owner's status = %+v, %v; want running", got, err)
 	}
 	close(release)
-	got, err = m.Status(ctx, "alpha", st.ID, 5*time.Second)
+	got, err = m.Status(ctx, mine, st.ID, 5*time.Second)
 	if err != nil || got.State != Succeeded {
 		t.Fatalf("owner's status = %+v, %v; want succeeded", got, err)
+	}
+}
+
+// TestHandleOwner is the deliberate exception: a job started under a
+// handle is found by every call of its tenant that presents the handle,
+// and by no other tenant.
+func TestHandleOwner(t *testing.T) {
+	m := NewManager(Options{})
+	defer m.Close(context.Background())
+	h := NewID()
+	st, err := m.Start(HandleOwner("alpha", h), func(ctx context.Context) *tool.Result { <-ctx.Done(); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := m.Status(ctx, HandleOwner("beta", h), st.ID, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another tenant with the handle: err = %v, want ErrNotFound", err)
+	}
+	if _, err := m.Status(ctx, Owner{Tenant: "alpha", Session: h}, st.ID, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a session named like the handle: err = %v, want ErrNotFound", err)
+	}
+	got, err := m.Cancel(ctx, HandleOwner("alpha", h), st.ID)
+	if err != nil || got.State != Cancelled {
+		t.Fatalf("cancel with the handle = %+v, %v; want cancelled", got, err)
+	}
+}
+
+func TestStartRefusesAnOwnerWithoutASession(t *testing.T) {
+	m := NewManager(Options{})
+	defer m.Close(context.Background())
+	fn := func(context.Context) *tool.Result { return tool.TextResult("x") }
+	for _, o := range []Owner{{}, {Tenant: "t"}, {Session: "s"}, {Tenant: "t", Session: "s", Handle: "h"}} {
+		if _, err := m.Start(o, fn); err == nil {
+			t.Fatalf("Start(%+v) succeeded", o)
+		}
 	}
 }
 
@@ -331,7 +383,7 @@ func TestCancelPropagatesContext(t *testing.T) {
 	m := NewManager(Options{})
 	defer m.Close(context.Background())
 	stopped := make(chan error, 1)
-	st, err := m.Start("t", func(ctx context.Context) *tool.Result {
+	st, err := m.Start(sess("t"), func(ctx context.Context) *tool.Result {
 		<-ctx.Done()
 		stopped <- ctx.Err()
 		return tool.Errorf("killed after 3 of 10 steps")
@@ -339,7 +391,7 @@ func TestCancelPropagatesContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.Cancel(context.Background(), "t", st.ID)
+	got, err := m.Cancel(context.Background(), sess("t"), st.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +406,7 @@ func TestCancelPropagatesContext(t *testing.T) {
 		t.Fatalf("result = %+v, want the job's own is_error result", got.Result)
 	}
 	// Cancelling again changes nothing.
-	again, err := m.Cancel(context.Background(), "t", st.ID)
+	again, err := m.Cancel(context.Background(), sess("t"), st.ID)
 	if err != nil || again.State != Cancelled || !again.FinishedAt.Equal(got.FinishedAt) {
 		t.Fatalf("second cancel = %+v, %v", again, err)
 	}
@@ -364,11 +416,11 @@ func TestCancelDoesNotWaitForeverForAStuckJob(t *testing.T) {
 	m := NewManager(Options{CancelWait: 50 * time.Millisecond})
 	release := make(chan struct{})
 	defer func() { close(release); m.Close(context.Background()) }()
-	st, _ := m.Start("t", func(context.Context) *tool.Result {
+	st, _ := m.Start(sess("t"), func(context.Context) *tool.Result {
 		<-release // ignores its context
 		return tool.TextResult("late")
 	})
-	got, err := m.Cancel(context.Background(), "t", st.ID)
+	got, err := m.Cancel(context.Background(), sess("t"), st.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,11 +432,11 @@ func TestCancelDoesNotWaitForeverForAStuckJob(t *testing.T) {
 func TestCancelEndedJobIsNoop(t *testing.T) {
 	m := NewManager(Options{})
 	defer m.Close(context.Background())
-	st, _ := m.Start("t", func(context.Context) *tool.Result { return tool.TextResult("fine") })
-	if _, err := m.Status(context.Background(), "t", st.ID, 5*time.Second); err != nil {
+	st, _ := m.Start(sess("t"), func(context.Context) *tool.Result { return tool.TextResult("fine") })
+	if _, err := m.Status(context.Background(), sess("t"), st.ID, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.Cancel(context.Background(), "t", st.ID)
+	got, err := m.Cancel(context.Background(), sess("t"), st.ID)
 	if err != nil || got.State != Succeeded || got.Result.Content[0].Text != "fine" {
 		t.Fatalf("cancel after success = %+v, %v", got, err)
 	}
@@ -393,40 +445,40 @@ func TestCancelEndedJobIsNoop(t *testing.T) {
 func TestStatusWaitEndsWithContext(t *testing.T) {
 	m := NewManager(Options{})
 	defer m.Close(context.Background())
-	st, _ := m.Start("t", func(ctx context.Context) *tool.Result { <-ctx.Done(); return nil })
+	st, _ := m.Start(sess("t"), func(ctx context.Context) *tool.Result { <-ctx.Done(); return nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	got, err := m.Status(ctx, "t", st.ID, time.Hour)
+	got, err := m.Status(ctx, sess("t"), st.ID, time.Hour)
 	if err != nil || got.State != Running {
 		t.Fatalf("status with a done ctx = %+v, %v; want running at once", got, err)
 	}
 	// A short wait on a running job returns the running state.
-	got, err = m.Status(context.Background(), "t", st.ID, 10*time.Millisecond)
+	got, err = m.Status(context.Background(), sess("t"), st.ID, 10*time.Millisecond)
 	if err != nil || got.State != Running {
 		t.Fatalf("status after a short wait = %+v, %v", got, err)
 	}
 }
 
-func TestMaxRunningPerTenant(t *testing.T) {
-	m := NewManager(Options{MaxRunningPerTenant: 2})
+func TestMaxRunningPerOwner(t *testing.T) {
+	m := NewManager(Options{MaxRunningPerOwner: 2})
 	defer m.Close(context.Background())
 	block := func(ctx context.Context) *tool.Result { <-ctx.Done(); return nil }
-	a, _ := m.Start("t", block)
-	if _, err := m.Start("t", block); err != nil {
+	a, _ := m.Start(sess("t"), block)
+	if _, err := m.Start(sess("t"), block); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Start("t", block); !errors.Is(err, ErrTooManyJobs) {
+	if _, err := m.Start(sess("t"), block); !errors.Is(err, ErrTooManyJobs) {
 		t.Fatalf("third job: err = %v, want ErrTooManyJobs", err)
 	}
-	// Other tenants have their own cap.
-	if _, err := m.Start("u", block); err != nil {
-		t.Fatalf("other tenant: %v", err)
+	// Other sessions have their own cap.
+	if _, err := m.Start(Owner{Tenant: "t", Session: "other"}, block); err != nil {
+		t.Fatalf("other session: %v", err)
 	}
 	// An ended job frees its slot.
-	if _, err := m.Cancel(context.Background(), "t", a.ID); err != nil {
+	if _, err := m.Cancel(context.Background(), sess("t"), a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Start("t", block); err != nil {
+	if _, err := m.Start(sess("t"), block); err != nil {
 		t.Fatalf("after cancel: %v", err)
 	}
 }
@@ -436,31 +488,31 @@ func TestRetentionForgetsEndedJobs(t *testing.T) {
 	defer m.Close(context.Background())
 	now := time.Now()
 	m.now = func() time.Time { return now }
-	st, _ := m.Start("t", func(context.Context) *tool.Result { return tool.TextResult("x") })
-	if _, err := m.Status(context.Background(), "t", st.ID, 5*time.Second); err != nil {
+	st, _ := m.Start(sess("t"), func(context.Context) *tool.Result { return tool.TextResult("x") })
+	if _, err := m.Status(context.Background(), sess("t"), st.ID, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	m.mu.Lock()
 	now = now.Add(2 * time.Minute)
 	m.mu.Unlock()
-	if _, err := m.Status(context.Background(), "t", st.ID, 0); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Status(context.Background(), sess("t"), st.ID, 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("after retention: err = %v, want ErrNotFound", err)
 	}
 }
 
 func TestCloseCancelsRunningJobs(t *testing.T) {
 	m := NewManager(Options{})
-	st, _ := m.Start("t", func(ctx context.Context) *tool.Result { <-ctx.Done(); return nil })
+	st, _ := m.Start(sess("t"), func(ctx context.Context) *tool.Result { <-ctx.Done(); return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.Status(context.Background(), "t", st.ID, 0)
+	got, err := m.Status(context.Background(), sess("t"), st.ID, 0)
 	if err != nil || got.State != Cancelled {
 		t.Fatalf("after close = %+v, %v; want cancelled", got, err)
 	}
-	if _, err := m.Start("t", func(context.Context) *tool.Result { return nil }); err == nil {
+	if _, err := m.Start(sess("t"), func(context.Context) *tool.Result { return nil }); err == nil {
 		t.Fatal("Start after Close succeeded")
 	}
 }

@@ -85,8 +85,8 @@ func (s *Spec) defaults() error {
 // The status tool takes {ID, wait_seconds} and answers StatusJSON as
 // structured_content with a readable text; the cancel tool takes {ID} and
 // answers the same after cancelling. Both answer is_error for an unknown ID
-// or one of another tenant, with the same words, and authorize by the
-// request's tenant_id only. For an ID the Backend did not issue (a
+// or one of another session, with the same words, and authorize by the
+// request's tenant_id and session_id (CallOwner). For an ID the Backend did not issue (a
 // Manager's *InstanceError: a job of a process before a restart) they
 // answer is_error with unknown_outcome and InstanceError.Explain's text.
 func Tools(spec Spec) []service.Tool {
@@ -141,7 +141,7 @@ func Tools(spec Spec) []service.Tool {
 			if args.Wait != nil {
 				wait = time.Duration(*args.Wait) * time.Second
 			}
-			st, err := spec.Backend.Status(ctx, call.TenantID, args.ID, wait)
+			st, err := spec.Backend.Status(ctx, CallOwner(call), args.ID, wait)
 			return answer(spec, "status", args.ID, st, err, call)
 		},
 	}
@@ -162,7 +162,7 @@ func Tools(spec Spec) []service.Tool {
 			if r := decodeIDArgs(call.Arguments, spec.IDField, false, 0, &id, nil); r != nil {
 				return r
 			}
-			st, err := spec.Backend.Cancel(ctx, call.TenantID, id)
+			st, err := spec.Backend.Cancel(ctx, CallOwner(call), id)
 			return answer(spec, "cancel", id, st, err, call)
 		},
 	}
@@ -208,7 +208,7 @@ func decodeIDArgs(raw json.RawMessage, idField string, withWait bool, maxWait in
 
 func answer(spec Spec, op, id string, st Status, err error, call *service.Call) *tool.Result {
 	if errors.Is(err, ErrNotFound) {
-		return tool.Errorf("%s %s: no %s with this ID for this tenant (it may have ended and been forgotten)", spec.Noun, id, spec.Noun)
+		return tool.Errorf("%s %s: no %s with this ID in this session (it may have ended and been forgotten)", spec.Noun, id, spec.Noun)
 	}
 	var ie *InstanceError
 	if errors.As(err, &ie) {
@@ -319,7 +319,8 @@ func OutputSchema(idField string) json.RawMessage {
 // StartTool returns a start tool that runs the job the handler prepares on
 // m. prepare checks the call (its arguments, its tenant's rights) and
 // returns the work to run, or an is_error result to answer instead; the job
-// is owned by the call's tenant. The answer is StartedResult.
+// is owned by the call's tenant and session (CallOwner). The answer is
+// StartedResult.
 func (m *Manager) StartTool(spec Spec, b tool.Binding, prepare func(ctx context.Context, call *service.Call) (Func, *tool.Result)) service.Tool {
 	return service.Tool{Binding: b, Handler: func(ctx context.Context, call *service.Call) *tool.Result {
 		fn, refusal := prepare(ctx, call)
@@ -329,7 +330,7 @@ func (m *Manager) StartTool(spec Spec, b tool.Binding, prepare func(ctx context.
 		if fn == nil {
 			return tool.Errorf("start %s: nothing to run", spec.Noun)
 		}
-		st, err := m.Start(call.TenantID, fn)
+		st, err := m.Start(CallOwner(call), fn)
 		if err != nil {
 			return tool.Errorf("start %s: %v", spec.Noun, err)
 		}

@@ -70,8 +70,13 @@ func newHarness(t *testing.T, tools []service.Tool) *harness {
 
 func (h *harness) call(tenant, name string, args any) (*tool.Result, map[string]any) {
 	h.t.Helper()
+	return h.callIn(tenant, "s1", name, args)
+}
+
+func (h *harness) callIn(tenant, session, name string, args any) (*tool.Result, map[string]any) {
+	h.t.Helper()
 	a, _ := json.Marshal(args)
-	body, _ := json.Marshal(tool.Request{TenantID: tenant, SessionID: "s1", CallID: "c-" + NewID(), Arguments: a})
+	body, _ := json.Marshal(tool.Request{TenantID: tenant, SessionID: session, CallID: "c-" + NewID(), Arguments: a})
 	req, _ := http.NewRequest(http.MethodPost, h.url+"/tools/"+name, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -134,18 +139,21 @@ func TestToolsOverHTTP(t *testing.T) {
 		t.Fatalf("start answer: id %q, text %q", id, res.Content[0].Text)
 	}
 
-	// Another tenant learns nothing, not even that the ID exists.
-	otherID := unknownID(m)
-	other, _ := h.call("beta", "sleep_status", map[string]any{"job_id": id})
-	unknown, _ := h.call("beta", "sleep_status", map[string]any{"job_id": otherID})
-	if !other.IsError || !unknown.IsError {
-		t.Fatalf("other tenant's status: %+v", other)
-	}
-	if a, b := strings.ReplaceAll(other.Content[0].Text, id, "X"), strings.ReplaceAll(unknown.Content[0].Text, otherID, "X"); a != b {
-		t.Fatalf("other tenant's job and an unknown ID answer differently: %q vs %q", a, b)
-	}
-	if res, _ := h.call("beta", "sleep_cancel", map[string]any{"job_id": id}); !res.IsError {
-		t.Fatalf("other tenant's cancel succeeded: %+v", res)
+	// Another session of the same tenant, and another tenant, learn
+	// nothing, not even that the ID exists (Must show 3 of issue 14).
+	for _, other := range []struct{ tenant, session string }{{"alpha", "s2"}, {"beta", "s1"}} {
+		otherID := unknownID(m)
+		res, _ := h.callIn(other.tenant, other.session, "sleep_status", map[string]any{"job_id": id})
+		unknown, _ := h.callIn(other.tenant, other.session, "sleep_status", map[string]any{"job_id": otherID})
+		if !res.IsError || !unknown.IsError {
+			t.Fatalf("%v: status of the job: %+v", other, res)
+		}
+		if a, b := strings.ReplaceAll(res.Content[0].Text, id, "X"), strings.ReplaceAll(unknown.Content[0].Text, otherID, "X"); a != b || !strings.Contains(a, "no nap with this ID in this session") {
+			t.Fatalf("%v: the job and an unknown ID answer %q and %q, want the same not-found", other, a, b)
+		}
+		if res, _ := h.callIn(other.tenant, other.session, "sleep_cancel", map[string]any{"job_id": id}); !res.IsError {
+			t.Fatalf("%v: cancel succeeded: %+v", other, res)
+		}
 	}
 
 	res, sc = h.call("alpha", "sleep_status", map[string]any{"job_id": id, "wait_seconds": 5})
@@ -264,9 +272,9 @@ func TestToolsAfterRestart(t *testing.T) {
 		{"cancel of the earlier run's job", "alpha", "sleep_cancel", map[string]any{"job_id": old}, restarted, true},
 		{"another tenant gets the same: the tag is all it is based on", "beta", "sleep_status", map[string]any{"job_id": old}, restarted, true},
 		{"status of an unknown ID of this run", "alpha", "sleep_status", map[string]any{"job_id": unknown},
-			"nap " + unknown + ": no nap with this ID for this tenant (it may have ended and been forgotten)", false},
+			"nap " + unknown + ": no nap with this ID in this session (it may have ended and been forgotten)", false},
 		{"cancel of an unknown ID of this run", "alpha", "sleep_cancel", map[string]any{"job_id": unknown},
-			"nap " + unknown + ": no nap with this ID for this tenant (it may have ended and been forgotten)", false},
+			"nap " + unknown + ": no nap with this ID in this session (it may have ended and been forgotten)", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

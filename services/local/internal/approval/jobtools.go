@@ -117,7 +117,7 @@ func (s *Service) statusTool() service.Tool {
 			if args.WaitSeconds != nil {
 				wait = time.Duration(*args.WaitSeconds) * time.Second
 			}
-			st, err := backend{s}.Status(ctx, call.TenantID, id, wait)
+			st, err := backend{s}.Status(ctx, jobs.CallOwner(call), id, wait)
 			return jobAnswer("status", id, st, err, call)
 		}),
 	}
@@ -143,7 +143,7 @@ func (s *Service) cancelTool() service.Tool {
 			if res != nil {
 				return res
 			}
-			st, err := backend{s}.Cancel(ctx, call.TenantID, id)
+			st, err := backend{s}.Cancel(ctx, jobs.CallOwner(call), id)
 			return jobAnswer("cancel", id, st, err, call)
 		}),
 	}

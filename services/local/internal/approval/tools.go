@@ -233,7 +233,11 @@ type backend struct{ s *Service }
 
 var _ jobs.Backend = backend{}
 
-func (b backend) Status(ctx context.Context, tenant, id string, wait time.Duration) (jobs.Status, error) {
+// Status and Cancel look an approval up by the owner's tenant only, the
+// scope approvals had before jobs.Owner carried the session too; narrowing
+// it to the session is the approval service's own decision.
+func (b backend) Status(ctx context.Context, owner jobs.Owner, id string, wait time.Duration) (jobs.Status, error) {
+	tenant := owner.Tenant
 	if wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		_, err := b.s.Wait(wctx, tenant, id)
@@ -260,7 +264,8 @@ func (b backend) Status(ctx context.Context, tenant, id string, wait time.Durati
 	return jobStatus(a), nil
 }
 
-func (b backend) Cancel(ctx context.Context, tenant, id string) (jobs.Status, error) {
+func (b backend) Cancel(ctx context.Context, owner jobs.Owner, id string) (jobs.Status, error) {
+	tenant := owner.Tenant
 	if _, err := b.s.store.GetForTenant(ctx, tenant, id); errors.Is(err, ErrNotFound) {
 		return jobs.Status{}, jobs.ErrNotFound
 	} else if err != nil {

@@ -12,10 +12,9 @@ import (
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
-// The job tools follow pkg/jobs (IDs, states, StatusJSON), with two
-// differences the sandbox needs: a job belongs to its session, not only to
-// its tenant, so the owner key passed to the jobs.Manager is tenant and
-// session together; and a running job's status carries its output so far.
+// The job tools follow pkg/jobs (IDs, states, StatusJSON, a job owned by
+// its tenant and session), with one addition: a running job's status
+// carries its output so far.
 //
 // Job IDs are the jobs.Manager's: 26 random characters, "_", and the run
 // tag of the service process that started the job (jobs.NewID). Jobs live
@@ -29,7 +28,7 @@ const jobRetention = time.Hour
 // jobRun is a job's live output, kept for status calls.
 type jobRun struct {
 	run     *run
-	owner   string
+	owner   jobs.Owner
 	command string
 	ended   time.Time // zero while running
 }
@@ -57,7 +56,7 @@ func (s *Service) startTool() service.Tool {
 				return bad
 			}
 			r := s.newRun()
-			jr := &jobRun{run: r, owner: owner(call), command: req.Command}
+			jr := &jobRun{run: r, owner: jobs.CallOwner(call), command: req.Command}
 			st, err := s.jobs.Start(jr.owner, func(ctx context.Context) *tool.Result {
 				defer release()
 				res := s.execute(ctx, ws, req, r, nil)
@@ -133,7 +132,7 @@ func (s *Service) statusTool() service.Tool {
 			if args.WaitSeconds != nil {
 				wait = time.Duration(*args.WaitSeconds) * time.Second
 			}
-			st, err := s.jobs.Status(ctx, owner(call), args.JobID, wait)
+			st, err := s.jobs.Status(ctx, jobs.CallOwner(call), args.JobID, wait)
 			return s.jobAnswer("status", args.JobID, st, err, call)
 		}),
 	}
@@ -157,7 +156,7 @@ func (s *Service) cancelTool() service.Tool {
 			if args.WaitSeconds != nil {
 				return fieldErr("wait_seconds", "unknown field for sandbox_cancel")
 			}
-			st, err := s.jobs.Cancel(ctx, owner(call), args.JobID)
+			st, err := s.jobs.Cancel(ctx, jobs.CallOwner(call), args.JobID)
 			return s.jobAnswer("cancel", args.JobID, st, err, call)
 		}),
 	}

@@ -46,7 +46,7 @@ func TestJobAnswersAfterRestart(t *testing.T) {
 	for _, be := range []string{"local", "e2b"} {
 		t.Run(be, func(t *testing.T) {
 			before := New(Limits{}, nil, namedBackend{name: be}, nil)
-			old, err := before.jobs.Start(owner(&service.Call{Request: tool.Request{TenantID: "t1", SessionID: "s1"}}), func(ctx context.Context) *tool.Result {
+			old, err := before.jobs.Start(jobs.Owner{Tenant: "t1", Session: "s1"}, func(ctx context.Context) *tool.Result {
 				<-ctx.Done()
 				return tool.Errorf("killed")
 			})
@@ -106,7 +106,7 @@ func TestJobAnswersAfterRestart(t *testing.T) {
 // runTag returns the run tag of s's job IDs, from a job started on it.
 func runTag(t *testing.T, s *Service) string {
 	t.Helper()
-	st, err := s.jobs.Start("probe", func(context.Context) *tool.Result { return tool.TextResult("x") })
+	st, err := s.jobs.Start(jobs.Owner{Tenant: "probe", Session: "s"}, func(context.Context) *tool.Result { return tool.TextResult("x") })
 	if err != nil {
 		t.Fatal(err)
 	}

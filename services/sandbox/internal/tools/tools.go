@@ -141,7 +141,7 @@ func New(lim Limits, ws *workspace.Manager, be backend.Backend, logger *slog.Log
 	}
 	return &Service{
 		lim: lim, ws: ws, be: be, log: logger,
-		jobs: jobs.NewManager(jobs.Options{MaxRunningPerTenant: lim.MaxJobsPerSession, Retention: jobRetention}),
+		jobs: jobs.NewManager(jobs.Options{MaxRunningPerOwner: lim.MaxJobsPerSession, Retention: jobRetention}),
 		runs: map[string]*jobRun{},
 	}
 }
@@ -164,9 +164,6 @@ func (s *Service) Tools() []service.Tool {
 		s.listFilesTool(),
 	}
 }
-
-// owner is the job owner key: jobs belong to a session, not only a tenant.
-func owner(call *service.Call) string { return call.TenantID + "\x00" + call.SessionID }
 
 // acquire opens the call's session workspace.
 func (s *Service) acquire(call *service.Call) (*workspace.Workspace, func(), *tool.Result) {

@@ -19,7 +19,7 @@ func TestReport(t *testing.T) {
 	m := NewManager(Options{})
 	defer func() { _ = m.Close(context.Background()) }()
 	reported, finish := make(chan struct{}), make(chan struct{})
-	st, err := m.Start("t1", func(ctx context.Context) *tool.Result {
+	st, err := m.Start(sess("t1"), func(ctx context.Context) *tool.Result {
 		_ = Report(ctx, map[string]int{"done": 2, "of": 3})
 		ReportPartial(ctx, tool.TextResult("first two lines"))
 		close(reported)
@@ -30,7 +30,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-reported
-	running, err := m.Status(context.Background(), "t1", st.ID, 0)
+	running, err := m.Status(context.Background(), sess("t1"), st.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestReport(t *testing.T) {
 		t.Errorf("running: %+v %v", running, js)
 	}
 	close(finish)
-	ended, err := m.Status(context.Background(), "t1", st.ID, 5*time.Second)
+	ended, err := m.Status(context.Background(), sess("t1"), st.ID, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

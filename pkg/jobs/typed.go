@@ -12,7 +12,8 @@ import (
 // input_schema is inferred from In unless b sets one, the arguments are
 // checked against it on every transport and decoded into In, and prepare
 // checks the call (its tenant's rights, what a schema cannot say) and
-// returns the work to run on m, owned by the call's tenant; an error is
+// returns the work to run on m, owned by the call's tenant and session
+// (CallOwner); an error is
 // answered as an is_error result instead. The answer is StartedResult. An
 // empty b.Name becomes <spec.Prefix>_start.
 func TypedStart[In any](m *Manager, spec Spec, b tool.Binding, prepare func(ctx context.Context, call *service.Call, in In) (Func, error)) service.Tool {
@@ -28,7 +29,7 @@ func TypedStart[In any](m *Manager, spec Spec, b tool.Binding, prepare func(ctx 
 		if fn == nil {
 			return tool.Errorf("start %s: nothing to run", spec.Noun), nil
 		}
-		st, err := m.Start(call.TenantID, fn)
+		st, err := m.Start(CallOwner(call), fn)
 		if err != nil {
 			return nil, err
 		}
@@ -38,7 +39,7 @@ func TypedStart[In any](m *Manager, spec Spec, b tool.Binding, prepare func(ctx 
 
 // Typed returns the start, status and cancel tools (Tools) of jobs that
 // run fn on m: <spec.Prefix>_start takes fn's arguments (In, checked as
-// NewTool does), starts fn as a job of the call's tenant and answers its
+// NewTool does), starts fn as a job of the call's tenant and session and answers its
 // ID at once; fn's result (its output, as service.Output makes it, or its
 // error as an is_error result) is the job's result. What fn reports with
 // call.Progress is the job's progress (Report), which

@@ -718,3 +718,50 @@ func TestOriginChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestCallOriginAndOwnTools: Options.Tools replaces the service's tools
+// over MCP (POST /tools keeps its own), and a handler learns from
+// service.MCPCallOrigin where its session_id came from: the client's MCP
+// session, a stateless request of its own, or a host's _meta.
+func TestCallOriginAndOwnTools(t *testing.T) {
+	f := newFixture()
+	originTool := service.Tool{
+		Binding: tool.Binding{Name: "origin", Description: "tell the origin", InputSchema: objSchema},
+		Handler: func(ctx context.Context, c *service.Call) *tool.Result {
+			o, ok := service.MCPCallOrigin(ctx)
+			return tool.TextResult("%d %v", o, ok)
+		},
+	}
+	ts, srv := startService(t, f, Options{Tools: []service.Tool{originTool}})
+	if _, ok := service.MCPCallOrigin(context.Background()); ok {
+		t.Fatal("CallOrigin of a context that is no MCP call's says ok")
+	}
+	if len(srv.Tools) == 0 || srv.Tools[0].Binding.Name != "echo" {
+		t.Fatalf("the service's own tools changed: %v", srv.Tools)
+	}
+	tests := []struct {
+		rev  string
+		meta mcp.Meta
+		want service.MCPOrigin
+	}{
+		{"2025-11-25", nil, service.MCPOriginSession},
+		{"2026-07-28", nil, service.MCPOriginRequest},
+		{"2025-11-25", mcp.Meta{MetaSessionID: "ses_1"}, service.MCPOriginHost},
+		{"2026-07-28", mcp.Meta{MetaSessionID: "ses_1"}, service.MCPOriginHost},
+		{"2026-07-28", mcp.Meta{MetaTenantID: "acme"}, service.MCPOriginRequest},
+	}
+	for _, tt := range tests {
+		cs := connect(t, ts.URL+Path, tt.rev, nil)
+		list, err := cs.ListTools(context.Background(), nil)
+		if err != nil || len(list.Tools) != 1 || list.Tools[0].Name != "origin" {
+			t.Fatalf("%s: tools/list = %v, %v; want only origin", tt.rev, list, err)
+		}
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "origin", Arguments: map[string]any{}, Meta: tt.meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := texts(res)[0], fmt.Sprintf("%d true", tt.want); got != want {
+			t.Errorf("%s with _meta %v: origin %s, want %s", tt.rev, tt.meta, got, want)
+		}
+	}
+}

@@ -92,6 +92,37 @@ type MCPOptions struct {
 	// request that arrived on a loopback address with a Host header that is
 	// not loopback. Set it only behind a reverse proxy on the same host.
 	AllowAnyHost bool
+	// Tools, when set, are what a Server serves over MCP instead of its
+	// own Tools: a service whose MCP clients need more than its HTTP
+	// callers (the sandbox's workspace handles for stateless clients).
+	Tools []Tool
+}
+
+// MCPOrigin says where the session_id of an MCP call came from, for a
+// tool that keeps state per session (MCPCallOrigin).
+type MCPOrigin int
+
+// The origins of an MCP call's session_id.
+const (
+	// MCPOriginHost: the MCPMetaSessionID of a host holding the token
+	// (brain), a session of the host's.
+	MCPOriginHost MCPOrigin = iota + 1
+	// MCPOriginSession: the client's MCP session (2025-11-25), "mcp-" +
+	// its ID, which lives until the session is closed or idle.
+	MCPOriginSession
+	// MCPOriginRequest: a stateless request (2026-07-28) with no session
+	// of its own: "mcp-req-" + a random ID made up for this one request,
+	// so nothing kept under it is ever asked for again.
+	MCPOriginRequest
+)
+
+type mcpOriginKey struct{}
+
+// MCPCallOrigin reports the MCPOrigin of the session_id of the call whose
+// context ctx is; ok is false for a call that did not come over MCP.
+func MCPCallOrigin(ctx context.Context) (o MCPOrigin, ok bool) {
+	o, ok = ctx.Value(mcpOriginKey{}).(MCPOrigin)
+	return o, ok
 }
 
 // MCPHandler serves MCP (Streamable HTTP) at one endpoint (GET, POST and
@@ -112,7 +143,8 @@ type MCPOptions struct {
 // Identity: tenant_id is MCPOptions.Tenant; session_id is "mcp-" + the MCP
 // session ID (2025-11-25), or a fresh "mcp-req-" + random ID per stateless
 // request; call_id is "mcp-call-" + 128 random bits; a host may state all
-// three in _meta (MCPMetaTenantID and the rest).
+// three in _meta (MCPMetaTenantID and the rest). A handler learns which of
+// these its session_id is from MCPCallOrigin.
 //
 // Results: text and image blocks, structuredContent (with a text block of
 // its JSON when the tool sent no content, as MCP asks), isError, and
@@ -282,8 +314,16 @@ func (s *Server) CheckMCP() error {
 	if s.Config.DisableMCP {
 		return nil
 	}
-	_, err := NewMCPHandler(s.Tools, s.mcpOptions())
+	_, err := NewMCPHandler(s.mcpTools(), s.mcpOptions())
 	return err
+}
+
+// mcpTools are the tools s serves over MCP: MCPOptions.Tools, or s.Tools.
+func (s *Server) mcpTools() []Tool {
+	if s.MCP.Tools != nil {
+		return s.MCP.Tools
+	}
+	return s.Tools
 }
 
 // mountMCP mounts /mcp behind the bearer check, so it takes exactly the
@@ -291,7 +331,7 @@ func (s *Server) CheckMCP() error {
 // MCP is left out (see CheckMCP).
 func (s *Server) mountMCP(r *httprouter.Router) {
 	var h http.Handler
-	mh, err := newMCPHandler(s.Tools, s.mcpOptions(), true)
+	mh, err := newMCPHandler(s.mcpTools(), s.mcpOptions(), true)
 	if err != nil {
 		s.Logger.Error("mcp endpoint not served", "err", err)
 		h = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -412,16 +452,21 @@ func newMCPAdapter(t *Tool, tenant string, logger *slog.Logger) (*mcpAdapter, er
 func (a *mcpAdapter) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	r := tool.Request{TenantID: a.tenant, CallID: "mcp-call-" + rand.Text(), Arguments: req.Params.Arguments}
+	origin := MCPOriginRequest
 	if sid := req.Session.ID(); sid != "" {
-		r.SessionID = "mcp-" + sid
+		r.SessionID, origin = "mcp-"+sid, MCPOriginSession
 	} else {
 		r.SessionID = "mcp-req-" + rand.Text()
 	}
 	for key, dst := range map[string]*string{MCPMetaTenantID: &r.TenantID, MCPMetaSessionID: &r.SessionID, MCPMetaCallID: &r.CallID} {
 		if v, ok := req.Params.Meta[key].(string); ok && v != "" && len(v) <= MCPMaxMetaID && utf8.ValidString(v) {
 			*dst = v
+			if key == MCPMetaSessionID {
+				origin = MCPOriginHost
+			}
 		}
 	}
+	ctx = context.WithValue(ctx, mcpOriginKey{}, origin)
 	if len(bytes.TrimSpace(r.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(r.Arguments), []byte("null")) {
 		r.Arguments = json.RawMessage(`{}`)
 	}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/daytona"
@@ -38,8 +37,14 @@ type Config struct {
 	// Idle is how long a session's workspace (and remote sandbox) lives
 	// after its last call.
 	Idle time.Duration `env:"SANDBOX_IDLE" envDefault:"30m"`
-	// MaxWorkspaces caps the workspaces that exist at once.
+	// MaxWorkspaces caps the workspaces of brain's sessions that exist at
+	// once.
 	MaxWorkspaces int `env:"SANDBOX_MAX_WORKSPACES" envDefault:"1000"`
+	// MCPMaxWorkspaces caps those of MCP clients without brain's identity
+	// (their MCP sessions, workspace handles, stateless one-shot calls):
+	// a quota of their own, so MCP traffic cannot lock brain's sessions
+	// out.
+	MCPMaxWorkspaces int `env:"SANDBOX_MCP_MAX_WORKSPACES" envDefault:"100"`
 	// UIDBase is the first host uid of session sandboxes (local backend,
 	// service running as root); 0 runs them as the service's own uid.
 	UIDBase int `env:"SANDBOX_UID_BASE" envDefault:"200000"`
@@ -113,6 +118,12 @@ func (c *Config) Validate() error {
 	if c.QuotaEvery < 10*time.Millisecond || c.QuotaEvery > 10*time.Second {
 		errs = append(errs, fmt.Errorf("SANDBOX_QUOTA_INTERVAL must be from 10ms to 10s, got %s", c.QuotaEvery))
 	}
+	if c.MaxWorkspaces < 1 {
+		errs = append(errs, fmt.Errorf("SANDBOX_MAX_WORKSPACES must be at least 1, got %d", c.MaxWorkspaces))
+	}
+	if c.MCPMaxWorkspaces < 1 {
+		errs = append(errs, fmt.Errorf("SANDBOX_MCP_MAX_WORKSPACES must be at least 1, got %d", c.MCPMaxWorkspaces))
+	}
 	if c.Idle < time.Minute {
 		errs = append(errs, fmt.Errorf("SANDBOX_IDLE must be at least 1m, got %s", c.Idle))
 	}
@@ -172,7 +183,8 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 	// before the local backend's probe runs a sandbox in it.
 	var be backend.Backend
 	wsm, err := workspace.New(workspace.Options{
-		Root: cfg.Root, Quota: cfg.Quota, Idle: cfg.Idle, UIDBase: uidBase, MaxWorkspaces: cfg.MaxWorkspaces,
+		Root: cfg.Root, Quota: cfg.Quota, Idle: cfg.Idle, UIDBase: uidBase,
+		MaxWorkspaces: cfg.MaxWorkspaces, MaxMCPWorkspaces: cfg.MCPMaxWorkspaces,
 		OnRemove: func(ctx context.Context, ws *workspace.Workspace) error { return be.Release(ctx, ws) },
 		Logger:   logger,
 	})
@@ -183,7 +195,7 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 	case "local":
 		probeUID := -1
 		if uidBase > 0 {
-			probeUID = uidBase + cfg.MaxWorkspaces
+			probeUID = uidBase + wsm.Slots()
 		}
 		be, err = local.New(ctx, local.Config{
 			Bwrap: cfg.Bwrap, Shell: cfg.Shell, ReadOnly: cfg.ReadOnly, TmpSize: cfg.TmpBytes,
@@ -208,13 +220,23 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 	ts := tools.New(tools.Limits{
 		DefaultTimeout: cfg.DefaultTimeout, DefaultJobTimeout: cfg.DefaultJobTimeout,
 		HeadBytes: cfg.HeadBytes, TailBytes: cfg.TailBytes, MaxJobsPerSession: cfg.MaxJobsPerSession,
+		Tenants: cfg.Tenants,
 	}, wsm, be, logger)
 	srv := &service.Server{
 		Name: "sandbox", Config: cfg.Config, Logger: logger, Tools: ts.Tools(),
 		Health: func(ctx context.Context) (map[string]any, error) {
-			detail := map[string]any{"backend": be.Name(), "workspaces": wsm.Count()}
+			n, busy := wsm.CountIn(workspace.Sessions)
+			mn, mbusy := wsm.CountIn(workspace.MCP)
+			detail := map[string]any{"backend": be.Name(), "workspaces": n, "workspaces_in_use": busy, "mcp_workspaces": mn, "mcp_workspaces_in_use": mbusy}
 			return detail, be.Check(ctx)
 		},
+	}
+	// The same tools, for MCP clients, at /mcp behind the same bearer
+	// check, with workspace handles for clients without sessions.
+	srv.MCP = service.MCPOptions{Tools: ts.MCPTools()}
+	if err := srv.CheckMCP(); err != nil {
+		wsm.Close()
+		return nil, err
 	}
 	return &Service{Server: srv, Tools: ts, Workspaces: wsm, Backend: be}, nil
 }
@@ -240,10 +262,6 @@ func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	defer stopSweep()
 	go s.Workspaces.Run(sweepCtx)
 	logger.Info("sandbox ready", "backend", s.Backend.Name(), "root", s.Workspaces.Root(), "idle", cfg.Idle.String())
-	// The same tools, for MCP clients, at /mcp behind the same bearer check.
-	if err := mcpserver.Attach(s.Server, mcpserver.Options{Logger: logger}); err != nil {
-		return errors.Join(err, ln.Close())
-	}
 	serveErr := service.Serve(ctx, ln, s.Server)
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

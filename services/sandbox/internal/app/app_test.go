@@ -52,6 +52,7 @@ func testEnviron(t *testing.T) map[string]string {
 		"SANDBOX_UID_BASE":    strconv.Itoa(4_000_000 + int(n.Int64())*1000),
 		"SANDBOX_IDLE":        "1h",
 		"SANDBOX_QUOTA_BYTES": strconv.Itoa(256 << 20),
+		"TOOL_TENANTS":        "tenant-a,tenant-b",
 	}
 }
 
@@ -768,5 +769,34 @@ func TestStartRefusesAnUnreachableRoot(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
+	}
+}
+
+// TestWorkspaceIdentity is the tester's report through the service: tenant
+// tenantA with session "s\x001" and tenant "tenantA\x00s" with session "1"
+// shared a workspace, and tenants outside TOOL_TENANTS were served. Now the
+// second is refused by name, and two sessions whose IDs differ only in
+// where a NUL byte falls get workspaces of their own.
+func TestWorkspaceIdentity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"TOOL_TENANTS": "tenantA"})
+	w := h.callAs("tenantA", "s\x001", "sandbox_write_file", map[string]any{"path": "mine", "content": "A"})
+	if w.Result.IsError {
+		t.Fatalf("write: %s", w.Text())
+	}
+	for _, tt := range []struct{ tenant, session, want string }{
+		{"tenantA\x00s", "1", `sandbox_read_file: tenant "tenantA\x00s" is not served here (the service's TOOL_TENANTS does not list it)`},
+		{"other", "s\x001", `sandbox_read_file: tenant "other" is not served here (the service's TOOL_TENANTS does not list it)`},
+		{"tenantA", "s\x00", "sandbox_read_file: read mine: no such file or directory"},
+		{"tenantA", "s", "sandbox_read_file: read mine: no such file or directory"},
+		{"tenantA", "\x001", "sandbox_read_file: read mine: no such file or directory"},
+	} {
+		r := h.callAs(tt.tenant, tt.session, "sandbox_read_file", map[string]any{"path": "mine"})
+		if !r.Result.IsError || r.Text() != tt.want {
+			t.Errorf("%q/%q: is_error %v %q, want %q", tt.tenant, tt.session, r.Result.IsError, r.Text(), tt.want)
+		}
+	}
+	if r := h.callAs("tenantA", "s\x001", "sandbox_read_file", map[string]any{"path": "mine"}); r.Structured(t)["content"] != "A" {
+		t.Fatalf("the owner's own read: %s", r.Text())
 	}
 }

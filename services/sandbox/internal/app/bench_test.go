@@ -128,6 +128,6 @@ func newBenchHarness(b *testing.B) *harness {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { os.RemoveAll(root) })
-	environ := map[string]string{"BRAIN_TOOLS_KEY": testToken, "SANDBOX_ROOT": root, "SANDBOX_UID_BASE": "5000000", "LOG_LEVEL": "error"}
+	environ := map[string]string{"BRAIN_TOOLS_KEY": testToken, "SANDBOX_ROOT": root, "SANDBOX_UID_BASE": "5000000", "LOG_LEVEL": "error", "TOOL_TENANTS": "bench"}
 	return startHarness(b, environ)
 }

@@ -22,6 +22,7 @@ func TestRemoteBackendsThroughTheTools(t *testing.T) {
 			root := t.TempDir()
 			env["BRAIN_TOOLS_KEY"] = testToken
 			env["SANDBOX_ROOT"] = root
+			env["TOOL_TENANTS"] = "tenant-a"
 			h := startHarness(t, env)
 			if h.svc.Backend.Name() != name {
 				t.Fatalf("backend %s", h.svc.Backend.Name())

@@ -25,6 +25,7 @@ type execArgs struct {
 	Env            map[string]string `json:"env,omitempty"`
 	Stdin          *string           `json:"stdin,omitempty"`
 	TimeoutSeconds *int              `json:"timeout_seconds,omitempty"`
+	Workspace      *string           `json:"workspace,omitempty"`
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -428,7 +429,7 @@ func (s *Service) execTool() service.Tool {
 			if bad != nil {
 				return bad
 			}
-			ws, release, bad := s.acquire(call)
+			ws, release, bad := s.acquire(ctx, call, args.Workspace)
 			if bad != nil {
 				return bad
 			}

@@ -18,6 +18,8 @@ type writeArgs struct {
 	Path     string `json:"path"`
 	Content  string `json:"content"`
 	Encoding string `json:"encoding,omitempty"`
+	// Workspace is the handle of MCP clients without a session (scope.go).
+	Workspace *string `json:"workspace,omitempty"`
 }
 
 func (s *Service) writeFileTool() service.Tool {
@@ -65,7 +67,7 @@ func (s *Service) writeFileTool() service.Tool {
 			if len(data) > s.lim.MaxWriteBytes {
 				return fieldErr("content", "%d bytes is over the limit of %d", len(data), s.lim.MaxWriteBytes)
 			}
-			ws, release, bad := s.acquire(call)
+			ws, release, bad := s.acquire(ctx, call, args.Workspace)
 			if bad != nil {
 				return bad
 			}
@@ -83,6 +85,7 @@ type readArgs struct {
 	Path     string `json:"path"`
 	Offset   *int64 `json:"offset,omitempty"`
 	MaxBytes *int   `json:"max_bytes,omitempty"`
+	Workspace *string `json:"workspace,omitempty"`
 }
 
 func (s *Service) readFileTool() service.Tool {
@@ -132,7 +135,7 @@ func (s *Service) readFileTool() service.Tool {
 				}
 				limit = *args.MaxBytes
 			}
-			ws, release, bad := s.acquire(call)
+			ws, release, bad := s.acquire(ctx, call, args.Workspace)
 			if bad != nil {
 				return bad
 			}
@@ -210,6 +213,7 @@ type listArgs struct {
 	Path       string `json:"path,omitempty"`
 	Depth      *int   `json:"depth,omitempty"`
 	MaxEntries *int   `json:"max_entries,omitempty"`
+	Workspace  *string `json:"workspace,omitempty"`
 }
 
 func (s *Service) listFilesTool() service.Tool {
@@ -255,7 +259,7 @@ func (s *Service) listFilesTool() service.Tool {
 				}
 				limit = *args.MaxEntries
 			}
-			ws, release, bad := s.acquire(call)
+			ws, release, bad := s.acquire(ctx, call, args.Workspace)
 			if bad != nil {
 				return bad
 			}

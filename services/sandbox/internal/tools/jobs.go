@@ -51,12 +51,20 @@ func (s *Service) startTool() service.Tool {
 			if bad != nil {
 				return bad
 			}
-			ws, release, bad := s.acquire(call)
+			sc, bad := s.scopeOf(ctx, call, args.Workspace)
+			if bad != nil {
+				return bad
+			}
+			if sc.oneShot {
+				return tool.Errorf("sandbox_start: this stateless MCP request has no session to keep the command in, so no later call could ask for it: " +
+					"open a workspace with sandbox_workspace_open and pass its handle as workspace to sandbox_start, sandbox_status and sandbox_cancel")
+			}
+			ws, release, bad := s.acquireScope(call, sc)
 			if bad != nil {
 				return bad
 			}
 			r := s.newRun()
-			jr := &jobRun{run: r, owner: jobs.CallOwner(call), command: req.Command}
+			jr := &jobRun{run: r, owner: sc.owner, command: req.Command}
 			st, err := s.jobs.Start(jr.owner, func(ctx context.Context) *tool.Result {
 				defer release()
 				res := s.execute(ctx, ws, req, r, nil)
@@ -94,8 +102,9 @@ func (s *Service) purgeLocked() {
 }
 
 type jobIDArgs struct {
-	JobID       string `json:"job_id"`
-	WaitSeconds *int   `json:"wait_seconds,omitempty"`
+	JobID       string  `json:"job_id"`
+	WaitSeconds *int    `json:"wait_seconds,omitempty"`
+	Workspace   *string `json:"workspace,omitempty"`
 }
 
 func (a jobIDArgs) Validate() error {
@@ -132,8 +141,12 @@ func (s *Service) statusTool() service.Tool {
 			if args.WaitSeconds != nil {
 				wait = time.Duration(*args.WaitSeconds) * time.Second
 			}
-			st, err := s.jobs.Status(ctx, jobs.CallOwner(call), args.JobID, wait)
-			return s.jobAnswer("status", args.JobID, st, err, call)
+			sc, bad := s.scopeOf(ctx, call, args.Workspace)
+			if bad != nil {
+				return bad
+			}
+			st, err := s.jobs.Status(ctx, sc.owner, args.JobID, wait)
+			return s.jobAnswer("status", args.JobID, st, err, call, sc)
 		}),
 	}
 }
@@ -156,8 +169,12 @@ func (s *Service) cancelTool() service.Tool {
 			if args.WaitSeconds != nil {
 				return fieldErr("wait_seconds", "unknown field for sandbox_cancel")
 			}
-			st, err := s.jobs.Cancel(ctx, jobs.CallOwner(call), args.JobID)
-			return s.jobAnswer("cancel", args.JobID, st, err, call)
+			sc, bad := s.scopeOf(ctx, call, args.Workspace)
+			if bad != nil {
+				return bad
+			}
+			st, err := s.jobs.Cancel(ctx, sc.owner, args.JobID)
+			return s.jobAnswer("cancel", args.JobID, st, err, call, sc)
 		}),
 	}
 }
@@ -172,10 +189,17 @@ func (s *Service) cancelTool() service.Tool {
 //   - an ID of this run that is not this session's or was forgotten
 //     (jobs.ErrNotFound): is_error "no command <id> in this session", with
 //     the retention rule. Both cases read the same for every session.
-func (s *Service) jobAnswer(op, id string, st jobs.Status, err error, call *service.Call) *tool.Result {
+func (s *Service) jobAnswer(op, id string, st jobs.Status, err error, call *service.Call, sc scope) *tool.Result {
 	if errors.Is(err, jobs.ErrNotFound) {
-		return tool.Errorf("sandbox_%s: no command %s in this session: either it is not this session's, or it ended more than %s ago and was forgotten (a command is kept until %s after it ends)",
-			op, id, forHumans(jobRetention), forHumans(jobRetention))
+		where, hint := "this session", ""
+		switch {
+		case sc.owner.Handle != "":
+			where = "this workspace"
+		case sc.oneShot:
+			hint = "; a stateless MCP request has no session of its own: pass the workspace handle the command was started with"
+		}
+		return tool.Errorf("sandbox_%s: no command %s in %s: either it is not this %s's, or it ended more than %s ago and was forgotten (a command is kept until %s after it ends)%s",
+			op, id, where, strings.TrimPrefix(where, "this "), forHumans(jobRetention), forHumans(jobRetention), hint)
 	}
 	var ie *jobs.InstanceError
 	if errors.As(err, &ie) {

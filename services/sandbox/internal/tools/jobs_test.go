@@ -45,7 +45,7 @@ func TestJobAnswersAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	for _, be := range []string{"local", "e2b"} {
 		t.Run(be, func(t *testing.T) {
-			before := New(Limits{}, nil, namedBackend{name: be}, nil)
+			before := New(Limits{Tenants: []string{"t1", "t2"}}, nil, namedBackend{name: be}, nil)
 			old, err := before.jobs.Start(jobs.Owner{Tenant: "t1", Session: "s1"}, func(ctx context.Context) *tool.Result {
 				<-ctx.Done()
 				return tool.Errorf("killed")
@@ -55,7 +55,7 @@ func TestJobAnswersAfterRestart(t *testing.T) {
 			}
 			before.Close(ctx) // the process ends, and the job with it
 
-			s := New(Limits{}, nil, namedBackend{name: be}, nil)
+			s := New(Limits{Tenants: []string{"t1", "t2"}}, nil, namedBackend{name: be}, nil)
 			defer s.Close(ctx)
 			ifRunning := "it was killed with the service, with every process it started"
 			if be != "local" {

@@ -65,6 +65,9 @@ type Limits struct {
 	ProgressBytes int
 	// MaxJobsPerSession caps running jobs of one session.
 	MaxJobsPerSession int
+	// Tenants are the tenants whose calls are served (TOOL_TENANTS); a call
+	// of any other tenant is refused. Empty serves none.
+	Tenants []string
 }
 
 // DefaultLimits are used for the zero fields of Limits.
@@ -129,6 +132,8 @@ type Service struct {
 	jobs *jobs.Manager
 	log  *slog.Logger
 
+	tenants map[string]bool
+
 	mu   sync.Mutex
 	runs map[string]*jobRun // live output of jobs, by job ID
 }
@@ -139,8 +144,12 @@ func New(lim Limits, ws *workspace.Manager, be backend.Backend, logger *slog.Log
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	tenants := map[string]bool{}
+	for _, t := range lim.Tenants {
+		tenants[t] = true
+	}
 	return &Service{
-		lim: lim, ws: ws, be: be, log: logger,
+		lim: lim, ws: ws, be: be, log: logger, tenants: tenants,
 		jobs: jobs.NewManager(jobs.Options{MaxRunningPerOwner: lim.MaxJobsPerSession, Retention: jobRetention}),
 		runs: map[string]*jobRun{},
 	}
@@ -152,9 +161,10 @@ func (s *Service) Limits() Limits { return s.lim }
 // Close kills every running job and waits for them, or for ctx.
 func (s *Service) Close(ctx context.Context) error { return s.jobs.Close(ctx) }
 
-// Tools returns the service's tools.
+// Tools returns the service's tools, as POST /tools/<name> serves them.
+// Each refuses a tenant outside Limits.Tenants.
 func (s *Service) Tools() []service.Tool {
-	return []service.Tool{
+	return s.guard([]service.Tool{
 		s.execTool(),
 		s.startTool(),
 		s.statusTool(),
@@ -162,20 +172,7 @@ func (s *Service) Tools() []service.Tool {
 		s.writeFileTool(),
 		s.readFileTool(),
 		s.listFilesTool(),
-	}
-}
-
-// acquire opens the call's session workspace.
-func (s *Service) acquire(call *service.Call) (*workspace.Workspace, func(), *tool.Result) {
-	ws, release, err := s.ws.Acquire(call.TenantID, call.SessionID)
-	if err != nil {
-		call.Logger.Error("acquire workspace", "err", err)
-		if errors.Is(err, workspace.ErrFull) {
-			return nil, nil, tool.Errorf("sandbox: no room for a new workspace (the service's workspace limit is reached); try again later")
-		}
-		return nil, nil, tool.Errorf("sandbox: open the session's workspace: internal error")
-	}
-	return ws, release, nil
+	})
 }
 
 // fileError turns a backend file error into an is_error result.

@@ -2,27 +2,37 @@
 // persists across that session's sandbox calls, measures it against a disk
 // quota, and removes it after it has been idle for a while.
 //
+// A workspace belongs to a jobs.Owner: a tenant and a session, or a tenant
+// and a handle (OpenHandle) for clients without sessions. Workspaces come
+// from two pools with quotas of their own (Options.MaxWorkspaces and
+// MaxMCPWorkspaces), so MCP clients can never take the workspaces brain's
+// sessions need; a workspace acquired with Use.Once (a stateless request's
+// one call) is removed as soon as that call lets it go.
+//
 // Layout under Root:
 //
-//	<key>/meta.json   tenant, session, slot, creation time; its mtime is the last use
+//	<key>/meta.json   owner, pool, slot, creation time; its mtime is the last use
 //	<key>/files/      the workspace itself: what a sandbox sees as /workspace
 //	.trash-*          workspaces being removed
 //
-// key is a hash of tenant and session, so no ID can reach outside Root or
-// collide with another. The sandbox can change anything in files/ but never
-// meta.json, which lives beside it.
+// key is a hash of an injective encoding of the owner (see Key), so no ID
+// can reach outside Root and no two owners share a workspace, whatever
+// bytes their IDs hold. The sandbox can change anything in files/ but
+// never meta.json, which lives beside it.
 //
 // Each workspace gets a slot; with UIDBase set, its files belong to host
 // uid UIDBase+slot, under which the local backend runs that session's
 // commands. Distinct uids keep sessions apart even if a mount were shared,
 // and give each session its own RLIMIT_NPROC count (the kernel counts
-// processes per real uid, and not at all for root).
+// processes per real uid, and not at all for root). Slots of the sessions
+// pool come first, then those of the MCP pool (see UIDs).
 package workspace
 
 import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -36,13 +46,18 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/jobs"
 )
 
 // Workspace is one session's directory. Fields are read-only.
 type Workspace struct {
-	// Tenant and Session are the request body's tenant_id and session_id.
-	Tenant, Session string
-	// Key names the workspace on disk: hex SHA-256 of tenant and session.
+	// Owner is the workspace's tenant and session (the request body's
+	// tenant_id and session_id), or tenant and handle.
+	Owner jobs.Owner
+	// Pool is the pool whose quota the workspace counts against.
+	Pool Pool
+	// Key names the workspace on disk: see Key.
 	Key string
 	// ID is unique to this life of the workspace: a workspace removed and
 	// created again for the same session gets a new ID. Backends key remote
@@ -57,7 +72,49 @@ type Workspace struct {
 
 	meta     string
 	busy     int
+	once     bool // remove when busy drops to 0 (Use.Once, CloseHandle)
 	lastUsed time.Time
+}
+
+// SessionName is the session the workspace belongs to, for logs and a
+// provider's labels: its session_id, or "handle" for a handle's workspace
+// (the handle is a secret and never leaves the service).
+func (ws *Workspace) SessionName() string {
+	if ws.Owner.Handle != "" {
+		return "handle"
+	}
+	return ws.Owner.Session
+}
+
+// Pool names a pool of workspaces with a quota of its own.
+type Pool int
+
+// The pools.
+const (
+	// Sessions holds the workspaces of the host's sessions (brain's, over
+	// HTTP or over MCP with the host's _meta identity):
+	// Options.MaxWorkspaces.
+	Sessions Pool = iota
+	// MCP holds those of MCP clients that have no host session: an MCP
+	// session's, a handle's, a stateless request's: Options.MaxMCPWorkspaces.
+	MCP
+)
+
+func (p Pool) String() string {
+	if p == MCP {
+		return "mcp"
+	}
+	return "sessions"
+}
+
+// Use says how a call uses a workspace.
+type Use struct {
+	// Pool is the pool a workspace created for this use counts against.
+	Pool Pool
+	// Once removes the workspace when this use ends, unless another use
+	// still holds it: the workspace of a call that has no session to
+	// come back in (a stateless MCP request).
+	Once bool
 }
 
 // Options configure a Manager.
@@ -75,9 +132,11 @@ type Options struct {
 	// UIDBase, when > 0, gives the workspace in slot n the host uid and gid
 	// UIDBase+n. Needs root (chown). 0 leaves files to the service's uid.
 	UIDBase int
-	// MaxWorkspaces caps how many workspaces exist at once; also the number
-	// of uids from UIDBase. Default 1000.
+	// MaxWorkspaces caps how many workspaces of the Sessions pool exist at
+	// once. Default 1000.
 	MaxWorkspaces int
+	// MaxMCPWorkspaces caps those of the MCP pool. Default 100.
+	MaxMCPWorkspaces int
 	// OnRemove, when set, runs after a workspace is taken out of service
 	// and before its files are deleted (a remote backend deletes its
 	// sandbox there). Its error is logged.
@@ -88,8 +147,20 @@ type Options struct {
 	Now func() time.Time
 }
 
-// ErrFull is returned by Acquire when MaxWorkspaces workspaces exist.
+// ErrFull is returned by Acquire when the pool's quota of workspaces
+// exist.
 var ErrFull = errors.New("too many workspaces")
+
+// ErrNoHandle is returned for a handle that this manager did not issue to
+// the tenant, or that was closed or expired.
+var ErrNoHandle = errors.New("no such workspace handle")
+
+// HandlePrefix starts every handle OpenHandle issues; HandlePattern is the
+// JSON Schema pattern of a handle.
+const (
+	HandlePrefix  = "ws_"
+	HandlePattern = "^ws_[a-z2-7]{26}$"
+)
 
 // Manager owns the workspaces under one root.
 type Manager struct {
@@ -104,10 +175,16 @@ type Manager struct {
 
 type meta struct {
 	Tenant  string    `json:"tenant_id"`
-	Session string    `json:"session_id"`
+	Session string    `json:"session_id,omitempty"`
+	Handle  string    `json:"handle,omitempty"`
+	Pool    Pool      `json:"pool"`
 	ID      string    `json:"id"`
 	Slot    int       `json:"slot"`
 	Created time.Time `json:"created"`
+}
+
+func (md meta) owner() jobs.Owner {
+	return jobs.Owner{Tenant: md.Tenant, Session: md.Session, Handle: md.Handle}
 }
 
 // New opens the workspaces under opts.Root, keeping those a previous run
@@ -126,6 +203,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.MaxWorkspaces <= 0 {
 		opts.MaxWorkspaces = 1000
+	}
+	if opts.MaxMCPWorkspaces <= 0 {
+		opts.MaxMCPWorkspaces = 100
 	}
 	m := &Manager{opts: opts, now: opts.Now, log: opts.Logger, byKey: map[string]*Workspace{}, slots: map[int]*Workspace{}}
 	if m.now == nil {
@@ -187,15 +267,28 @@ func (m *Manager) load(key string) (*Workspace, error) {
 	if err := json.Unmarshal(data, &md); err != nil {
 		return nil, fmt.Errorf("meta.json: %w", err)
 	}
-	if Key(md.Tenant, md.Session) != key {
-		return nil, fmt.Errorf("meta.json names another workspace")
+	if want := Key(md.owner()); want != key {
+		if md.Handle != "" || legacyKey(md.Tenant, md.Session) != key {
+			return nil, fmt.Errorf("meta.json names another workspace")
+		}
+		// A workspace of a run before keys were injective: move it to its
+		// key now, unless the new key is taken.
+		if _, err := os.Lstat(filepath.Join(m.opts.Root, want)); err == nil {
+			return nil, fmt.Errorf("meta.json names workspace %s, which exists too", want)
+		}
+		if err := os.Rename(dir, filepath.Join(m.opts.Root, want)); err != nil {
+			return nil, fmt.Errorf("move to key %s: %w", want, err)
+		}
+		key, dir = want, filepath.Join(m.opts.Root, want)
+		metaPath = filepath.Join(dir, "meta.json")
 	}
 	st, err := os.Stat(metaPath)
 	if err != nil {
 		return nil, err
 	}
-	if _, taken := m.slots[md.Slot]; taken || md.Slot < 0 || md.Slot >= m.opts.MaxWorkspaces {
-		return nil, fmt.Errorf("slot %d is out of range or taken", md.Slot)
+	lo, hi := m.slotRange(md.Pool)
+	if _, taken := m.slots[md.Slot]; taken || md.Slot < lo || md.Slot >= hi {
+		return nil, fmt.Errorf("slot %d is out of range of pool %s or taken", md.Slot, md.Pool)
 	}
 	ws := m.newWorkspace(md, key)
 	ws.lastUsed = st.ModTime()
@@ -206,7 +299,7 @@ func (m *Manager) load(key string) (*Workspace, error) {
 func (m *Manager) newWorkspace(md meta, key string) *Workspace {
 	dir := filepath.Join(m.opts.Root, key)
 	ws := &Workspace{
-		Tenant: md.Tenant, Session: md.Session, Key: key, ID: md.ID,
+		Owner: md.owner(), Pool: md.Pool, Key: key, ID: md.ID,
 		Dir: filepath.Join(dir, "files"), meta: filepath.Join(dir, "meta.json"),
 		UID: -1, GID: -1, Created: md.Created,
 	}
@@ -266,8 +359,29 @@ func ancestors(p string) []string {
 	return out
 }
 
-// Key returns the on-disk name of the workspace of tenant and session.
-func Key(tenant, session string) string {
+// Key returns the on-disk name of owner's workspace: 40 hex digits (160
+// bits) of SHA-256 over an injective encoding of the owner — a version
+// byte, then the kind (session or handle), the tenant and the session or
+// handle, each ID preceded by its length — so two distinct owners never
+// share a workspace, whatever bytes their IDs hold (tenant "a" with
+// session "b\x00c" and tenant "a\x00b" with session "c" are two).
+func Key(owner jobs.Owner) string {
+	kind, name := byte('s'), owner.Session
+	if owner.Handle != "" {
+		kind, name = 'h', owner.Handle
+	}
+	h := sha256.New()
+	h.Write([]byte{2, kind})
+	for _, v := range []string{owner.Tenant, name} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(v))))
+		h.Write([]byte(v))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:40]
+}
+
+// legacyKey is the key of runs before Key: tenant, NUL, session, which
+// two owners could share. New moves such a workspace to its Key.
+func legacyKey(tenant, session string) string {
 	h := sha256.New()
 	h.Write([]byte(tenant))
 	h.Write([]byte{0})
@@ -275,50 +389,138 @@ func Key(tenant, session string) string {
 	return hex.EncodeToString(h.Sum(nil))[:40]
 }
 
+// slotRange returns the slots of pool: [lo, hi).
+func (m *Manager) slotRange(p Pool) (lo, hi int) {
+	if p == MCP {
+		return m.opts.MaxWorkspaces, m.opts.MaxWorkspaces + m.opts.MaxMCPWorkspaces
+	}
+	return 0, m.opts.MaxWorkspaces
+}
+
+// Slots is the number of slots of both pools together: with UIDBase set,
+// workspace uids are UIDBase to UIDBase+Slots-1 (UIDs).
+func (m *Manager) Slots() int { return m.opts.MaxWorkspaces + m.opts.MaxMCPWorkspaces }
+
 // Quota returns the disk quota of every workspace in bytes.
 func (m *Manager) Quota() int64 { return m.opts.Quota }
+
+// Idle returns how long a workspace may go unused before it is removed.
+func (m *Manager) Idle() time.Duration { return m.opts.Idle }
 
 // Root returns the absolute directory holding the workspaces.
 func (m *Manager) Root() string { return m.opts.Root }
 
-// Acquire returns the workspace of tenant and session, creating it if
-// needed, and marks it in use until release is called: a workspace in use
-// is never removed. Each Acquire counts as a use for the idle timer.
+// Acquire returns the workspace of tenant and session in the Sessions
+// pool, creating it if needed: AcquireFor with jobs.Owner{tenant, session}
+// and Use{}.
 func (m *Manager) Acquire(tenant, session string) (ws *Workspace, release func(), err error) {
-	if tenant == "" || session == "" {
-		return nil, nil, errors.New("workspace: tenant and session are required")
+	return m.AcquireFor(jobs.Owner{Tenant: tenant, Session: session}, Use{})
+}
+
+// AcquireFor returns owner's workspace, creating a session's if needed (a
+// handle's only OpenHandle creates: ErrNoHandle otherwise), and marks it
+// in use until release is called: a workspace in use is never removed.
+// Each use counts for the idle timer. A workspace created here counts
+// against use.Pool; with use.Once it is removed when release is called and
+// no other use holds it. ErrFull when the pool is full.
+func (m *Manager) AcquireFor(owner jobs.Owner, use Use) (ws *Workspace, release func(), err error) {
+	switch {
+	case owner.Tenant == "":
+		return nil, nil, errors.New("workspace: tenant is required")
+	case owner.Session == "" && owner.Handle == "":
+		return nil, nil, errors.New("workspace: session is required")
+	case owner.Session != "" && owner.Handle != "":
+		return nil, nil, errors.New("workspace: give a session or a handle, not both")
 	}
-	key := Key(tenant, session)
+	key := Key(owner)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, nil, errors.New("workspace: manager is closed")
 	}
 	ws = m.byKey[key]
-	if ws == nil {
-		ws, err = m.createLocked(tenant, session, key)
+	switch {
+	case ws != nil && ws.once && owner.Handle != "":
+		// A closed handle: gone for every new use.
+		return nil, nil, ErrNoHandle
+	case ws == nil && owner.Handle != "":
+		return nil, nil, ErrNoHandle
+	case ws == nil:
+		ws, err = m.createLocked(meta{Tenant: owner.Tenant, Session: owner.Session, Pool: use.Pool}, key)
 		if err != nil {
 			return nil, nil, err
 		}
+		ws.once = use.Once
+	case !use.Once:
+		// A session that came back in a call that keeps it.
+		ws.once = false
 	}
 	ws.busy++
 	ws.lastUsed = m.now()
-	var once sync.Once
-	return ws, func() { once.Do(func() { m.release(ws) }) }, nil
+	var done sync.Once
+	return ws, func() { done.Do(func() { m.release(ws) }) }, nil
 }
 
-func (m *Manager) createLocked(tenant, session, key string) (*Workspace, error) {
+// OpenHandle creates a workspace in the MCP pool for tenant and returns
+// its handle: HandlePrefix and 26 characters of base32, 128 bits from
+// crypto/rand (jobs.NewID), so it cannot be guessed. The handle is tied to
+// tenant: AcquireFor with the handle and another tenant is ErrNoHandle.
+// It lives, like a session's workspace, until it has been idle for
+// Options.Idle, or until CloseHandle.
+func (m *Manager) OpenHandle(tenant string) (string, *Workspace, error) {
+	if tenant == "" {
+		return "", nil, errors.New("workspace: tenant is required")
+	}
+	handle := HandlePrefix + jobs.NewID()
+	key := Key(jobs.HandleOwner(tenant, handle))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return "", nil, errors.New("workspace: manager is closed")
+	}
+	ws, err := m.createLocked(meta{Tenant: tenant, Handle: handle, Pool: MCP}, key)
+	if err != nil {
+		return "", nil, err
+	}
+	return handle, ws, nil
+}
+
+// CloseHandle removes the workspace of tenant's handle now, or when its
+// last use ends; from now on the handle is ErrNoHandle.
+func (m *Manager) CloseHandle(ctx context.Context, tenant, handle string) error {
+	key := Key(jobs.HandleOwner(tenant, handle))
+	m.mu.Lock()
+	ws := m.byKey[key]
+	if ws == nil || ws.once {
+		m.mu.Unlock()
+		return ErrNoHandle
+	}
+	ws.once = true
+	var trash string
+	remove := ws.busy == 0
+	if remove {
+		trash = m.takeOutLocked(ws)
+	}
+	m.mu.Unlock()
+	if remove {
+		m.remove(ctx, ws, trash)
+	}
+	return nil
+}
+
+func (m *Manager) createLocked(md meta, key string) (*Workspace, error) {
+	lo, hi := m.slotRange(md.Pool)
 	slot := -1
-	for i := range m.opts.MaxWorkspaces {
+	for i := lo; i < hi; i++ {
 		if _, taken := m.slots[i]; !taken {
 			slot = i
 			break
 		}
 	}
 	if slot < 0 {
-		return nil, fmt.Errorf("create workspace: %w (limit %d)", ErrFull, m.opts.MaxWorkspaces)
+		return nil, fmt.Errorf("create workspace: %w (limit %d in pool %s)", ErrFull, hi-lo, md.Pool)
 	}
-	md := meta{Tenant: tenant, Session: session, ID: newID(), Slot: slot, Created: m.now().UTC()}
+	md.ID, md.Slot, md.Created = newID(), slot, m.now().UTC()
 	ws := m.newWorkspace(md, key)
 	dir := filepath.Dir(ws.Dir)
 	// A directory without meta.json is debris of a failed create.
@@ -342,9 +544,10 @@ func (m *Manager) createLocked(tenant, session, key string) (*Workspace, error) 
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("create workspace: %w", err)
 	}
+	ws.lastUsed = m.now()
 	m.byKey[key] = ws
 	m.slots[slot] = ws
-	m.log.Info("workspace created", "tenant_id", tenant, "session_id", session, "key", key, "uid", ws.UID)
+	m.log.Info("workspace created", "tenant_id", md.Tenant, "session_id", md.Session, "handle", md.Handle != "", "pool", md.Pool.String(), "key", key, "uid", ws.UID)
 	return ws, nil
 }
 
@@ -353,11 +556,34 @@ func (m *Manager) release(ws *Workspace) {
 	ws.busy--
 	ws.lastUsed = m.now()
 	t := ws.lastUsed
+	var trash string
+	remove := ws.busy == 0 && ws.once && m.byKey[ws.Key] == ws
+	if remove {
+		trash = m.takeOutLocked(ws)
+	}
 	m.mu.Unlock()
+	if remove {
+		m.remove(context.Background(), ws, trash)
+		return
+	}
 	// The mtime of meta.json carries the last use across restarts.
 	if err := os.Chtimes(ws.meta, t, t); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		m.log.Warn("touch workspace", "key", ws.Key, "err", err)
 	}
+}
+
+// takeOutLocked takes ws out of service and moves its files aside, so
+// that an Acquire for the same owner right after starts from nothing and
+// never sees (or loses) a half-removed directory. It returns the trash
+// directory for remove ("" when the move failed).
+func (m *Manager) takeOutLocked(ws *Workspace) string {
+	delete(m.byKey, ws.Key)
+	trash := filepath.Join(m.opts.Root, ".trash-"+ws.Key+"-"+newID())
+	if err := os.Rename(filepath.Dir(ws.Dir), trash); err != nil {
+		m.log.Warn("remove workspace", "key", ws.Key, "err", err)
+		return ""
+	}
+	return trash
 }
 
 // Sweep removes every workspace that is not in use and has been idle for
@@ -413,7 +639,7 @@ func (m *Manager) remove(ctx context.Context, ws *Workspace, trash string) {
 		}
 	}
 	m.mu.Unlock()
-	m.log.Info("workspace removed", "tenant_id", ws.Tenant, "session_id", ws.Session, "key", ws.Key)
+	m.log.Info("workspace removed", "tenant_id", ws.Owner.Tenant, "session_id", ws.Owner.Session, "handle", ws.Owner.Handle != "", "key", ws.Key)
 }
 
 // Run sweeps every interval (a quarter of Idle, between 1 s and 1 min)
@@ -445,6 +671,22 @@ func (m *Manager) Count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.byKey)
+}
+
+// CountIn returns the number of workspaces of pool, and how many of them
+// are in use now.
+func (m *Manager) CountIn(p Pool) (n, busy int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ws := range m.byKey {
+		if ws.Pool == p {
+			n++
+			if ws.busy > 0 {
+				busy++
+			}
+		}
+	}
+	return n, busy
 }
 
 // Usage returns the disk space the files under dir take, in bytes of

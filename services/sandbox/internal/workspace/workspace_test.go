@@ -5,11 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/jobs"
 )
 
 type clock struct {
@@ -65,7 +68,7 @@ func TestAcquireKeepsOneWorkspacePerSession(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(a2.Dir, "f")); err != nil {
 		t.Fatalf("file did not persist: %v", err)
 	}
-	others := []struct{ tenant, session string }{{"t1", "s2"}, {"t2", "s1"}, {"t1\x00s", "1"}}
+	others := []struct{ tenant, session string }{{"t1", "s2"}, {"t2", "s1"}, {"t1\x00s", "1"}, {"t1", "s1\x00"}}
 	for _, o := range others {
 		b, rel, err := m.Acquire(o.tenant, o.session)
 		if err != nil {
@@ -76,8 +79,8 @@ func TestAcquireKeepsOneWorkspacePerSession(t *testing.T) {
 			t.Errorf("%q/%q shares the workspace of t1/s1", o.tenant, o.session)
 		}
 	}
-	if got := m.Count(); got != 4 {
-		t.Errorf("Count() = %d, want 4", got)
+	if got := m.Count(); got != 5 {
+		t.Errorf("Count() = %d, want 5", got)
 	}
 	if _, _, err := m.Acquire("", "s"); err == nil {
 		t.Error("Acquire with empty tenant succeeded")
@@ -121,7 +124,7 @@ func TestSweepRemovesIdleWorkspaces(t *testing.T) {
 	var mu sync.Mutex
 	m, c := newManager(t, Options{Idle: time.Minute, OnRemove: func(_ context.Context, ws *Workspace) error {
 		mu.Lock()
-		removed = append(removed, ws.Session)
+		removed = append(removed, ws.Owner.Session)
 		mu.Unlock()
 		return nil
 	}})
@@ -217,6 +220,165 @@ func TestMaxWorkspaces(t *testing.T) {
 	m.Sweep(context.Background())
 	if _, _, err := m.Acquire("t", "c"); err != nil {
 		t.Fatalf("after sweep: %v", err)
+	}
+}
+
+// TestCollidingIdentitiesGetTwoWorkspaces is the tester's report: tenant
+// "tenantA" with session "s\x001" and tenant "tenantA\x00s" with session
+// "1" shared one workspace, as the old key hashed tenant NUL session. The
+// key of a handle cannot be a session's either.
+func TestCollidingIdentitiesGetTwoWorkspaces(t *testing.T) {
+	m, _ := newManager(t, Options{})
+	pairs := [][2]jobs.Owner{
+		{{Tenant: "tenantA", Session: "s\x001"}, {Tenant: "tenantA\x00s", Session: "1"}},
+		{{Tenant: "t", Session: "x"}, jobs.HandleOwner("t", "x")},
+		{{Tenant: "a", Session: "bc"}, {Tenant: "ab", Session: "c"}},
+	}
+	for _, p := range pairs {
+		if Key(p[0]) == Key(p[1]) {
+			t.Fatalf("%+v and %+v have one key", p[0], p[1])
+		}
+		a, rel, err := m.AcquireFor(p[0], Use{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+		if p[1].Handle != "" {
+			// Only OpenHandle makes a handle's workspace.
+			if _, _, err := m.AcquireFor(p[1], Use{}); !errors.Is(err, ErrNoHandle) {
+				t.Fatalf("an unissued handle: err = %v, want ErrNoHandle", err)
+			}
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(a.Dir, "mine"), []byte("a"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, rel, err := m.AcquireFor(p[1], Use{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+		if a.Dir == b.Dir {
+			t.Fatalf("%+v and %+v share %s", p[0], p[1], a.Dir)
+		}
+		if _, err := os.Stat(filepath.Join(b.Dir, "mine")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%+v sees the file of %+v", p[1], p[0])
+		}
+	}
+}
+
+// TestLegacyKeyIsMoved: a workspace a run before injective keys left is
+// found again under its new key, with its files.
+func TestLegacyKeyIsMoved(t *testing.T) {
+	root := t.TempDir()
+	old := filepath.Join(root, legacyKey("t", "s"))
+	if err := os.MkdirAll(filepath.Join(old, "files"), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(old, "files", "keep"), []byte("1"), 0o600)
+	os.WriteFile(filepath.Join(old, "meta.json"), []byte(`{"tenant_id":"t","session_id":"s","id":"abc","slot":0,"created":"2026-01-01T00:00:00Z"}`), 0o600)
+	m, _ := newManager(t, Options{Root: root})
+	ws, rel, err := m.Acquire("t", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel()
+	if ws.ID != "abc" || ws.Key != Key(jobs.Owner{Tenant: "t", Session: "s"}) {
+		t.Fatalf("workspace %+v: want the old one (id abc) under the new key", ws)
+	}
+	if _, err := os.Stat(filepath.Join(ws.Dir, "keep")); err != nil {
+		t.Fatalf("file lost: %v", err)
+	}
+}
+
+// TestPoolsAndOnce: the MCP pool has its own quota, so full MCP traffic
+// leaves the sessions pool alone; a Once workspace is gone when its call
+// ends, unless another use holds it or a use that keeps it came.
+func TestPoolsAndOnce(t *testing.T) {
+	m, _ := newManager(t, Options{MaxWorkspaces: 1, MaxMCPWorkspaces: 2})
+	mcp := Use{Pool: MCP}
+	for _, s := range []string{"m1", "m2"} {
+		_, rel, err := m.AcquireFor(jobs.Owner{Tenant: "t", Session: s}, mcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rel()
+	}
+	if _, _, err := m.AcquireFor(jobs.Owner{Tenant: "t", Session: "m3"}, mcp); !errors.Is(err, ErrFull) {
+		t.Fatalf("third MCP workspace: err = %v, want ErrFull", err)
+	}
+	if _, _, err := m.OpenHandle("t"); !errors.Is(err, ErrFull) {
+		t.Fatalf("handle with the MCP pool full: err = %v, want ErrFull", err)
+	}
+	brain, rel, err := m.Acquire("t", "brain")
+	if err != nil {
+		t.Fatalf("a session with the MCP pool full: %v", err)
+	}
+	rel()
+	if brain.Pool != Sessions {
+		t.Fatalf("pool %v", brain.Pool)
+	}
+
+	m2, _ := newManager(t, Options{MaxMCPWorkspaces: 1})
+	once := Use{Pool: MCP, Once: true}
+	o := jobs.Owner{Tenant: "t", Session: "req-1"}
+	a, relA, err := m2.AcquireFor(o, once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, relB, err := m2.AcquireFor(o, once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relA()
+	if _, err := os.Stat(a.Dir); err != nil {
+		t.Fatalf("removed while another use holds it: %v", err)
+	}
+	relB()
+	if _, err := os.Stat(a.Dir); !errors.Is(err, os.ErrNotExist) || m2.Count() != 0 {
+		t.Fatalf("a Once workspace outlived its call: %v, count %d", err, m2.Count())
+	}
+	// Its slot is free again at once.
+	if _, rel, err := m2.AcquireFor(jobs.Owner{Tenant: "t", Session: "req-2"}, once); err != nil {
+		t.Fatalf("next one-shot: %v", err)
+	} else {
+		rel()
+	}
+}
+
+// TestHandles: a handle is unguessable, tied to its tenant, and gone after
+// CloseHandle (at once, or when its last use ends).
+func TestHandles(t *testing.T) {
+	m, _ := newManager(t, Options{})
+	h, ws, err := m.OpenHandle("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(HandlePattern).MatchString(h) || ws.Pool != MCP {
+		t.Fatalf("handle %q pool %v", h, ws.Pool)
+	}
+	if _, _, err := m.AcquireFor(jobs.HandleOwner("u", h), Use{}); !errors.Is(err, ErrNoHandle) {
+		t.Fatalf("another tenant's handle: err = %v, want ErrNoHandle", err)
+	}
+	got, rel, err := m.AcquireFor(jobs.HandleOwner("t", h), Use{Once: true})
+	if err != nil || got != ws {
+		t.Fatalf("AcquireFor(handle) = %v, %v", got, err)
+	}
+	if err := m.CloseHandle(context.Background(), "t", h); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.AcquireFor(jobs.HandleOwner("t", h), Use{}); !errors.Is(err, ErrNoHandle) {
+		t.Fatalf("closed handle: err = %v", err)
+	}
+	if _, err := os.Stat(ws.Dir); err != nil {
+		t.Fatalf("removed while in use: %v", err)
+	}
+	rel()
+	if _, err := os.Stat(ws.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("closed handle's workspace outlived its last use: %v", err)
+	}
+	if err := m.CloseHandle(context.Background(), "t", h); !errors.Is(err, ErrNoHandle) {
+		t.Fatalf("second close: %v", err)
 	}
 }
 

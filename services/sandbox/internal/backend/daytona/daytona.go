@@ -243,7 +243,7 @@ func (b *Backend) sandboxFor(ctx context.Context, ws *workspace.Workspace) (conn
 	}
 	body := map[string]any{
 		"env":              map[string]string{},
-		"labels":           map[string]string{"tenant_id": ws.Tenant, "session_id": ws.Session, "workspace": ws.Key},
+		"labels":           map[string]string{"tenant_id": ws.Owner.Tenant, "session_id": ws.SessionName(), "workspace": ws.Key},
 		"autoStopInterval": b.autoStop,
 		"networkBlockAll":  !b.cfg.AllowInternet,
 	}
@@ -295,7 +295,7 @@ func (b *Backend) sandboxFor(ctx context.Context, ws *workspace.Workspace) (conn
 		return fail(fmt.Errorf("daytona: create the workspace directory: %w", err))
 	}
 	sb.conn = c
-	b.log.Info("daytona sandbox created", "sandbox_id", c.id, "tenant_id", ws.Tenant, "session_id", ws.Session)
+	b.log.Info("daytona sandbox created", "sandbox_id", c.id, "tenant_id", ws.Owner.Tenant, "session_id", ws.SessionName())
 	return c, nil
 }
 

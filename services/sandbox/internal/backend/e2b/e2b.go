@@ -209,7 +209,7 @@ func (b *Backend) sandboxFor(ctx context.Context, ws *workspace.Workspace) (conn
 		case errors.As(err, &ce) && ce.Status == http.StatusNotFound:
 			// E2B removed it (its lease ran out): start over. The
 			// session's files went with it.
-			b.log.Warn("e2b sandbox is gone; creating a new one", "sandbox_id", sb.conn.id, "tenant_id", ws.Tenant, "session_id", ws.Session)
+			b.log.Warn("e2b sandbox is gone; creating a new one", "sandbox_id", sb.conn.id, "tenant_id", ws.Owner.Tenant, "session_id", ws.SessionName())
 			sb.conn.id = ""
 		case err != nil:
 			return conn{}, fmt.Errorf("e2b: renew sandbox %s: %w", sb.conn.id, err)
@@ -223,7 +223,7 @@ func (b *Backend) sandboxFor(ctx context.Context, ws *workspace.Workspace) (conn
 	body := map[string]any{
 		"templateID":            b.cfg.Template,
 		"timeout":               int(b.lease / time.Second),
-		"metadata":              map[string]string{"tenant_id": ws.Tenant, "session_id": ws.Session, "workspace": ws.Key},
+		"metadata":              map[string]string{"tenant_id": ws.Owner.Tenant, "session_id": ws.SessionName(), "workspace": ws.Key},
 		"envVars":               map[string]string{},
 		"secure":                true,
 		"allow_internet_access": b.cfg.AllowInternet,
@@ -250,7 +250,7 @@ func (b *Backend) sandboxFor(ctx context.Context, ws *workspace.Workspace) (conn
 	}
 	sb.conn.id, sb.conn.token, sb.renewed = created.SandboxID, created.EnvdAccessToken, time.Now()
 	sb.conn.envd = strings.TrimRight(strings.NewReplacer("{sandbox_id}", created.SandboxID, "{domain}", domain).Replace(tmpl), "/")
-	b.log.Info("e2b sandbox created", "sandbox_id", sb.conn.id, "tenant_id", ws.Tenant, "session_id", ws.Session)
+	b.log.Info("e2b sandbox created", "sandbox_id", sb.conn.id, "tenant_id", ws.Owner.Tenant, "session_id", ws.SessionName())
 
 	// The workspace directory (envd makes it with its parents, owned by
 	// the user of the call).

@@ -147,12 +147,12 @@ func (b *Backend) sandboxFor(ctx context.Context, ws *workspace.Workspace) (Sand
 	if e.sb != nil {
 		return e.sb, nil
 	}
-	sb, err := b.client.CreateSandbox(ctx, b.workdir, b.lifetime, map[string]string{"tenant_id": ws.Tenant, "session_id": ws.Session, "workspace": ws.Key})
+	sb, err := b.client.CreateSandbox(ctx, b.workdir, b.lifetime, map[string]string{"tenant_id": ws.Owner.Tenant, "session_id": ws.SessionName(), "workspace": ws.Key})
 	if err != nil {
 		return nil, fmt.Errorf("modal: create sandbox: %w", err)
 	}
 	e.sb = sb
-	b.log.Info("modal sandbox created", "sandbox_id", sb.ID(), "tenant_id", ws.Tenant, "session_id", ws.Session)
+	b.log.Info("modal sandbox created", "sandbox_id", sb.ID(), "tenant_id", ws.Owner.Tenant, "session_id", ws.SessionName())
 	return sb, nil
 }
 

@@ -82,9 +82,9 @@ func (s *Service) writeFileTool() service.Tool {
 }
 
 type readArgs struct {
-	Path     string `json:"path"`
-	Offset   *int64 `json:"offset,omitempty"`
-	MaxBytes *int   `json:"max_bytes,omitempty"`
+	Path      string  `json:"path"`
+	Offset    *int64  `json:"offset,omitempty"`
+	MaxBytes  *int    `json:"max_bytes,omitempty"`
 	Workspace *string `json:"workspace,omitempty"`
 }
 
@@ -210,9 +210,9 @@ func asText(data []byte, cut bool) (string, bool) {
 }
 
 type listArgs struct {
-	Path       string `json:"path,omitempty"`
-	Depth      *int   `json:"depth,omitempty"`
-	MaxEntries *int   `json:"max_entries,omitempty"`
+	Path       string  `json:"path,omitempty"`
+	Depth      *int    `json:"depth,omitempty"`
+	MaxEntries *int    `json:"max_entries,omitempty"`
 	Workspace  *string `json:"workspace,omitempty"`
 }
 

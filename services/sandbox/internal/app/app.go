@@ -6,6 +6,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +20,8 @@ import (
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/e2b"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/local"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/modal"
+	"github.com/brain-tools/suite/services/sandbox/internal/cgroup"
+	"github.com/brain-tools/suite/services/sandbox/internal/reaper"
 	"github.com/brain-tools/suite/services/sandbox/internal/tools"
 	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
 )
@@ -95,6 +99,16 @@ type Config struct {
 	// QuotaEvery is how often a running command's workspace is measured
 	// against the quota, 10ms to 10s (local backend).
 	QuotaEvery time.Duration `env:"SANDBOX_QUOTA_INTERVAL" envDefault:"50ms"`
+	// Cgroup chooses how per-session bounds are set (local backend, as
+	// root): auto, v2, v1 or off.
+	Cgroup string `env:"SANDBOX_CGROUP" envDefault:"auto"`
+	// SessionMemory bounds the memory of all of a session's processes
+	// together, in bytes (local backend, through its cgroup).
+	SessionMemory int64 `env:"SANDBOX_SESSION_MEMORY_BYTES" envDefault:"2147483648"`
+	// SessionPids bounds the processes and threads of a session together.
+	SessionPids int `env:"SANDBOX_SESSION_PIDS" envDefault:"256"`
+	// SessionCPUs bounds the CPU time of a session, in CPUs.
+	SessionCPUs float64 `env:"SANDBOX_SESSION_CPUS" envDefault:"1"`
 
 	E2B     e2b.Config
 	Daytona daytona.Config
@@ -114,6 +128,20 @@ func (c *Config) Validate() error {
 	}
 	if c.Quota <= 0 {
 		errs = append(errs, fmt.Errorf("SANDBOX_QUOTA_BYTES must be positive, got %d", c.Quota))
+	}
+	switch c.Cgroup {
+	case "auto", "v2", "v1", "off":
+	default:
+		errs = append(errs, fmt.Errorf("SANDBOX_CGROUP must be auto, v2, v1 or off, got %q", c.Cgroup))
+	}
+	if c.SessionMemory < 16<<20 {
+		errs = append(errs, fmt.Errorf("SANDBOX_SESSION_MEMORY_BYTES must be at least 16 MiB (16777216), got %d", c.SessionMemory))
+	}
+	if c.SessionPids < 16 {
+		errs = append(errs, fmt.Errorf("SANDBOX_SESSION_PIDS must be at least 16, got %d", c.SessionPids))
+	}
+	if c.SessionCPUs < 0.01 || c.SessionCPUs > 1024 {
+		errs = append(errs, fmt.Errorf("SANDBOX_SESSION_CPUS must be from 0.01 to 1024, got %g", c.SessionCPUs))
 	}
 	if c.QuotaEvery < 10*time.Millisecond || c.QuotaEvery > 10*time.Second {
 		errs = append(errs, fmt.Errorf("SANDBOX_QUOTA_INTERVAL must be from 10ms to 10s, got %s", c.QuotaEvery))
@@ -194,10 +222,14 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 	switch cfg.Backend {
 	case "local":
 		probeUID := -1
+		var uids [2]int
 		if uidBase > 0 {
 			probeUID = uidBase + wsm.Slots()
+			uids = [2]int{uidBase, probeUID}
 		}
 		be, err = local.New(ctx, local.Config{
+			Tag: RootTag(wsm.Root()), UIDs: uids, Cgroup: cgroup.Mode(cfg.Cgroup),
+			Session: cgroup.Limits{Memory: cfg.SessionMemory, Pids: cfg.SessionPids, CPU: cfg.SessionCPUs},
 			Bwrap: cfg.Bwrap, Shell: cfg.Shell, ReadOnly: cfg.ReadOnly, TmpSize: cfg.TmpBytes,
 			Limits: local.Limits{
 				CPUSeconds: cfg.LimitCPU, AddressSpace: cfg.LimitAS, Processes: cfg.LimitProcs,
@@ -227,7 +259,11 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 		Health: func(ctx context.Context) (map[string]any, error) {
 			n, busy := wsm.CountIn(workspace.Sessions)
 			mn, mbusy := wsm.CountIn(workspace.MCP)
-			detail := map[string]any{"backend": be.Name(), "workspaces": n, "workspaces_in_use": busy, "mcp_workspaces": mn, "mcp_workspaces_in_use": mbusy}
+			detail := map[string]any{"backend": be.Name(), "workspaces": n, "workspaces_in_use": busy, "mcp_workspaces": mn, "mcp_workspaces_in_use": mbusy,
+				"reaper": map[string]any{"running": reaper.Running(), "pid_1": os.Getpid() == 1, "orphans_reaped": reaper.Reaped()}}
+			if lb, ok := be.(*local.Backend); ok {
+				detail["session_bounds"] = lb.Bounds()
+			}
 			return detail, be.Check(ctx)
 		},
 	}
@@ -241,13 +277,31 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 	return &Service{Server: srv, Tools: ts, Workspaces: wsm, Backend: be}, nil
 }
 
-// Run is the service's whole life (service.RunFunc): config, build, sweep
-// idle workspaces, serve until ctx ends, then kill running jobs.
+// RootTag names the sandboxes of the service whose workspaces are under
+// root: 12 hex digits of SHA-256 of the path. A later run on the same root
+// finds what an earlier one left by it; services on other roots are not
+// touched.
+func RootTag(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Run is the service's whole life (service.RunFunc): config, reap orphans
+// (as a child subreaper, or PID 1), build, sweep idle workspaces, serve
+// until ctx ends, then kill running jobs.
 func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	cfg, err := ParseConfig(environ)
 	if err != nil {
 		return err
 	}
+	// Reap before anything is started, so that what Build kills of an
+	// earlier run, reparented to this process when it is PID 1, is reaped.
+	if err := reaper.Become(); err != nil {
+		logger.Warn("orphans of sandboxes are left to the host's init", "err", err)
+	}
+	reapCtx, stopReaping := context.WithCancel(context.Background())
+	defer stopReaping()
+	go reaper.Run(reapCtx, logger)
 	// Listen before Build makes SANDBOX_ROOT: a busy address leaves no
 	// directory behind.
 	ln, err := service.Listen(cfg.Config, logger)
@@ -262,12 +316,31 @@ func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	defer stopSweep()
 	go s.Workspaces.Run(sweepCtx)
 	logger.Info("sandbox ready", "backend", s.Backend.Name(), "root", s.Workspaces.Root(), "idle", cfg.Idle.String())
+	if lb, ok := s.Backend.(*local.Backend); ok {
+		logger.Info("per-session bounds", "bounds", lb.Bounds())
+	}
 	serveErr := service.Serve(ctx, ln, s.Server)
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.Tools.Close(closeCtx); err != nil {
-		logger.Warn("stop running jobs", "err", err)
+	if err := s.Close(closeCtx); err != nil {
+		logger.Warn("stop", "err", err)
+	}
+	return serveErr
+}
+
+// Close stops the service's work: it kills running jobs (waiting for them
+// or for ctx), stops handing out workspaces, and removes the local
+// backend's session cgroups.
+func (s *Service) Close(ctx context.Context) error {
+	var errs []error
+	if err := s.Tools.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop running jobs: %w", err))
 	}
 	s.Workspaces.Close()
-	return serveErr
+	if lb, ok := s.Backend.(*local.Backend); ok {
+		if err := lb.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("remove session cgroups: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }

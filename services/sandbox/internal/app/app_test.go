@@ -83,7 +83,9 @@ func startHarness(t testing.TB, environ map[string]string) *harness {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		svc.Tools.Close(ctx)
+		if err := svc.Close(ctx); err != nil {
+			t.Errorf("close the service: %v", err)
+		}
 	})
 	return &harness{t: t, url: srv.URL, svc: svc}
 }

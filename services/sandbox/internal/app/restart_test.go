@@ -76,7 +76,16 @@ func startProcess(t *testing.T, environ map[string]string) (*child, *harness) {
 		t.Fatal(err)
 	}
 	go func() { _ = cmd.Wait(); close(c.exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-c.exited })
+	t.Cleanup(func() {
+		// SIGTERM, so that it removes its cgroups as it stops.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-c.exited
+		}
+	})
 	url := "http://" + addr
 	deadline := time.Now().Add(30 * time.Second)
 	for {

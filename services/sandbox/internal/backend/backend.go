@@ -55,6 +55,11 @@ type ExecRequest struct {
 	// enforce a deadline on its side pass it on; every backend also kills
 	// the command when ctx ends.
 	Timeout time.Duration
+	// Job is the job ID of a sandbox_start command, empty for others. The
+	// local backend marks the command's sandbox with it, so that a later
+	// run of the service that finds the sandbox still running at its start
+	// can tell which job it was (see Leftovers).
+	Job string
 }
 
 // OutputFunc receives a command's output as it arrives. It may be called
@@ -78,6 +83,31 @@ type ExecResult struct {
 	// that enforces a disk quota on the workspace (local); nil from the
 	// others, whose providers' disks are their own limit.
 	Disk *DiskUse
+	// Memory is set when the session's memory bound killed processes
+	// while the command ran (local, with cgroups).
+	Memory *MemoryKill
+}
+
+// MemoryKill is the session's memory bound at work: the kernel's OOM
+// killer ended Kills of the session's processes (all of its sandboxes
+// together are bound to Limit bytes) while a command ran.
+type MemoryKill struct {
+	Limit int64
+	Kills int64
+}
+
+// Leftovers is what a backend found of earlier runs of the service when
+// it started, and ended: processes of their sandboxes that were still
+// running (a sandbox whose bwrap was still setting up when the service
+// died can outlive it).
+type Leftovers struct {
+	// At is when they were killed.
+	At time.Time
+	// Processes is how many were killed.
+	Processes int
+	// Jobs holds the job IDs (ExecRequest.Job) of the sandboxes among
+	// them.
+	Jobs map[string]bool
 }
 
 // DiskUse is a workspace's disk use against its quota, in bytes of

@@ -284,6 +284,9 @@ func (s *Service) execute(ctx context.Context, ws *workspace.Workspace, req back
 	if er.Note != "" {
 		notes = append(notes, er.Note)
 	}
+	if mk := res.Memory; mk != nil {
+		notes = append(notes, fmt.Sprintf("killed by the session's memory bound: this session's processes together reached their limit of %s (SANDBOX_SESSION_MEMORY_BYTES), and the kernel ended %d of them", backend.Bytes(mk.Limit), mk.Kills))
+	}
 	if d := res.Disk; d != nil {
 		if d.After >= 0 {
 			er.WorkspaceBytes = &d.After
@@ -302,8 +305,9 @@ func (s *Service) execute(ctx context.Context, ws *workspace.Workspace, req back
 	// code; one the service had to kill did not do what was asked, and
 	// one that left its workspace over the disk quota broke a limit the
 	// caller has to act on: the session's commands cannot write to files
-	// until it deletes some.
-	result.IsError = res.Killed || res.Disk.Over()
+	// until it deletes some. So did one whose processes the session's
+	// memory bound killed.
+	result.IsError = res.Killed || res.Disk.Over() || res.Memory != nil
 	return result
 }
 

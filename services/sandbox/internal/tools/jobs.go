@@ -10,6 +10,7 @@ import (
 	"github.com/brain-tools/suite/pkg/jobs"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/sandbox/internal/backend"
 )
 
 // The job tools follow pkg/jobs (IDs, states, StatusJSON, a job owned by
@@ -65,8 +66,15 @@ func (s *Service) startTool() service.Tool {
 			}
 			r := s.newRun()
 			jr := &jobRun{run: r, owner: sc.owner, command: req.Command}
+			// The job's ID marks its sandbox (ExecRequest.Job); the job may
+			// start before Start has returned it.
+			idc := make(chan string, 1)
 			st, err := s.jobs.Start(jr.owner, func(ctx context.Context) *tool.Result {
 				defer release()
+				select {
+				case req.Job = <-idc:
+				case <-ctx.Done():
+				}
 				res := s.execute(ctx, ws, req, r, nil)
 				s.mu.Lock()
 				jr.ended = time.Now()
@@ -84,6 +92,7 @@ func (s *Service) startTool() service.Tool {
 			s.purgeLocked()
 			s.runs[st.ID] = jr
 			s.mu.Unlock()
+			idc <- st.ID
 			call.Logger.Info("job started", "job_id", st.ID)
 			return jobs.StartedResult(jobSpec, st, map[string]any{"timeout_seconds": int(req.Timeout / time.Second)})
 		}),
@@ -203,7 +212,7 @@ func (s *Service) jobAnswer(op, id string, st jobs.Status, err error, call *serv
 	}
 	var ie *jobs.InstanceError
 	if errors.As(err, &ie) {
-		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("sandbox_%s: %s", op, ie.Explain("command", "the sandbox service", s.ifRunningAtRestart())))}, IsError: true, UnknownOutcome: true}
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("sandbox_%s: %s", op, ie.Explain("command", "the sandbox service", s.ifRunningAtRestart(id))))}, IsError: true, UnknownOutcome: true}
 	}
 	if err != nil {
 		call.Logger.Error("job "+op, "job_id", id, "err", err)
@@ -237,14 +246,27 @@ func (s *Service) jobAnswer(op, id string, st jobs.Status, err error, call *serv
 	return mustResult(tool.StructuredResult(m, text))
 }
 
-// ifRunningAtRestart says what became of a command still running when the
-// service's earlier run ended. A local command runs in a bubblewrap sandbox
-// started with --die-with-parent, so it died with the service; a remote
-// backend's sandbox lives at its provider, which this run no longer
-// reaches (a session gets a new sandbox after a restart).
-func (s *Service) ifRunningAtRestart() string {
+// leftoverReporter is a backend that looks for what earlier runs left
+// running when it starts (local).
+type leftoverReporter interface{ Leftovers() backend.Leftovers }
+
+// ifRunningAtRestart says what became of job id if it was still running
+// when the service's earlier run ended. A local command runs in a
+// bubblewrap sandbox started with --die-with-parent, so it died with the
+// service — unless its sandbox was still being set up then and outlived
+// the service, in which case this run found it at its start and killed it
+// (the backend's Leftovers), which the answer says. A remote backend's
+// sandbox lives at its provider, which this run no longer reaches (a
+// session gets a new sandbox after a restart).
+func (s *Service) ifRunningAtRestart(id string) string {
 	if name := s.be.Name(); name != "local" {
 		return fmt.Sprintf("it may still be running in the session's earlier %s sandbox, which this service can no longer reach or stop, until %s removes that sandbox", name, name)
+	}
+	if lr, ok := s.be.(leftoverReporter); ok {
+		if left := lr.Leftovers(); left.Jobs[id] {
+			return fmt.Sprintf("it outlived the service (its sandbox was still being set up when the service died), and this run found it still running at its start and killed it at %s, with every process it started",
+				left.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+		}
 	}
 	return "it was killed with the service, with every process it started"
 }

@@ -59,10 +59,12 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,9 +73,16 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
+	"github.com/brain-tools/suite/services/sandbox/internal/cgroup"
+	"github.com/brain-tools/suite/services/sandbox/internal/reaper"
 	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
 )
+
+// errNoInit: bwrap has not yet said which process is the sandbox's init.
+var errNoInit = errors.New("no init yet")
 
 // Limits are the rlimits of every process in a sandbox. Zero fields take
 // the defaults of DefaultLimits.
@@ -147,9 +156,32 @@ type Config struct {
 	// starting on that root deletes one a crash left behind. Empty: the
 	// system's temporary directory.
 	ProbeDir string
+	// Tag names this service's sandboxes: it is in the environment of
+	// each sandbox's bwrap processes, and names the service's cgroup
+	// subtree ("brain-sandbox-" + Tag), so that a later run finds what an
+	// earlier one left (and another service on the host does not). Letters,
+	// digits and dashes; required.
+	Tag string
+	// UIDs is the range of host uids, both ends included, that the
+	// service's sandboxes run as (sessions and the probe): as root, a
+	// process of these uids found at start is a leftover and is killed.
+	// {0, 0} (or running as another user): none.
+	UIDs [2]int
+	// Cgroup chooses how per-session bounds are set: "auto" (default),
+	// "v2", "v1" or "off" (see package cgroup).
+	Cgroup cgroup.Mode
+	// Session bounds all of one session's processes together (memory,
+	// processes, CPU) through its cgroup; zero fields take
+	// DefaultSessionLimits.
+	Session cgroup.Limits
 	// Logger may be nil.
 	Logger *slog.Logger
 }
+
+// DefaultSessionLimits are Config.Session's defaults: enough for builds
+// and tests of ordinary projects, and little enough that one session
+// cannot take a host of a few cores and some GiB.
+var DefaultSessionLimits = cgroup.Limits{Memory: 2 << 30, Pids: 256, CPU: 1}
 
 // DefaultQuotaInterval is Config.QuotaInterval's default.
 const DefaultQuotaInterval = 50 * time.Millisecond
@@ -174,6 +206,17 @@ type Backend struct {
 	usageMu sync.Mutex
 	usage   map[string]*usageState // by workspace ID; see quota.go
 	walks   atomic.Int64           // workspace measurements taken
+
+	cg       cgroup.Manager // nil: no per-session bounds (cgErr says why)
+	cgErr    error
+	groupsMu sync.Mutex
+	groups   map[string]*sessionGroup // by workspace ID
+	probeSG  *sessionGroup
+	left     backend.Leftovers
+
+	startMu    sync.Mutex
+	startFails int   // commands in a row whose sandbox did not start
+	startErr   error // the last such failure
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -181,15 +224,127 @@ var _ backend.Backend = (*Backend)(nil)
 // New checks the configuration, finds bwrap and prlimit, and runs the
 // start-up probe: a real sandbox with every option Exec uses. Its error
 // says exactly what is missing (see Probe).
+//
+// Before the probe it seals the process's inherited file descriptors
+// (sealFDs), opens the cgroups of Config.Cgroup (without them it runs,
+// and Bounds says why), and kills what earlier runs of the service left
+// running (Leftovers).
 func New(ctx context.Context, cfg Config) (*Backend, error) {
 	b, err := newBackend(cfg)
 	if err != nil {
 		return nil, err
 	}
+	if err := sealFDs(); err != nil {
+		return nil, fmt.Errorf("local sandbox: %w", err)
+	}
+	if b.asRoot {
+		b.cg, b.cgErr = cgroup.Open(b.cfg.Cgroup, "brain-sandbox-"+b.cfg.Tag)
+	} else {
+		b.cgErr = errors.New("the service does not run as root")
+	}
+	b.left = b.killLeftovers()
+	if b.cg != nil {
+		if b.probeSG, err = b.newGroup("probe"); err != nil {
+			b.log.Warn("per-session bounds not in force: cannot make a cgroup", "err", err)
+			b.cg, b.cgErr = nil, err
+		}
+	}
 	if err := b.Probe(ctx); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// Close kills what is left in the session cgroups and removes them (the
+// service is stopping, its commands have ended). Without cgroups it does
+// nothing.
+func (b *Backend) Close() error {
+	if b.cg == nil {
+		return nil
+	}
+	b.groupsMu.Lock()
+	groups := b.groups
+	b.groups = map[string]*sessionGroup{}
+	b.groupsMu.Unlock()
+	var errs []error
+	for _, sg := range append(slices.Collect(maps.Values(groups)), b.probeSG) {
+		if sg == nil {
+			continue
+		}
+		errs = append(errs, sg.g.Kill(2*time.Second))
+		if sg.sp != nil {
+			sg.sp.stop()
+		}
+		errs = append(errs, sg.g.Remove())
+	}
+	b.probeSG = nil
+	errs = append(errs, b.cg.Close())
+	return errors.Join(errs...)
+}
+
+// Leftovers is what New found still running of earlier runs, and killed.
+func (b *Backend) Leftovers() backend.Leftovers { return b.left }
+
+// Bounds describes the per-session bounds in force, for the start-up log
+// and /healthz: the cgroup version and each bound, or why there are none.
+func (b *Backend) Bounds() map[string]any {
+	l := b.cfg.Session
+	if b.cg == nil {
+		reason := "not in force: no cgroups"
+		if b.cgErr != nil {
+			reason = "not in force: " + b.cgErr.Error()
+		}
+		return map[string]any{"memory": reason, "pids": reason, "cpu": reason}
+	}
+	c := b.cg.Controllers()
+	off := fmt.Sprintf("not in force: cgroup v%d has no such controller here", b.cg.Version())
+	out := map[string]any{"cgroup": fmt.Sprintf("v%d", b.cg.Version()), "memory": off, "pids": off, "cpu": off}
+	if c.Memory {
+		out["memory"] = l.Memory
+	}
+	if c.Pids {
+		out["pids"] = l.Pids
+	}
+	if c.CPU {
+		out["cpu"] = l.CPU
+	}
+	return out
+}
+
+// newGroup makes the cgroup of session (and, on v1, its spawner thread).
+func (b *Backend) newGroup(session string) (*sessionGroup, error) {
+	g, err := b.cg.Create(session, b.cfg.Session)
+	if err != nil {
+		return nil, err
+	}
+	sg := &sessionGroup{g: g}
+	if b.cg.Version() == 1 {
+		if sg.sp, err = newSpawner(g); err != nil {
+			_ = g.Remove()
+			return nil, err
+		}
+	}
+	return sg, nil
+}
+
+// group returns ws's session group, making it on first use; nil without
+// cgroups. A group that cannot be made is an error: the command would run
+// without the bounds the service says are in force.
+func (b *Backend) group(ws *workspace.Workspace) (*sessionGroup, error) {
+	if b.cg == nil {
+		return nil, nil
+	}
+	b.groupsMu.Lock()
+	defer b.groupsMu.Unlock()
+	if sg := b.groups[ws.ID]; sg != nil {
+		return sg, nil
+	}
+	sg, err := b.newGroup(ws.Key)
+	if err != nil {
+		return nil, notStarted(fmt.Errorf("make the session's cgroup: %w", err))
+	}
+	b.groups[ws.ID] = sg
+	return sg, nil
 }
 
 func newBackend(cfg Config) (*Backend, error) {
@@ -252,7 +407,28 @@ func newBackend(cfg Config) (*Backend, error) {
 	if hostSeccompErr != nil {
 		return nil, fmt.Errorf("local sandbox: %w", hostSeccompErr)
 	}
-	b := &Backend{cfg: cfg, log: cfg.Logger, asRoot: os.Geteuid() == 0, usage: map[string]*usageState{}}
+	if cfg.Tag == "" {
+		return nil, errors.New("local sandbox: Config.Tag is empty: it names this service's sandboxes")
+	}
+	for _, r := range cfg.Tag {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return nil, fmt.Errorf("local sandbox: tag %q: only letters, digits and dashes", cfg.Tag)
+		}
+	}
+	if cfg.Cgroup == "" {
+		cfg.Cgroup = "auto"
+	}
+	ds := DefaultSessionLimits
+	if cfg.Session.Memory <= 0 {
+		cfg.Session.Memory = ds.Memory
+	}
+	if cfg.Session.Pids <= 0 {
+		cfg.Session.Pids = ds.Pids
+	}
+	if cfg.Session.CPU <= 0 {
+		cfg.Session.CPU = ds.CPU
+	}
+	b := &Backend{cfg: cfg, log: cfg.Logger, asRoot: os.Geteuid() == 0, usage: map[string]*usageState{}, groups: map[string]*sessionGroup{}}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -392,7 +568,11 @@ func (b *Backend) prlimitArgs(fsize int64) []string {
 func (b *Backend) options(dir string, req backend.ExecRequest) []string {
 	sid := strconv.Itoa(b.cfg.SandboxUID)
 	opts := []string{
-		"--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session",
+		// bwrap's own init is the sandbox's PID 1, so the command's signals
+		// and exit status are its own (kill -9 $$ is 137); no user
+		// namespaces inside, so no private mount can get around the
+		// workspace's quota or the /tmp cap.
+		"--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
 		"--uid", sid, "--gid", sid, "--cap-drop", "ALL", "--hostname", "sandbox",
 	}
 	opts = append(opts, b.mounts...)
@@ -499,7 +679,7 @@ func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest, noWrite 
 		statusW.Close()
 		return nil, notStarted(err)
 	}
-	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: []string{}, Dir: "/"}
+	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: b.env(req.Job), Dir: "/"}
 	cmd.ExtraFiles = []*os.File{argsR, statusW} // fds 3 and 4
 	if seccompR != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, seccompR) // fd 5
@@ -522,12 +702,52 @@ func (b *Backend) Exec(ctx context.Context, ws *workspace.Workspace, req backend
 			return backend.ExecResult{}, err
 		}
 	}
+	sg, err := b.group(ws)
+	if err != nil {
+		b.noteStart(err)
+		return backend.ExecResult{}, err
+	}
+	var kills0 int64 = -1
+	if sg != nil {
+		if n, err := sg.g.OOMKills(); err == nil {
+			kills0 = n
+		}
+	}
+	res, err := b.execIn(ctx, ws, sg, req, out)
+	b.noteStart(err)
+	if err == nil && kills0 >= 0 {
+		if n, kerr := sg.g.OOMKills(); kerr == nil && n > kills0 {
+			res.Memory = &backend.MemoryKill{Limit: b.cfg.Session.Memory, Kills: n - kills0}
+		}
+	}
+	return res, err
+}
+
+// noteStart records whether a command's sandbox started, for Check.
+func (b *Backend) noteStart(err error) {
+	b.startMu.Lock()
+	defer b.startMu.Unlock()
+	switch {
+	case err == nil:
+		b.startFails, b.startErr = 0, nil
+	case errors.Is(err, backend.ErrNotStarted):
+		b.startFails++
+		b.startErr = err
+	}
+}
+
+// startFailLimit is how many commands in a row must fail to start before
+// Check reports the service unhealthy: one may be its session's fault (its
+// process bound reached), several in a row of any sessions are the host's.
+const startFailLimit = 3
+
+func (b *Backend) execIn(ctx context.Context, ws *workspace.Workspace, sg *sessionGroup, req backend.ExecRequest, out backend.OutputFunc) (backend.ExecResult, error) {
 	if b.cfg.Quota <= 0 {
 		c, err := b.prepare(ws.Dir, ws.UID, req, false)
 		if err != nil {
 			return backend.ExecResult{}, err
 		}
-		return b.run(ctx, c, ws.Dir, req.Stdin, out)
+		return b.run(ctx, c, sg, ws.Dir, req.Stdin, out)
 	}
 
 	// A workspace already over its quota gets no more data: its command
@@ -548,7 +768,7 @@ func (b *Backend) Exec(ctx context.Context, ws *workspace.Workspace, req backend
 			return backend.ExecResult{}, err
 		}
 		c.disk = disk
-		return b.run(ctx, c, ws.Dir, req.Stdin, out)
+		return b.run(ctx, c, sg, ws.Dir, req.Stdin, out)
 	}()
 	// Once more now that every process of the sandbox is gone: what was
 	// written since the last measurement counts too, and a command
@@ -582,7 +802,10 @@ func (b *Backend) checkDir(ws *workspace.Workspace, rel string) error {
 	return nil
 }
 
-func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte, out backend.OutputFunc) (backend.ExecResult, error) {
+// run starts c (in sg's cgroup, when not nil), streams its output and
+// waits for its sandbox to end, killing it when ctx ends or the disk quota
+// says so.
+func (b *Backend) run(ctx context.Context, c *command, sg *sessionGroup, dir string, stdin []byte, out backend.OutputFunc) (backend.ExecResult, error) {
 	cmd := c.cmd
 	// Until the child has started, every pipe end here is ours to close.
 	var open []*os.File
@@ -620,8 +843,17 @@ func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte,
 		defer stdinR.Close()
 		open = append(open, stdinW)
 	}
-	if err := cmd.Start(); err != nil {
+	start := func() error { return reaper.Start(cmd) }
+	if sg != nil {
+		err = sg.start(cmd, start)
+	} else {
+		err = start()
+	}
+	if err != nil {
 		closeAll()
+		if sg != nil && errors.Is(err, syscall.EAGAIN) {
+			err = fmt.Errorf("%w: the session has reached its bound of %d processes (SANDBOX_SESSION_PIDS)", err, b.cfg.Session.Pids)
+		}
 		return backend.ExecResult{}, notStarted(err)
 	}
 	// The child has its own copies of these now.
@@ -665,6 +897,20 @@ func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte,
 	// does only for a command it started (see the package doc).
 	var started bool
 	var exitCode int
+	// initFD is a pidfd of the sandbox's init (bwrap's child-pid), -1
+	// until bwrap reports it: killing the init ends the sandbox's PID
+	// namespace, and the outer bwrap then reaps it and exits, so no
+	// process of the sandbox is orphaned.
+	var initMu sync.Mutex
+	initFD := -1
+	defer func() {
+		initMu.Lock()
+		if initFD >= 0 {
+			unix.Close(initFD)
+			initFD = -1
+		}
+		initMu.Unlock()
+	}()
 	readStatus := func() {
 		defer readers.Done()
 		// bwrap writes a few short JSON objects; nothing in the sandbox
@@ -673,9 +919,17 @@ func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte,
 		for {
 			var st struct {
 				ExitCode *int `json:"exit-code"`
+				ChildPID *int `json:"child-pid"`
 			}
 			if dec.Decode(&st) != nil {
 				break
+			}
+			if st.ChildPID != nil {
+				if fd, err := unix.PidfdOpen(*st.ChildPID, 0); err == nil {
+					initMu.Lock()
+					initFD = fd
+					initMu.Unlock()
+				}
 			}
 			if st.ExitCode != nil {
 				started, exitCode = true, *st.ExitCode
@@ -689,25 +943,48 @@ func (b *Backend) run(ctx context.Context, c *command, dir string, stdin []byte,
 	go readStatus()
 
 	pid := cmd.Process.Pid
+	waitDone := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		reaper.Done(pid)
+		close(waitDone)
+	}()
 	var killMu sync.Mutex
 	killed, reason := false, ""
+	killOuter := func() {
+		// The process group holds prlimit-turned-bwrap; its death takes
+		// the sandbox's PID namespace down (--die-with-parent), but may
+		// leave the init to be reaped by the service's reaper.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	kill := func(why string) {
 		killMu.Lock()
 		defer killMu.Unlock()
 		if !killed {
 			killed, reason = true, why
 		}
-		// The group holds prlimit-turned-bwrap; its death takes the
-		// sandbox's PID namespace down (--die-with-parent).
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		initMu.Lock()
+		fd := initFD
+		var err error = errNoInit
+		if fd >= 0 {
+			err = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+		initMu.Unlock()
+		if err != nil {
+			killOuter()
+			return
+		}
+		// The outer bwrap exits once it has reaped the init; if it does
+		// not, it goes too.
+		go func() {
+			select {
+			case <-waitDone:
+			case <-time.After(time.Second):
+				killOuter()
+			}
+		}()
 	}
-
-	waitDone := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(waitDone)
-	}()
 	var measure <-chan time.Time
 	var measureTimer *time.Timer
 	if c.disk != nil {
@@ -748,7 +1025,7 @@ wait:
 	case <-pipesDone:
 	case <-time.After(b.cfg.KillGrace):
 		b.log.Warn("sandbox output still open after the sandbox ended; closing it", "pid", pid)
-		kill("")
+		killOuter()
 	}
 	stdoutR.Close()
 	stderrR.Close()
@@ -758,6 +1035,11 @@ wait:
 	killMu.Lock()
 	defer killMu.Unlock()
 	st := cmd.ProcessState
+	if killed {
+		// Whether by the init's death (the outer bwrap then exits with
+		// its status) or the outer bwrap's own.
+		return backend.ExecResult{ExitCode: -1, Killed: true, Reason: reason}, nil
+	}
 	if st.Exited() {
 		if !started {
 			b.forgetProbe()
@@ -765,27 +1047,43 @@ wait:
 		}
 		return backend.ExecResult{ExitCode: exitCode}, nil
 	}
-	if killed {
-		return backend.ExecResult{ExitCode: -1, Killed: true, Reason: reason}, nil
-	}
 	// Killed by someone else (the OOM killer, an operator).
 	ws, _ := st.Sys().(syscall.WaitStatus)
 	return backend.ExecResult{ExitCode: 128 + int(ws.Signal())}, nil
 }
 
-// Release forgets what the backend knows of ws's disk use; the workspace
-// manager deletes the files.
+// Release forgets what the backend knows of ws's disk use and removes its
+// cgroup (killing anything left in it); the workspace manager deletes the
+// files.
 func (b *Backend) Release(_ context.Context, ws *workspace.Workspace) error {
 	b.usageMu.Lock()
 	delete(b.usage, ws.ID)
 	b.usageMu.Unlock()
-	return nil
+	b.groupsMu.Lock()
+	sg := b.groups[ws.ID]
+	delete(b.groups, ws.ID)
+	b.groupsMu.Unlock()
+	if sg == nil {
+		return nil
+	}
+	kerr := sg.g.Kill(2 * time.Second)
+	if sg.sp != nil {
+		sg.sp.stop()
+	}
+	return errors.Join(kerr, sg.g.Remove())
 }
 
 // Check reports the start-up probe's verdict, probing again when the last
 // probe is over a minute old or a command's sandbox has failed to start
-// since.
+// since; and it reports commands that can no longer start: the last
+// startFailLimit commands of any sessions all failed to start.
 func (b *Backend) Check(ctx context.Context) error {
+	b.startMu.Lock()
+	fails, ferr := b.startFails, b.startErr
+	b.startMu.Unlock()
+	if fails >= startFailLimit {
+		return fmt.Errorf("local sandbox: commands cannot start: the last %d sandboxes failed to start: %w", fails, ferr)
+	}
 	b.probeMu.Lock()
 	stale := time.Since(b.probeAt) > time.Minute
 	err := b.probeOK
@@ -850,7 +1148,7 @@ func (b *Backend) probe(ctx context.Context) error {
 	}
 	var outMu sync.Mutex
 	var errOut bytes.Buffer
-	res, err := b.run(ctx, c, dir, nil, func(_ backend.Stream, p []byte) {
+	res, err := b.run(ctx, c, b.probeSG, dir, nil, func(_ backend.Stream, p []byte) {
 		outMu.Lock()
 		defer outMu.Unlock()
 		if errOut.Len() < 4096 {

@@ -36,6 +36,10 @@ func uidBase(t *testing.T) int {
 	return 1_000_000 + int(n.Int64())*1000
 }
 
+// testTag names the sandboxes of one fixture, so that its start-up
+// cleanup touches no other test's.
+func testTag() string { return "test-" + backendtest.RandomName() }
+
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
@@ -60,11 +64,20 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	cfg.ProbeUID = -1
 	if base > 0 {
 		cfg.ProbeUID = base + 999
+		cfg.UIDs = [2]int{base, base + 999}
+	}
+	if cfg.Tag == "" {
+		cfg.Tag = testTag()
 	}
 	b, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
 	return &fixture{m: m, b: b}
 }
 
@@ -294,22 +307,22 @@ func TestConcurrentCommandsOfOneSession(t *testing.T) {
 }
 
 func TestProbeExplainsWhatIsMissing(t *testing.T) {
-	if _, err := newBackend(Config{Bwrap: "", Prlimit: "/usr/bin/prlimit"}); err != nil && !strings.Contains(err.Error(), "bubblewrap") {
+	if _, err := newBackend(Config{Bwrap: "", Prlimit: "/usr/bin/prlimit", Tag: testTag()}); err != nil && !strings.Contains(err.Error(), "bubblewrap") {
 		t.Errorf("error %q does not name bubblewrap", err)
 	}
 	t.Setenv("PATH", "/nonexistent")
-	_, err := newBackend(Config{})
+	_, err := newBackend(Config{Tag: testTag()})
 	if err == nil || !strings.Contains(err.Error(), "bwrap not found") || !strings.Contains(err.Error(), "apt-get install bubblewrap") {
 		t.Errorf("without bwrap: %v", err)
 	}
-	_, err = newBackend(Config{Bwrap: "/usr/bin/bwrap"})
+	_, err = newBackend(Config{Bwrap: "/usr/bin/bwrap", Tag: testTag()})
 	if err == nil || !strings.Contains(err.Error(), "prlimit not found") {
 		t.Errorf("without prlimit: %v", err)
 	}
 	// A bwrap that fails the way a host without user namespaces does.
 	fake := filepath.Join(t.TempDir(), "bwrap")
 	os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755)
-	b, err := newBackend(Config{Bwrap: fake, Prlimit: "/usr/bin/prlimit", ProbeUID: -1})
+	b, err := newBackend(Config{Bwrap: fake, Prlimit: "/usr/bin/prlimit", ProbeUID: -1, Tag: testTag()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +427,7 @@ func TestProbeFindsAnUnreachableRoot(t *testing.T) {
 	}
 	os.Chmod(base, 0o711)
 	os.Chmod(locked, 0o700)
-	b, err := newBackend(Config{ProbeUID: uidBase(t) + 999, ProbeDir: root})
+	b, err := newBackend(Config{ProbeUID: uidBase(t) + 999, ProbeDir: root, Tag: testTag()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,15 +123,17 @@ func TestQuotaOverFullWorkspaceRunsCommandsWithoutWrites(t *testing.T) {
 		stdout    string
 		stderr    string // part of stderr
 	}{
-		{"shell redirection", "echo data > f", 1, "", "echo: write error: File too large"},
-		{"a program's write", "head -c 10 /dev/zero > g", 153, "", "File size limit exceeded"},
-		{"append", "echo more >> small", 1, "", "File too large"},
-		// bash -c execs a lone program as the sandbox's PID 1, which the
-		// kernel spares SIGXFSZ: its write fails with EFBIG instead.
-		{"copy", "cp small copy", 1, "", "File too large"},
-		{"fallocate", "fallocate -l 4096 h", 1, "", "File too large"},
+		// The first write to a file past RLIMIT_FSIZE 0 ends the writer
+		// with SIGXFSZ: the shell itself (bwrap's init is the sandbox's
+		// PID 1, so no process there is spared the signal), or the
+		// program it runs.
+		{"shell redirection", "echo data > f", 153, "", ""},
+		{"a program's write", "head -c 10 /dev/zero > g; echo $?", 0, "153\n", ""},
+		{"append", "echo more >> small", 153, "", ""},
+		{"copy", "cp small copy", 153, "", ""},
+		{"fallocate", "fallocate -l 4096 h", 153, "", ""},
 		{"fallocate keeping the size", "fallocate -n -l 1M small", 1, "", "keep size mode is unsupported"},
-		{"tmp is a file system too", "echo x > /tmp/x", 1, "", "File too large"},
+		{"tmp is a file system too", "echo x > /tmp/x", 153, "", ""},
 		{"reading and listing", "wc -c < small; ls big", 0, "1000\nbig\n", ""},
 		{"pipes and output", "seq 3 | tr '\\n' ,", 0, "1,2,3,", ""},
 	}

@@ -230,7 +230,7 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 		be, err = local.New(ctx, local.Config{
 			Tag: RootTag(wsm.Root()), UIDs: uids, Cgroup: cgroup.Mode(cfg.Cgroup),
 			Session: cgroup.Limits{Memory: cfg.SessionMemory, Pids: cfg.SessionPids, CPU: cfg.SessionCPUs},
-			Bwrap: cfg.Bwrap, Shell: cfg.Shell, ReadOnly: cfg.ReadOnly, TmpSize: cfg.TmpBytes,
+			Bwrap:   cfg.Bwrap, Shell: cfg.Shell, ReadOnly: cfg.ReadOnly, TmpSize: cfg.TmpBytes,
 			Limits: local.Limits{
 				CPUSeconds: cfg.LimitCPU, AddressSpace: cfg.LimitAS, Processes: cfg.LimitProcs,
 				FileSize: cfg.LimitFSize, OpenFiles: cfg.LimitNoFile,

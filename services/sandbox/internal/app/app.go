@@ -301,7 +301,7 @@ func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	}
 	reapCtx, stopReaping := context.WithCancel(context.Background())
 	defer stopReaping()
-	go reaper.Run(reapCtx, logger)
+	go reaper.Run(reapCtx, logger, nil)
 	// Listen before Build makes SANDBOX_ROOT: a busy address leaves no
 	// directory behind.
 	ln, err := service.Listen(cfg.Config, logger)

@@ -124,9 +124,37 @@ func (h *harness) call(session, name string, args any) answer {
 
 func (h *harness) callAs(tenant, session, name string, args any) answer {
 	h.t.Helper()
-	rawArgs, err := json.Marshal(args)
+	a, err := h.do(tenant, session, name, args)
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	return a
+}
+
+// try is call for a goroutine, or for a service that may die mid-call:
+// an error instead of failing the test.
+func (h *harness) try(session, name string, args any) (answer, error) {
+	return h.do("tenant-a", session, name, args)
+}
+
+// tryCall is try that returns the structured content, nil on any error.
+func (h *harness) tryCall(session, name string, args any) map[string]any {
+	a, err := h.try(session, name, args)
+	if err != nil || a.Result == nil || !a.Result.HasStructured() {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(a.Result.StructuredContent, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// do makes one tool call over HTTP as the host does.
+func (h *harness) do(tenant, session, name string, args any) (answer, error) {
+	rawArgs, err := json.Marshal(args)
+	if err != nil {
+		return answer{}, err
 	}
 	body, _ := json.Marshal(tool.Request{TenantID: tenant, SessionID: session, CallID: "call-" + backendtest.RandomName(), Arguments: rawArgs})
 	req, _ := http.NewRequest(http.MethodPost, h.url+"/tools/"+name, bytes.NewReader(body))
@@ -136,12 +164,12 @@ func (h *harness) callAs(tenant, session, name string, args any) answer {
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		h.t.Fatalf("POST %s: %v", name, err)
+		return answer{}, fmt.Errorf("POST %s: %w", name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(resp.Body)
-		h.t.Fatalf("POST %s: status %d: %s", name, resp.StatusCode, data)
+		return answer{}, fmt.Errorf("POST %s: status %d: %s", name, resp.StatusCode, data)
 	}
 	var a answer
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
@@ -150,37 +178,37 @@ func (h *harness) callAs(tenant, session, name string, args any) answer {
 		data, _ := io.ReadAll(resp.Body)
 		a.Result, err = tool.DecodeResult(data)
 		if err != nil {
-			h.t.Fatalf("%s: %v", name, err)
+			return a, fmt.Errorf("%s: %w", name, err)
 		}
 	case "text/event-stream":
 		a.Streamed = true
 		for ev, err := range sse.Read(resp.Body, 4<<20) {
 			if err != nil {
-				h.t.Fatalf("%s: read SSE: %v", name, err)
+				return a, fmt.Errorf("%s: read SSE: %w", name, err)
 			}
 			switch ev.Name {
 			case sse.EventProgress:
 				var p map[string]any
 				if err := json.Unmarshal([]byte(ev.Data), &p); err != nil {
-					h.t.Fatalf("progress %q: %v", ev.Data, err)
+					return a, fmt.Errorf("progress %q: %w", ev.Data, err)
 				}
 				a.Progress = append(a.Progress, p)
 			case sse.EventResult:
 				if a.Result, err = tool.DecodeResult([]byte(ev.Data)); err != nil {
-					h.t.Fatalf("%s: result event: %v", name, err)
+					return a, fmt.Errorf("%s: result event: %w", name, err)
 				}
 			default:
-				h.t.Fatalf("%s: unexpected event %q", name, ev.Name)
+				return a, fmt.Errorf("%s: unexpected event %q", name, ev.Name)
 			}
 		}
 		if a.Result == nil {
-			h.t.Fatalf("%s: stream ended without a result", name)
+			return a, fmt.Errorf("%s: stream ended without a result", name)
 		}
 	default:
-		h.t.Fatalf("%s: content type %q", name, mt)
+		return a, fmt.Errorf("%s: content type %q", name, mt)
 	}
 	a.Elapsed = time.Since(start)
-	return a
+	return a, nil
 }
 
 func (h *harness) exec(session string, args map[string]any) (answer, map[string]any) {

@@ -15,6 +15,7 @@ import (
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/local"
+	"github.com/brain-tools/suite/services/sandbox/internal/reaper"
 )
 
 // BenchmarkExecTrue runs `true` in a sandbox two ways, side by side:
@@ -48,8 +49,14 @@ func BenchmarkExecTrue(b *testing.B) {
 		if err != nil {
 			b.Fatalf("direct bwrap: %v", err)
 		}
-		err = cmd.Run()
+		// Through reaper.Start, as TestMain's reaper reaps bwrap
+		// processes it did not see started.
+		err = reaper.Start(cmd)
 		done()
+		if err == nil {
+			err = cmd.Wait()
+			reaper.Done(cmd.Process.Pid)
+		}
 		if err != nil {
 			b.Fatalf("direct bwrap: %v", err)
 		}

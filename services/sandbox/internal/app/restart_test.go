@@ -2,11 +2,13 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 	"github.com/brain-tools/suite/pkg/jobs"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/backendtest"
+	"github.com/brain-tools/suite/services/sandbox/internal/reaper"
 )
 
 // serveEnv makes the test binary run the sandbox service as main.go does,
@@ -27,7 +30,33 @@ func TestMain(m *testing.M) {
 		service.Main(Run, service.DefaultAddr(DefaultAddr))
 		return
 	}
+	// The services the tests run in this process reap like the real one,
+	// but only the sandboxes' processes: the tests wait for children of their own
+	// (and start bwrap through reaper.Start).
+	if err := reaper.Become(); err == nil {
+		go reaper.Run(context.Background(), nil, reapable)
+	}
 	os.Exit(m.Run())
+}
+
+// reapable is what TestMain's reaper reaps: the sandboxes' processes, and
+// any process of the tests' sandbox uids (all from 1,000,000 up), which
+// covers a service's child killed between its fork and its exec.
+func reapable(pid int) bool {
+	if reaper.Sandbox(pid) {
+		return true
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+			uid, _ := strconv.Atoi(f[1])
+			return uid >= 1_000_000
+		}
+	}
+	return false
 }
 
 // lockedBuffer collects a child's stderr for failure messages.
@@ -56,8 +85,22 @@ type child struct {
 }
 
 // startProcess runs the service as a child process with environ on a free
-// loopback port and waits for /healthz.
+// loopback port and waits for /healthz. The process is this test binary
+// running exactly what main.go runs (TestMain's serveEnv branch).
 func startProcess(t *testing.T, environ map[string]string) (*child, *harness) {
+	t.Helper()
+	return startProcessWith(t, environ, processOptions{})
+}
+
+// processOptions change how startProcessWith starts the service.
+type processOptions struct {
+	// wrap runs the service under a command: {"unshare", "--pid", ...}.
+	wrap []string
+	// extra are open files the service inherits as fds 3, 4, ...
+	extra []*os.File
+}
+
+func startProcessWith(t *testing.T, environ map[string]string, o processOptions) (*child, *harness) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -65,7 +108,9 @@ func startProcess(t *testing.T, environ map[string]string) (*child, *harness) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(os.Args[0])
+	argv := append(append([]string(nil), o.wrap...), os.Args[0])
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.ExtraFiles = o.extra
 	cmd.Env = append(os.Environ(), serveEnv+"=1", "ADDR="+addr, "LOG_LEVEL=warn")
 	for k, v := range environ {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -18,18 +18,21 @@
 // child that exits before Start has recorded its pid is not reaped by
 // mistake (Wait would then fail with ECHILD).
 //
-// Only the service's own process reaps (Run in main); in a test binary that
-// serves the sandbox in-process, Start only records pids, and orphans go to
-// whichever reaper the test runs under.
+// The service's own process reaps every such child (Run in main, with no
+// filter). A test binary that serves the sandbox in-process has children
+// of its own that it waits for, so it reaps only the sandboxes' processes
+// (Run with Sandbox), and starts its own bwrap children through Start.
 package reaper
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -89,8 +92,9 @@ func Become() error {
 	return nil
 }
 
-// Run reaps orphans until ctx ends: call Become first.
-func Run(ctx context.Context, logger *slog.Logger) {
+// Run reaps orphans until ctx ends: call Become first. With only set, it
+// reaps only the exited children for which only returns true.
+func Run(ctx context.Context, logger *slog.Logger, only func(pid int) bool) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -102,7 +106,7 @@ func Run(ctx context.Context, logger *slog.Logger) {
 	wake := time.NewTimer(time.Second)
 	defer wake.Stop()
 	for {
-		n, blocked := reapOrphans()
+		n, blocked := reapOrphans(only)
 		if n > 0 {
 			logger.Debug("reaped orphans", "count", n)
 		}
@@ -122,6 +126,16 @@ func Run(ctx context.Context, logger *slog.Logger) {
 	}
 }
 
+// Sandbox reports whether pid is a process of a sandbox's own making: a
+// sandbox's init, which the outer bwrap leaves to others to reap, or an
+// outer bwrap (or the prlimit that execs it) whose service died. Zombies
+// keep their name, so this holds for an exited one.
+func Sandbox(pid int) bool {
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	c := string(bytes.TrimSpace(comm))
+	return err == nil && (c == "bwrap" || c == "prlimit")
+}
+
 // sigchldPIDOffset is where si_pid lies in a siginfo_t on 64-bit Linux:
 // after si_signo, si_errno and si_code (three int32) and the padding that
 // aligns the union to 8 bytes.
@@ -130,7 +144,7 @@ const sigchldPIDOffset = 16
 // reapOrphans reaps every exited child that Start did not record and
 // returns how many, and whether an exited child of Start's stood in the
 // way (waitid shows one exited child at a time).
-func reapOrphans() (n int, blocked bool) {
+func reapOrphans(only func(pid int) bool) (n int, blocked bool) {
 	spawnMu.Lock()
 	defer spawnMu.Unlock()
 	for {
@@ -145,7 +159,7 @@ func reapOrphans() (n int, blocked bool) {
 		trackMu.Lock()
 		mine := tracked[pid]
 		trackMu.Unlock()
-		if mine {
+		if mine || only != nil && !only(pid) {
 			return n, true
 		}
 		var ws unix.WaitStatus

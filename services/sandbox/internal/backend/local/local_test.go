@@ -17,6 +17,7 @@ import (
 
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/backendtest"
+	"github.com/brain-tools/suite/services/sandbox/internal/reaper"
 	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
 )
 
@@ -24,6 +25,16 @@ import (
 type fixture struct {
 	m *workspace.Manager
 	b *Backend
+}
+
+func TestMain(m *testing.M) {
+	// Reap sandbox inits as the service does (the outer bwrap leaves its
+	// init to a reaper): without, their zombies fill the session's pids
+	// cgroup. Only those: the tests wait for children of their own.
+	if err := reaper.Become(); err == nil {
+		go reaper.Run(context.Background(), nil, reaper.Sandbox)
+	}
+	os.Exit(m.Run())
 }
 
 // uidBase picks a block of 1000 host uids nobody else uses in this run, so

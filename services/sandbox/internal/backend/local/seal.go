@@ -81,11 +81,15 @@ func (b *Backend) killLeftovers() backend.Leftovers {
 		if pid == os.Getpid() || killed[pid] {
 			return
 		}
-		if job := environValue(pid, jobVar); job != "" {
-			left.Jobs[job] = true
-		}
+		// One already dying (SIGKILL pending: its service's death took it
+		// with it, and it has not quite exited) did not outlive the
+		// service; only the others are counted.
+		job, dying := environValue(pid, jobVar), isDying(pid)
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			killed[pid] = true
+			killed[pid] = !dying
+			if job != "" && !dying {
+				left.Jobs[job] = true
+			}
 		}
 	}
 	if b.cg != nil {
@@ -131,7 +135,11 @@ func (b *Backend) killLeftovers() backend.Leftovers {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	left.Processes = len(killed)
+	for _, outlived := range killed {
+		if outlived {
+			left.Processes++
+		}
+	}
 	left.At = time.Now()
 	if left.Processes > 0 {
 		b.log.Warn("killed what an earlier run of the service left running", "processes", left.Processes, "jobs", len(left.Jobs))
@@ -200,6 +208,21 @@ func realUID(pid int) (int, bool) {
 func isZombie(pid int) bool {
 	v, ok := procStatus(pid, "State")
 	return ok && strings.HasPrefix(v, "Z")
+}
+
+// isDying reports whether pid has exited or has a SIGKILL pending (its
+// own or its thread group's).
+func isDying(pid int) bool {
+	if v, ok := procStatus(pid, "State"); !ok || strings.HasPrefix(v, "Z") || strings.HasPrefix(v, "X") {
+		return true
+	}
+	for _, f := range []string{"SigPnd", "ShdPnd"} {
+		v, _ := procStatus(pid, f)
+		if mask, err := strconv.ParseUint(v, 16, 64); err == nil && mask&(1<<(syscall.SIGKILL-1)) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // sessionGroup is one session's cgroup and, on cgroup v1, the OS thread

@@ -150,7 +150,7 @@ func (s *Service) statusTool() service.Tool {
 			if args.WaitSeconds != nil {
 				wait = time.Duration(*args.WaitSeconds) * time.Second
 			}
-			sc, bad := s.scopeOf(ctx, call, args.Workspace)
+			sc, bad := s.jobScope(ctx, call, args.Workspace)
 			if bad != nil {
 				return bad
 			}
@@ -178,7 +178,7 @@ func (s *Service) cancelTool() service.Tool {
 			if args.WaitSeconds != nil {
 				return fieldErr("wait_seconds", "unknown field for sandbox_cancel")
 			}
-			sc, bad := s.scopeOf(ctx, call, args.Workspace)
+			sc, bad := s.jobScope(ctx, call, args.Workspace)
 			if bad != nil {
 				return bad
 			}

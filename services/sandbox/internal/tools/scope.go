@@ -69,6 +69,16 @@ func (s *Service) scopeOf(ctx context.Context, call *service.Call, handle *strin
 	return sc, nil
 }
 
+// jobScope is scopeOf for the job tools, which open no workspace: a
+// handle must still name an open workspace of the tenant.
+func (s *Service) jobScope(ctx context.Context, call *service.Call, handle *string) (scope, *tool.Result) {
+	sc, bad := s.scopeOf(ctx, call, handle)
+	if bad == nil && sc.owner.Handle != "" && !s.ws.HasHandle(sc.owner.Tenant, sc.owner.Handle) {
+		return sc, s.workspaceRefusal(call, workspace.ErrNoHandle, workspace.MCP)
+	}
+	return sc, bad
+}
+
 // acquire opens the workspace of the call's scope.
 func (s *Service) acquire(ctx context.Context, call *service.Call, handle *string) (*workspace.Workspace, func(), *tool.Result) {
 	sc, bad := s.scopeOf(ctx, call, handle)

@@ -485,6 +485,14 @@ func (m *Manager) OpenHandle(tenant string) (string, *Workspace, error) {
 	return handle, ws, nil
 }
 
+// HasHandle reports whether tenant's handle names a workspace that is open.
+func (m *Manager) HasHandle(tenant, handle string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ws := m.byKey[Key(jobs.HandleOwner(tenant, handle))]
+	return ws != nil && !ws.once
+}
+
 // CloseHandle removes the workspace of tenant's handle now, or when its
 // last use ends; from now on the handle is ErrNoHandle.
 func (m *Manager) CloseHandle(ctx context.Context, tenant, handle string) error {

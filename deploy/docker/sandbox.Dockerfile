@@ -49,7 +49,16 @@
 #
 # As a non-root service every session's commands run under the service's
 # own uid (SANDBOX_UID_BASE applies only as root), so SANDBOX_LIMIT_PROCS
-# caps the processes of all sessions together, not of each.
+# caps the processes of all sessions together, not of each; and it cannot
+# make the per-session cgroups (SANDBOX_SESSION_MEMORY_BYTES, _PIDS, _CPUS:
+# Docker mounts /sys/fs/cgroup read-only in a container that is not
+# privileged). The service says so at start and in /healthz
+# (session_bounds); compose.yaml bounds the container as a whole instead
+# (mem_limit, pids_limit).
+#
+# The service is the container's PID 1: it reaps every process that ends
+# up its child (a sandbox's init, which bwrap leaves to whoever reaps), so
+# timed-out and cancelled commands leave no zombies; no --init is needed.
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends bubblewrap ca-certificates jq python3 \

@@ -455,3 +455,31 @@ func TestProbeFindsAnUnreachableRoot(t *testing.T) {
 		t.Errorf("probe left %v in the root", left)
 	}
 }
+
+// TestHealthWhenCommandsCannotStart: when the last commands of any
+// sessions all failed to start, Check says so with bwrap's message; one
+// command that starts clears it.
+func TestHealthWhenCommandsCannotStart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+	gone := f.workspace(t)
+	os.RemoveAll(gone.Dir)
+	for i := range startFailLimit {
+		if err := f.b.Check(context.Background()); err != nil && i == 0 {
+			t.Fatalf("healthy at first: %v", err)
+		}
+		if _, err := f.b.Exec(context.Background(), gone, backend.ExecRequest{Command: "true"}, func(backend.Stream, []byte) {}); !errors.Is(err, backend.ErrNotStarted) {
+			t.Fatalf("Exec in a removed workspace: %v", err)
+		}
+	}
+	err := f.b.Check(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "commands cannot start: the last 3 sandboxes failed to start") || !strings.Contains(err.Error(), "Can't find source path") {
+		t.Fatalf("Check after %d failed starts = %v", startFailLimit, err)
+	}
+	if res, _, _ := backendtest.Exec(t, f.b, f.workspace(t), backend.ExecRequest{Command: "true"}); res.ExitCode != 0 {
+		t.Fatalf("a good command: %+v", res)
+	}
+	if err := f.b.Check(context.Background()); err != nil {
+		t.Fatalf("Check after a command started: %v", err)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -148,11 +147,4 @@ func TestHealthNamesTheBounds(t *testing.T) {
 	} else if s, _ := bounds["memory"].(string); !strings.HasPrefix(s, "not in force: ") {
 		t.Errorf("without cgroups, bounds %v must say why", bounds)
 	}
-}
-
-// cgroupDirs lists the session cgroup directories the service made (v1,
-// as on the test machine).
-func cgroupDirs(root string) []string {
-	m, _ := filepath.Glob("/sys/fs/cgroup/pids/brain-sandbox-" + RootTag(root) + "/*")
-	return m
 }

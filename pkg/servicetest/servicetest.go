@@ -196,6 +196,9 @@ func (s *Server) CallRequest(t testing.TB, name string, req tool.Request) *Reply
 
 // CallMCP calls tool name over MCP at /mcp (a 2025-11-25 session of the
 // go-sdk client, with the bearer token and a progress token) with args,
+// as the same tenant and session as Call (stated in _meta, as brain's MCP
+// client does), so that state a tool keeps per session (a job) is found
+// over either transport,
 // and turns the CallToolResult back into the contract's result: text and
 // image blocks, structuredContent, isError, and unknown_outcome from _meta.
 func (s *Server) CallMCP(t testing.TB, name string, args any) *Reply {
@@ -214,7 +217,8 @@ func (s *Server) CallMCP(t testing.TB, name string, args any) *Reply {
 		mu.Unlock()
 	})
 	defer cs.Close()
-	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	params := &mcp.CallToolParams{Name: name, Arguments: args,
+		Meta: mcp.Meta{service.MCPMetaTenantID: s.Tenant, service.MCPMetaSessionID: s.Session}}
 	params.SetProgressToken("servicetest")
 	res, err := cs.CallTool(ctx, params)
 	if err != nil {

@@ -52,6 +52,7 @@ package local
 
 import (
 	"bytes"
+	"crypto/rand"
 	"context"
 	"encoding/json"
 	"errors"
@@ -492,6 +493,8 @@ type command struct {
 	seccompR *os.File
 	// disk is the quota check of the run; nil for none (the probe).
 	disk *backend.DiskUse
+	// mark is in the environment of the command's bwrap processes (cmdVar).
+	mark string
 }
 
 // Fds of the prlimit+bwrap child: bwrap's options, its JSON status and
@@ -679,13 +682,14 @@ func (b *Backend) prepare(dir string, uid int, req backend.ExecRequest, noWrite 
 		statusW.Close()
 		return nil, notStarted(err)
 	}
-	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: b.env(req.Job), Dir: "/"}
+	mark := rand.Text()
+	cmd := &exec.Cmd{Path: b.cfg.Prlimit, Args: argv, Env: b.env(req.Job, mark), Dir: "/"}
 	cmd.ExtraFiles = []*os.File{argsR, statusW} // fds 3 and 4
 	if seccompR != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, seccompR) // fd 5
 	}
 	cmd.SysProcAttr = b.sysProcAttr(uid)
-	c := &command{cmd: cmd, argsR: argsR, argsData: data.Bytes(), statusR: statusR, statusW: statusW, seccompR: seccompR}
+	c := &command{cmd: cmd, argsR: argsR, argsData: data.Bytes(), statusR: statusR, statusW: statusW, seccompR: seccompR, mark: mark}
 	go func() {
 		// bwrap reads its options right away; if it dies first the write
 		// fails with EPIPE, and bwrap never reports a started command.
@@ -901,6 +905,8 @@ func (b *Backend) run(ctx context.Context, c *command, sg *sessionGroup, dir str
 	// until bwrap reports it: killing the init ends the sandbox's PID
 	// namespace, and the outer bwrap then reaps it and exits, so no
 	// process of the sandbox is orphaned.
+	var killMu sync.Mutex
+	killed, reason := false, ""
 	var initMu sync.Mutex
 	initFD := -1
 	defer func() {
@@ -929,6 +935,13 @@ func (b *Backend) run(ctx context.Context, c *command, sg *sessionGroup, dir str
 					initMu.Lock()
 					initFD = fd
 					initMu.Unlock()
+					killMu.Lock()
+					late := killed
+					killMu.Unlock()
+					if late {
+						// Killed before bwrap said which process is the init.
+						_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+					}
 				}
 			}
 			if st.ExitCode != nil {
@@ -949,8 +962,6 @@ func (b *Backend) run(ctx context.Context, c *command, sg *sessionGroup, dir str
 		reaper.Done(pid)
 		close(waitDone)
 	}()
-	var killMu sync.Mutex
-	killed, reason := false, ""
 	killOuter := func() {
 		// The process group holds prlimit-turned-bwrap; its death takes
 		// the sandbox's PID namespace down (--die-with-parent), but may
@@ -1014,6 +1025,24 @@ wait:
 				break wait
 			}
 			measureTimer.Reset(max(b.cfg.QuotaInterval, 4*took))
+		}
+	}
+
+	// A sandbox killed while bwrap was still setting it up may have an
+	// init that outlived the outer bwrap: end it (through its pidfd when
+	// bwrap said which it is, else by the command's mark).
+	killMu.Lock()
+	wasKilled := killed
+	killMu.Unlock()
+	if wasKilled {
+		initMu.Lock()
+		fd := initFD
+		if fd >= 0 {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+		initMu.Unlock()
+		if fd < 0 {
+			killMarked(c.mark)
 		}
 	}
 

@@ -49,20 +49,45 @@ func sealFDs() error {
 
 // The environment of the outer bwrap and the sandbox's init (bwrap's
 // --clearenv applies to the command only): tagVar names the service whose
-// sandbox it is, jobVar the job. Neither is secret; the session can read
-// them in /proc/1/environ, and the tag is a hash of the workspace root.
+// sandbox it is, jobVar the job, cmdVar the one command (a random mark).
+// None is secret; the session can read them in /proc/1/environ, and the
+// tag is a hash of the workspace root.
 const (
 	tagVar = "BRAIN_SANDBOX_SERVICE"
 	jobVar = "BRAIN_SANDBOX_JOB"
+	cmdVar = "BRAIN_SANDBOX_COMMAND"
 )
 
-// env is the environment of the outer bwrap for a command of job.
-func (b *Backend) env(job string) []string {
-	env := []string{tagVar + "=" + b.cfg.Tag}
+// env is the environment of the outer bwrap for command mark of job.
+func (b *Backend) env(job, mark string) []string {
+	env := []string{tagVar + "=" + b.cfg.Tag, cmdVar + "=" + mark}
 	if job != "" {
 		env = append(env, jobVar+"="+job)
 	}
 	return env
+}
+
+// killMarked SIGKILLs every process whose environment carries command
+// mark: a sandbox's init that outlived its outer bwrap, killed while it
+// was still setting the sandbox up (bwrap arms --die-with-parent only just
+// before it starts the command), before bwrap had said which process the
+// init is. Killing the init ends its PID namespace. It looks until none is
+// left, for at most a second.
+func killMarked(mark string) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		found := 0
+		for _, pid := range allPIDs() {
+			if environValue(pid, cmdVar) == mark && !isZombie(pid) {
+				found++
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if found == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // killLeftovers finds and kills what earlier runs of this service left

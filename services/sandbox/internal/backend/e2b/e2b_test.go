@@ -108,7 +108,7 @@ func TestStreamErrors(t *testing.T) {
 	b, srv, newWS := setup(t)
 	ws := newWS(t)
 	backendtest.Exec(t, b, ws, backend.ExecRequest{Command: "true"})
-	srv.BreakNextStream = true
+	srv.BreakNextStream()
 	var o backendtest.Output
 	_, err := b.Exec(context.Background(), ws, backend.ExecRequest{Command: "sleep 5", Timeout: 10 * time.Second}, o.Func())
 	var ce *ConnectError

@@ -57,10 +57,18 @@ type Server struct {
 	// Log records the control-plane and envd calls ("POST /sandboxes",
 	// "SendSignal SIGNAL_SIGKILL"), for tests.
 	Log []string
-	// BreakNextStream makes the next command stream of a tagged process
-	// end, after its start event, with an end-of-stream error instead of
-	// the command's end.
-	BreakNextStream bool
+	// breakNext: see BreakNextStream.
+	breakNext bool
+}
+
+// BreakNextStream makes the next command stream of a tagged process end,
+// after its start event, with an end-of-stream error instead of the
+// command's end. Safe while the server answers other calls (the cleanup of
+// an earlier command may still be running).
+func (s *Server) BreakNextStream() {
+	s.mu.Lock()
+	s.breakNext = true
+	s.mu.Unlock()
 }
 
 type sandbox struct {
@@ -547,9 +555,9 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	}()
 
 	s.mu.Lock()
-	broken := s.BreakNextStream && tag != ""
+	broken := s.breakNext && tag != ""
 	if broken {
-		s.BreakNextStream = false
+		s.breakNext = false
 	}
 	s.mu.Unlock()
 	if broken {

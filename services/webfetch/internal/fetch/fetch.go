@@ -20,7 +20,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
-	"github.com/brain-tools/suite/services/webfetch/internal/guard"
+	"github.com/brain-tools/suite/pkg/netguard"
 )
 
 // Defaults for Options fields left zero.
@@ -42,7 +42,7 @@ const (
 // Options configures a Client. Zero fields take the defaults above;
 // CacheTTL < 0 turns the cache off.
 type Options struct {
-	Guard     *guard.Guard
+	Guard     *netguard.Guard
 	UserAgent string
 	// MaxBodyBytes caps the body after content decoding; a larger body is
 	// refused with a *TooLargeError.
@@ -121,7 +121,7 @@ type Client struct {
 // proxies off (a proxy would dial for us, past the guard).
 func New(o Options) *Client {
 	if o.Guard == nil {
-		o.Guard = guard.New(guard.Options{})
+		o.Guard = netguard.New(netguard.Options{})
 	}
 	if o.UserAgent == "" {
 		o.UserAgent = DefaultUserAgent
@@ -155,16 +155,11 @@ func New(o Options) *Client {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	tr := &http.Transport{
-		Proxy:                  nil,
-		DialContext:            o.Guard.DialContext,
-		ForceAttemptHTTP2:      true,
-		TLSHandshakeTimeout:    10 * time.Second,
-		MaxIdleConns:           32,
-		MaxIdleConnsPerHost:    4,
-		IdleConnTimeout:        60 * time.Second,
-		MaxResponseHeaderBytes: 1 << 20,
-	}
+	tr := o.Guard.Transport()
+	tr.MaxIdleConns = 32
+	tr.MaxIdleConnsPerHost = 4
+	tr.IdleConnTimeout = 60 * time.Second
+	tr.MaxResponseHeaderBytes = 1 << 20
 	c := &Client{
 		o: o,
 		http: &http.Client{
@@ -188,8 +183,8 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 // follows up to MaxRedirects redirects (each hop checked again), and reads
 // the body under the cap. A status of 4xx or 5xx is not an error here: the
 // Response carries it. Errors name what went wrong: a refusal
-// (guard.ErrRefused), a host that cannot be reached
-// (*guard.UnreachableError, also when found while asking for robots.txt),
+// (netguard.ErrRefused), a host that cannot be reached
+// (*netguard.UnreachableError, also when found while asking for robots.txt),
 // ErrRobots, ErrRedirectLoop, ErrTooManyRedirects, a *TooLargeError,
 // ErrTimeout, or another network failure.
 func (c *Client) Get(ctx context.Context, rawURL string) (*Response, error) {
@@ -314,7 +309,7 @@ func (c *Client) hop(ctx context.Context, u *url.URL) (*http.Response, error) {
 // explain turns an error into one that says which limit ran out, and
 // keeps guard refusals recognisable.
 func (c *Client) explain(ctx context.Context, op string, err error) error {
-	var refused *guard.RefusedError
+	var refused *netguard.RefusedError
 	if errors.As(err, &refused) {
 		return fmt.Errorf("%s: %w", op, refused)
 	}

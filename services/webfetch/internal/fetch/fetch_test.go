@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brain-tools/suite/services/webfetch/internal/dnstest"
-	"github.com/brain-tools/suite/services/webfetch/internal/guard"
+	"github.com/brain-tools/suite/pkg/netguard"
+	"github.com/brain-tools/suite/pkg/netguard/dnstest"
 )
 
 // newClient returns a client that may reach only srv (127.0.0.1 on its
@@ -27,7 +27,7 @@ func newClient(t *testing.T, srv *httptest.Server, o Options) *Client {
 	t.Helper()
 	u, _ := url.Parse(srv.URL)
 	port, _ := strconv.Atoi(u.Port())
-	o.Guard = guard.New(guard.Options{
+	o.Guard = netguard.New(netguard.Options{
 		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		Ports:         []uint16{uint16(port), 80},
 		BeforeDial: func(_ string, ap netip.AddrPort) error {
@@ -77,9 +77,9 @@ func TestRedirects(t *testing.T) {
 		{path: "/a", wantErr: ErrRedirectLoop, want: "/a → " + srv.URL + "/b → " + srv.URL + "/a"},
 		{path: "/chain/5", want: "end of chain"},
 		{path: "/chain/6", wantErr: ErrTooManyRedirects, want: "more than 5"},
-		{path: "/to-private", wantErr: guard.ErrRefused, want: "169.254.169.254 is a link-local address"},
-		{path: "/to-file", wantErr: guard.ErrRefused, want: `scheme "file"`},
-		{path: "/to-decimal", wantErr: guard.ErrRefused, want: "host 2130706434 is 127.0.0.2, a loopback address"},
+		{path: "/to-private", wantErr: netguard.ErrRefused, want: "169.254.169.254 is a link-local address"},
+		{path: "/to-file", wantErr: netguard.ErrRefused, want: `scheme "file"`},
+		{path: "/to-decimal", wantErr: netguard.ErrRefused, want: "host 2130706434 is 127.0.0.2, a loopback address"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
@@ -335,7 +335,7 @@ func TestRobotsOfAnUnreachableHost(t *testing.T) {
 	ru, _ := url.Parse(redirecting.URL)
 	rport, _ := strconv.Atoi(ru.Port())
 
-	g := guard.New(guard.Options{
+	g := netguard.New(netguard.Options{
 		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		Ports:         []uint16{80, closed.Port(), uint16(rport)},
 		Resolver:      dns.Resolver(),
@@ -349,7 +349,7 @@ func TestRobotsOfAnUnreachableHost(t *testing.T) {
 	})
 	tests := []struct {
 		name, url   string
-		unreachable bool   // a *guard.UnreachableError, not ErrRobots
+		unreachable bool   // a *netguard.UnreachableError, not ErrRobots
 		refused     bool   // a guard refusal, not ErrRobots
 		want        string // in the message
 	}{
@@ -366,9 +366,9 @@ func TestRobotsOfAnUnreachableHost(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Get = %v, want an error containing %q", err, tc.want)
 			}
-			var ue *guard.UnreachableError
-			if errors.As(err, &ue) != tc.unreachable || errors.Is(err, guard.ErrRefused) != tc.refused {
-				t.Fatalf("Get = %v: unreachable %v, refused %v; want %v, %v", err, errors.As(err, &ue), errors.Is(err, guard.ErrRefused), tc.unreachable, tc.refused)
+			var ue *netguard.UnreachableError
+			if errors.As(err, &ue) != tc.unreachable || errors.Is(err, netguard.ErrRefused) != tc.refused {
+				t.Fatalf("Get = %v: unreachable %v, refused %v; want %v, %v", err, errors.As(err, &ue), errors.Is(err, netguard.ErrRefused), tc.unreachable, tc.refused)
 			}
 			if robots := !tc.unreachable && !tc.refused; errors.Is(err, ErrRobots) != robots {
 				t.Fatalf("Get = %v: errors.Is(ErrRobots) = %v, want %v", err, !robots, robots)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/temoto/robotstxt"
 
-	"github.com/brain-tools/suite/services/webfetch/internal/guard"
+	"github.com/brain-tools/suite/pkg/netguard"
 )
 
 // robotsEntry is one origin's robots.txt as parsed, or why it counts as
@@ -36,7 +36,7 @@ type robotsEntry struct {
 //
 // When the origin itself cannot be reached (its name does not resolve,
 // the connection is refused, the guard refuses its addresses) the error
-// is that failure (*guard.UnreachableError or a guard refusal), not
+// is that failure (*netguard.UnreachableError or a guard refusal), not
 // ErrRobots: the page would fail the same way, and blaming robots.txt
 // would hide why.
 func (c *Client) allowed(ctx context.Context, u *url.URL) error {
@@ -118,8 +118,8 @@ func originFailed(err error, ru *url.URL) bool {
 	if !errors.As(err, &he) || he.url.Scheme != ru.Scheme || he.url.Host != ru.Host {
 		return false
 	}
-	var ue *guard.UnreachableError
-	return errors.As(err, &ue) || errors.Is(err, guard.ErrRefused)
+	var ue *netguard.UnreachableError
+	return errors.As(err, &ue) || errors.Is(err, netguard.ErrRefused)
 }
 
 var allowAll, _ = robotstxt.FromStatusAndBytes(http.StatusNotFound, nil)

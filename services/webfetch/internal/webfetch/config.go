@@ -6,9 +6,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/webfetch/internal/fetch"
-	"github.com/brain-tools/suite/services/webfetch/internal/guard"
 )
 
 // DefaultAddr is where the service listens when ADDR is unset.
@@ -68,10 +68,10 @@ func (c *Config) Validate() error {
 	if err := c.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if _, _, err := guard.ParseAllowList(c.Allow); err != nil {
+	if _, _, err := netguard.ParseAllowList(c.Allow); err != nil {
 		errs = append(errs, fmt.Errorf("WEBFETCH_ALLOW: %w", err))
 	}
-	if _, err := guard.ParsePorts(c.Ports); err != nil {
+	if _, err := netguard.ParsePorts(c.Ports); err != nil {
 		errs = append(errs, fmt.Errorf("WEBFETCH_PORTS: %w", err))
 	}
 	if c.UserAgent == "" {
@@ -101,12 +101,12 @@ func (c *Config) Validate() error {
 // Deps are what tests inject: a resolver for host names and a hook that
 // sees (and may veto) every dial.
 type Deps struct {
-	Resolver   guard.Resolver
+	Resolver   netguard.Resolver
 	BeforeDial func(network string, addr netip.AddrPort) error
 }
 
 // fetchOptions maps the configuration onto the fetch client's options.
-func (c *Config) fetchOptions(g *guard.Guard) fetch.Options {
+func (c *Config) fetchOptions(g *netguard.Guard) fetch.Options {
 	o := fetch.Options{
 		Guard:         g,
 		UserAgent:     c.UserAgent,

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/brain-tools/suite/pkg/netguard/dnstest"
 	"github.com/brain-tools/suite/pkg/tool"
-	"github.com/brain-tools/suite/services/webfetch/internal/dnstest"
 )
 
 const testToken = "test-token"

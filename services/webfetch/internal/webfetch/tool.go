@@ -19,12 +19,12 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/webfetch/internal/extract"
 	"github.com/brain-tools/suite/services/webfetch/internal/fetch"
-	"github.com/brain-tools/suite/services/webfetch/internal/guard"
 )
 
 // Limits of the arguments.
@@ -132,15 +132,15 @@ const docCacheEntries = 16
 
 // NewFetcher builds the tool from a checked Config.
 func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
-	prefixes, hosts, err := guard.ParseAllowList(cfg.Allow)
+	prefixes, hosts, err := netguard.ParseAllowList(cfg.Allow)
 	if err != nil {
 		return nil, fmt.Errorf("WEBFETCH_ALLOW: %w", err)
 	}
-	ports, err := guard.ParsePorts(cfg.Ports)
+	ports, err := netguard.ParsePorts(cfg.Ports)
 	if err != nil {
 		return nil, fmt.Errorf("WEBFETCH_PORTS: %w", err)
 	}
-	g := guard.New(guard.Options{AllowPrefixes: prefixes, AllowHosts: hosts, Ports: ports, Resolver: deps.Resolver, BeforeDial: deps.BeforeDial})
+	g := netguard.New(netguard.Options{AllowPrefixes: prefixes, AllowHosts: hosts, Ports: ports, Resolver: deps.Resolver, BeforeDial: deps.BeforeDial})
 	o := cfg.fetchOptions(g)
 	o.Logger = logger
 	var docs *expirable.LRU[string, *extract.Document]
@@ -298,9 +298,9 @@ func (f *Fetcher) document(ctx context.Context, resp *fetch.Response, o extract.
 // fetchOutcome names the metric label of a fetch error.
 func fetchOutcome(err error) string {
 	var tl *fetch.TooLargeError
-	var ue *guard.UnreachableError
+	var ue *netguard.UnreachableError
 	switch {
-	case errors.Is(err, guard.ErrRefused):
+	case errors.Is(err, netguard.ErrRefused):
 		return "refused"
 	case errors.As(err, &ue):
 		return "unreachable"

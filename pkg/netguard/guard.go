@@ -1,20 +1,33 @@
-// Package guard keeps the web fetcher away from internal networks (SSRF):
-// it checks URLs (scheme, port, every spelling of a host), resolves names
-// itself and refuses a name when any of its addresses is not public, and
-// dials only the addresses it checked, with code.dny.dev/ssrf as the
+// Package netguard keeps outgoing connections away from internal networks
+// (SSRF): it checks URLs (scheme, port, every spelling of a host), resolves
+// names itself and refuses a name when any of its addresses is not public,
+// and dials only the addresses it checked, with code.dny.dev/ssrf as the
 // net.Dialer Control so that the IP actually dialed is checked once more.
 //
 // Only an operator allow-list (CIDRs and host names, empty by default)
 // reaches addresses the IANA special-purpose registries set aside:
 // loopback, private-use, link-local, CGNAT, multicast, reserved,
 // documentation and the rest.
-package guard
+//
+// One Guard serves every kind of client the same way:
+//
+//   - a fetcher checks each URL (CheckURL, again for every redirect it
+//     follows) and sends it over Transport(), whose every dial is guarded;
+//   - a client of tool services a tenant registers (custom tools) checks
+//     the tool's URL once with CheckURL and calls it over Transport(),
+//     with AnyPort when tool services may listen on any port;
+//   - a proxy (the browser service's) checks absolute-form request URLs
+//     with CheckURL and dials CONNECT targets with DialContext.
+//
+// Proxies are off in Transport(): a proxy would dial past the guard.
+package netguard
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -84,6 +97,10 @@ type Options struct {
 	// Ports are the destination ports allowed; empty means DefaultPorts.
 	// They apply to allow-listed destinations too.
 	Ports []uint16
+	// AnyPort allows every destination port (Ports is then ignored): for
+	// a client whose destinations name their own ports, such as tool
+	// services on 8081. The address rules still apply.
+	AnyPort bool
 	// Resolver resolves host names; nil means net.DefaultResolver.
 	Resolver Resolver
 	// DialTimeout caps one TCP connect; zero means 10 s.
@@ -96,6 +113,7 @@ type Options struct {
 
 // Guard checks destinations and dials them. It is safe for concurrent use.
 type Guard struct {
+	anyPort    bool
 	prefixes   []netip.Prefix
 	hosts      map[string]bool
 	ports      []uint16
@@ -109,6 +127,7 @@ type Guard struct {
 // New builds a Guard.
 func New(o Options) *Guard {
 	g := &Guard{
+		anyPort:    o.AnyPort,
 		prefixes:   slices.Clone(o.AllowPrefixes),
 		hosts:      make(map[string]bool, len(o.AllowHosts)),
 		ports:      slices.Clone(o.Ports),
@@ -132,8 +151,12 @@ func New(o Options) *Guard {
 			v6 = append(v6, p)
 		}
 	}
-	g.strictSSRF = ssrf.New(ssrf.WithPorts(g.ports...), ssrf.WithAllowedV4Prefixes(v4...), ssrf.WithAllowedV6Prefixes(v6...))
-	open := ssrf.New(ssrf.WithPorts(g.ports...),
+	portOpt := ssrf.WithPorts(g.ports...)
+	if g.anyPort {
+		portOpt = ssrf.WithAnyPort()
+	}
+	g.strictSSRF = ssrf.New(portOpt, ssrf.WithAllowedV4Prefixes(v4...), ssrf.WithAllowedV6Prefixes(v6...))
+	open := ssrf.New(portOpt,
 		ssrf.WithAllowedV4Prefixes(netip.MustParsePrefix("0.0.0.0/0")),
 		ssrf.WithAllowedV6Prefixes(netip.MustParsePrefix("::/0")))
 	timeout := o.DialTimeout
@@ -145,8 +168,25 @@ func New(o Options) *Guard {
 	return g
 }
 
-// Ports returns the allowed destination ports.
+// Ports returns the allowed destination ports (meaningless with AnyPort).
 func (g *Guard) Ports() []uint16 { return slices.Clone(g.ports) }
+
+// Transport returns a new *http.Transport whose every connection is dialed
+// by DialContext, with proxies off and net/http's default pool and
+// handshake settings; the caller may tune those, but must leave Proxy,
+// DialContext and DialTLSContext alone. TLS runs over the guarded
+// connection, so the certificate is checked against the URL's host.
+func (g *Guard) Transport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           g.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: 1 * time.Second,
+	}
+}
 
 // CheckAddr reports whether a may be dialed: it is public, or the
 // allow-list names a prefix holding it. IPv4-mapped IPv6 addresses are
@@ -166,7 +206,7 @@ func (g *Guard) CheckAddr(a netip.Addr) error {
 
 // CheckPort reports whether port is allowed.
 func (g *Guard) CheckPort(port uint16) error {
-	if slices.Contains(g.ports, port) {
+	if g.anyPort || slices.Contains(g.ports, port) {
 		return nil
 	}
 	return refuse("port %d is not allowed (allowed: %s)", port, joinPorts(g.ports))

@@ -1,4 +1,4 @@
-package guard
+package netguard
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brain-tools/suite/services/webfetch/internal/dnstest"
+	"github.com/brain-tools/suite/pkg/netguard/dnstest"
 )
 
 func TestNormalizeHost(t *testing.T) {
@@ -205,5 +205,48 @@ func TestDialLoopbackWhenAllowed(t *testing.T) {
 	}
 	if len(dialed) != 1 || dialed[0] != u.Host {
 		t.Fatalf("dialed %v, want only %s", dialed, u.Host)
+	}
+}
+
+// TestAnyPortAndTransport: AnyPort lets a tool client reach any port of an
+// allowed address while the address rules still hold, and Transport dials
+// only through the guard (no proxy from the environment).
+func TestAnyPortAndTransport(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer srv.Close()
+	t.Setenv("HTTP_PROXY", "http://127.0.0.1:1")
+	tests := []struct {
+		name    string
+		opts    Options
+		url     string
+		refused bool
+	}{
+		{"any port, allowed address", Options{AnyPort: true, AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, srv.URL, false},
+		{"any port, loopback not allowed", Options{AnyPort: true}, srv.URL, true},
+		{"default ports", Options{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, srv.URL, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(tc.opts)
+			tr := g.Transport()
+			if tr.Proxy != nil {
+				t.Fatal("Transport has a proxy")
+			}
+			defer tr.CloseIdleConnections()
+			resp, err := (&http.Client{Transport: tr}).Get(tc.url)
+			if tc.refused {
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("got %v, want a refusal", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		})
 	}
 }

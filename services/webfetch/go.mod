@@ -3,21 +3,24 @@ module github.com/brain-tools/suite/services/webfetch
 go 1.26.0
 
 require (
-	codeberg.org/readeck/go-readability/v2 v2.1.3
 	github.com/JohannesKaufmann/html-to-markdown/v2 v2.5.2
-	github.com/PuerkitoBio/goquery v1.13.0
-	github.com/andybalholm/cascadia v1.3.5
 	github.com/brain-tools/suite/pkg v0.0.0
-	github.com/go-pdf/fpdf v0.9.0
-	github.com/gogs/chardet v0.0.0-20211120154057-b7413eaefb8f
 	github.com/hashicorp/golang-lru/v2 v2.0.7
-	github.com/ledongthuc/pdf v0.0.0-20260907135840-6c8c28e0e8a0
-	github.com/microcosm-cc/bluemonday v1.0.27
 	github.com/prometheus/client_golang v1.25.0
 	github.com/temoto/robotstxt v1.1.2
 	github.com/yuin/goldmark v1.8.2
-	golang.org/x/net v0.62.0
-	golang.org/x/text v0.44.0
+)
+
+require (
+	codeberg.org/readeck/go-readability/v2 v2.1.3 // indirect
+	github.com/PuerkitoBio/goquery v1.13.0 // indirect
+	github.com/andybalholm/cascadia v1.3.5 // indirect
+	github.com/go-pdf/fpdf v0.9.0 // indirect
+	github.com/gogs/chardet v0.0.0-20211120154057-b7413eaefb8f // indirect
+	github.com/ledongthuc/pdf v0.0.0-20260907135840-6c8c28e0e8a0 // indirect
+	github.com/microcosm-cc/bluemonday v1.0.27 // indirect
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
 )
 
 require (
@@ -25,6 +28,7 @@ require (
 	github.com/JohannesKaufmann/dom v0.3.1 // indirect
 	github.com/aymerick/douceur v0.2.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/brain-tools/suite/pkg/extract v0.0.0
 	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
@@ -51,3 +55,5 @@ require (
 )
 
 replace github.com/brain-tools/suite/pkg => ../../pkg
+
+replace github.com/brain-tools/suite/pkg/extract => ../../pkg/extract

@@ -13,7 +13,7 @@ import (
 
 	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
 
-	"github.com/brain-tools/suite/services/webfetch/internal/extract"
+	"github.com/brain-tools/suite/pkg/extract"
 )
 
 // BenchmarkGoSpecMarkdown converts go_spec.html to Markdown two ways, side

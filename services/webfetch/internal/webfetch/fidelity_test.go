@@ -14,7 +14,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/brain-tools/suite/services/webfetch/internal/fixtures"
+	"github.com/brain-tools/suite/pkg/extract/fixtures"
 )
 
 // fixtureServer serves every fixture page the issue lists, made at test

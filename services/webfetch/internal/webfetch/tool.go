@@ -23,7 +23,7 @@ import (
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
-	"github.com/brain-tools/suite/services/webfetch/internal/extract"
+	"github.com/brain-tools/suite/pkg/extract"
 	"github.com/brain-tools/suite/services/webfetch/internal/fetch"
 )
 

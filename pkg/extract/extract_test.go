@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/brain-tools/suite/services/webfetch/internal/fixtures"
+	"github.com/brain-tools/suite/pkg/extract/fixtures"
 )
 
 func mustURL(t *testing.T, s string) *url.URL {

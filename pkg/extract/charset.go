@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"mime"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gogs/chardet"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
 	"golang.org/x/text/encoding"
-	"golang.org/x/text/encoding/unicode"
+	xunicode "golang.org/x/text/encoding/unicode"
 )
 
 // Charset sources, reported with the decoded text.
@@ -77,9 +78,9 @@ func decodeWith(body []byte, name, source string) Decoded {
 	case "utf-8":
 		e = encoding.Nop
 	case "utf-16be":
-		e = unicode.UTF16(unicode.BigEndian, unicode.ExpectBOM)
+		e = xunicode.UTF16(xunicode.BigEndian, xunicode.ExpectBOM)
 	case "utf-16le":
-		e = unicode.UTF16(unicode.LittleEndian, unicode.ExpectBOM)
+		e = xunicode.UTF16(xunicode.LittleEndian, xunicode.ExpectBOM)
 	default:
 		e, _ = charset.Lookup(name)
 	}
@@ -156,7 +157,11 @@ var chardetNames = map[string]string{
 	"ISO-8859-8-I": "iso-8859-8-i",
 }
 
-// sniffCharset guesses the encoding of bytes that declare none.
+// sniffCharset guesses the encoding of bytes that declare none: valid
+// UTF-8 is UTF-8; otherwise the detector's best guess, unless its decoding
+// reads as garbage (see plausibility) while another candidate reads as
+// words: on short pages the detector takes KOI8-R Russian for
+// windows-1252 ("ëÏÒÏÔËÉÊ ÔÅËÓÔ" for "Короткий текст").
 func sniffCharset(body []byte, isHTML bool) string {
 	if isValidUTF8Prefix(body) {
 		return "utf-8"
@@ -165,16 +170,94 @@ func sniffCharset(body []byte, isHTML bool) string {
 	if isHTML {
 		d = chardet.NewHtmlDetector()
 	}
+	best := "windows-1252"
 	if r, err := d.DetectBest(body); err == nil && r.Confidence >= 20 {
 		label := r.Charset
 		if l, ok := chardetNames[label]; ok {
 			label = l
 		}
 		if e, name := charset.Lookup(label); e != nil {
-			return name
+			best = name
 		}
 	}
-	return "windows-1252"
+	sample := body[:min(len(body), 64<<10)]
+	score := plausibility(sample, best)
+	if score >= 0.9 {
+		return best
+	}
+	for _, c := range singleByteCandidates {
+		if c == best {
+			continue
+		}
+		if s := plausibility(sample, c); s > score+0.2 {
+			best, score = c, s
+		}
+	}
+	return best
+}
+
+// singleByteCandidates are the legacy single-byte encodings tried when the
+// detector's guess reads as garbage, most used first.
+var singleByteCandidates = []string{"windows-1252", "koi8-r", "windows-1251", "iso-8859-5", "ibm866", "koi8-u", "windows-1250", "iso-8859-2", "windows-1253", "iso-8859-7"}
+
+// plausibility decodes b as the named charset and returns the share of its
+// words with non-ASCII letters that look like words: one script, and all
+// lower case, all upper case or capitalized. A wrong single-byte decoding
+// mixes cases and scripts inside words ("ëÏÒÏÔËÉÊ"). 1 when there are no
+// such words.
+func plausibility(b []byte, name string) float64 {
+	e, _ := charset.Lookup(name)
+	if e == nil {
+		return 0
+	}
+	out, err := e.NewDecoder().Bytes(b)
+	if err != nil {
+		return 0
+	}
+	words, good := 0, 0
+	text := string(out)
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		if !unicode.IsLetter(r) {
+			i += size
+			continue
+		}
+		j := i
+		nonASCII, upper, lower, latin, other := false, 0, 0, false, false
+		firstUpper := unicode.IsUpper(r)
+		for j < len(text) {
+			r, size := utf8.DecodeRuneInString(text[j:])
+			if !unicode.IsLetter(r) {
+				break
+			}
+			if r >= utf8.RuneSelf {
+				nonASCII = true
+			}
+			if unicode.Is(unicode.Latin, r) {
+				latin = true
+			} else {
+				other = true
+			}
+			if unicode.IsUpper(r) {
+				upper++
+			} else {
+				lower++
+			}
+			j += size
+		}
+		if nonASCII {
+			words++
+			cased := upper == 0 || lower == 0 || (firstUpper && upper == 1)
+			if cased && !(latin && other) {
+				good++
+			}
+		}
+		i = j
+	}
+	if words == 0 {
+		return 1
+	}
+	return float64(good) / float64(words)
 }
 
 // isValidUTF8Prefix reports whether b is UTF-8, allowing the last rune to be

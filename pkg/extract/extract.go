@@ -62,10 +62,24 @@ type Document struct {
 
 // UnsupportedTypeError is a body of a type Extract does not read (epub,
 // images, archives, audio, other binaries).
-type UnsupportedTypeError struct{ Type string }
+type UnsupportedTypeError struct {
+	// Type is the real type found from the bytes ("image/png"), or
+	// application/octet-stream when the bytes name none.
+	Type string
+	// Declared is the type the Content-Type header declared, when it
+	// promised text the bytes are not.
+	Declared string
+}
 
 func (e *UnsupportedTypeError) Error() string {
-	return fmt.Sprintf("unsupported type %s: only HTML, PDF, JSON and plain text are read", e.Type)
+	const read = "only HTML, PDF, JSON and plain text are read"
+	if e.Declared != "" {
+		if e.Type == "application/octet-stream" {
+			return fmt.Sprintf("the body is binary data, not the %s its Content-Type declares; %s", e.Declared, read)
+		}
+		return fmt.Sprintf("the body is binary data (%s), not the %s its Content-Type declares; %s", e.Type, e.Declared, read)
+	}
+	return fmt.Sprintf("unsupported type %s: %s", e.Type, read)
 }
 
 var errNoMatch = errors.New("matched nothing")
@@ -83,7 +97,8 @@ func New() *Extractor { return &Extractor{convs: newConverters()} }
 // selector that matched nothing or was applied to a non-HTML body, a PDF
 // the parser cannot read.
 func (x *Extractor) Extract(ctx context.Context, in Input, o Options) (*Document, error) {
-	kind, mediaType := Sniff(in.Body, in.ContentType)
+	sn := sniff(in.Body, in.ContentType)
+	kind, mediaType := sn.kind, sn.mediaType
 	if o.Selector != "" && kind != HTML {
 		return nil, fmt.Errorf("selector %q: applies to HTML pages only, this is %s", o.Selector, mediaType)
 	}
@@ -97,7 +112,11 @@ func (x *Extractor) Extract(ctx context.Context, in Input, o Options) (*Document
 		d.Title, d.Text = title, text
 		return d, nil
 	case Unsupported:
-		return nil, &UnsupportedTypeError{Type: mediaType}
+		e := &UnsupportedTypeError{Type: mediaType}
+		if sn.binary && isTextual(sn.declared) {
+			e.Declared = sn.declared
+		}
+		return nil, e
 	}
 	dec := Decode(in.Body, in.ContentType, kind == HTML)
 	d.ContentType = mediaType + "; charset=" + dec.Charset

@@ -35,17 +35,60 @@ type converters struct {
 }
 
 func newConverters() converters {
-	return converters{
-		plain: converter.NewConverter(converter.WithPlugins(
-			base.NewBasePlugin(),
-			commonmark.NewCommonmarkPlugin(),
-		)),
-		tables: converter.NewConverter(converter.WithPlugins(
-			base.NewBasePlugin(),
-			commonmark.NewCommonmarkPlugin(),
-			table.NewTablePlugin(),
-		)),
+	cm := func() converter.Plugin {
+		return commonmark.NewCommonmarkPlugin(
+			// An anchor without href is its text, not "[text]()"; an empty
+			// link is nothing, not "[]()".
+			commonmark.WithLinkEmptyHrefBehavior(commonmark.LinkBehaviorSkip),
+			commonmark.WithLinkEmptyContentBehavior(commonmark.LinkBehaviorSkip),
+		)
 	}
+	plain := converter.NewConverter(converter.WithPlugins(base.NewBasePlugin(), cm()))
+	// Cells are not padded to their column's width: alignment spaces cost
+	// the reader's max_length and a model reads the table without them.
+	tables := converter.NewConverter(converter.WithPlugins(base.NewBasePlugin(), cm(),
+		table.NewTablePlugin(table.WithCellPaddingBehavior(table.CellPaddingBehaviorMinimal))))
+	for _, c := range []*converter.Converter{plain, tables} {
+		c.Register.RendererFor("a", converter.TagTypeInline, renderLink, converter.PriorityEarly)
+	}
+	return converters{plain: plain, tables: tables}
+}
+
+// linkEscaper percent-encodes what would end a Markdown link destination
+// early (CommonMark 6.3); everything else stays as the page wrote it.
+var linkEscaper = strings.NewReplacer(" ", "%20", "(", "%28", ")", "%29", "<", "%3C", ">", "%3E", "[", "%5B", "]", "%5D")
+
+// renderLink writes a link with its destination as absolutize left it:
+// html-to-markdown's own renderer decodes and re-encodes the query string
+// ("q=a+b" became "q=a%20b", "next=/x" became "next=%2Fx"), which changes
+// what the link means to some servers. Links without href or without text,
+// and links whose text spans lines, are left to the library.
+func renderLink(ctx converter.Context, w converter.Writer, n *html.Node) converter.RenderStatus {
+	href, ok := attr(n, "href")
+	href = strings.TrimSpace(href)
+	if !ok || href == "" {
+		return converter.RenderTryNext
+	}
+	var buf bytes.Buffer
+	ctx.RenderChildNodes(ctx.WithValue("is_inside_link", true), &buf, n)
+	content := buf.Bytes()
+	trimmed := bytes.TrimSpace(content)
+	if len(trimmed) == 0 || bytes.ContainsAny(trimmed, "\n\r") {
+		return converter.RenderTryNext
+	}
+	w.Write(content[:bytes.Index(content, trimmed)])
+	w.WriteByte('[')
+	w.Write(trimmed)
+	w.WriteString("](")
+	w.WriteString(linkEscaper.Replace(href))
+	if title, ok := attr(n, "title"); ok && strings.TrimSpace(title) != "" {
+		w.WriteString(` "`)
+		w.WriteString(strings.ReplaceAll(strings.Join(strings.Fields(title), " "), `"`, `\"`))
+		w.WriteByte('"')
+	}
+	w.WriteByte(')')
+	w.Write(content[bytes.Index(content, trimmed)+len(trimmed):])
+	return converter.RenderSuccess
 }
 
 // htmlResult is an HTML page reduced to what the caller asked for.
@@ -331,7 +374,7 @@ func scan(doc *html.Node, hide bool) scanned {
 }
 
 // restoreHeadings gives readability's article its heading ids back and
-// returns the non-space characters of its text (scripts and styles left
+// the atoms of the elements it made, and returns the non-space characters of its text (scripts and styles left
 // out), counted up to nearlyEmpty.
 func restoreHeadings(n *html.Node) int {
 	count := 0
@@ -342,6 +385,12 @@ func restoreHeadings(n *html.Node) int {
 				count += nonSpace(c.Data)
 			}
 		case html.ElementNode:
+			if c.DataAtom == 0 {
+				// Readability builds the paragraphs it rebuilds (from
+				// <br><br>, from <div>s) with a tag name and no atom; the
+				// renderers switch on atoms.
+				c.DataAtom = atom.Lookup([]byte(c.Data))
+			}
 			switch c.DataAtom {
 			case atom.Script, atom.Style, atom.Noscript, atom.Template, atom.Head:
 				return false

@@ -29,7 +29,7 @@ func pdfText(ctx context.Context, body []byte) (title, text string, err error) {
 		}()
 		rd, err := pdf.NewReader(bytes.NewReader(body), int64(len(body)))
 		if err != nil {
-			r.err = fmt.Errorf("read PDF: %w", err)
+			r.err = pdfError(body, err)
 			return
 		}
 		r.title = strings.TrimSpace(rd.Trailer().Key("Info").Key("Title").Text())
@@ -64,4 +64,16 @@ func pdfText(ctx context.Context, body []byte) (title, text string, err error) {
 	case <-ctx.Done():
 		return "", "", fmt.Errorf("read PDF: %w", context.Cause(ctx))
 	}
+}
+
+// pdfError says what is wrong with a PDF the parser refused. A file
+// without its end-of-file marker in the last 1024 bytes (ISO 32000-1,
+// 7.5.5) was cut short, most often by a download that stopped; the
+// parser's own words ("missing %%EOF") do not say so.
+func pdfError(body []byte, err error) error {
+	tail := body[max(0, len(body)-1024):]
+	if !bytes.Contains(tail, []byte("%%EOF")) {
+		return fmt.Errorf("read PDF: the PDF is cut short: its end-of-file marker is missing after %d bytes, so the file is incomplete (a download that stopped early, or a size limit on the server)", len(body))
+	}
+	return fmt.Errorf("read PDF: the file is damaged (%w)", err)
 }

@@ -90,6 +90,11 @@ func (t *textWriter) node(n *html.Node) {
 	}
 	switch n.DataAtom {
 	case atom.Br:
+		if t.pre > 0 {
+			// Inside <pre> every <br> is a line break of its own.
+			t.write("\n")
+			return
+		}
 		t.breakLines(1)
 		t.started = true
 		return

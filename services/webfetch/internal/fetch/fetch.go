@@ -8,6 +8,7 @@
 package fetch
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -188,15 +189,7 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 // ErrRobots, ErrRedirectLoop, ErrTooManyRedirects, a *TooLargeError,
 // ErrTimeout, or another network failure.
 func (c *Client) Get(ctx context.Context, rawURL string) (*Response, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("parse URL: %w", err)
-	}
-	if !u.IsAbs() {
-		return nil, fmt.Errorf("URL %q is not absolute (it needs http:// or https://)", rawURL)
-	}
-	u.Fragment, u.RawFragment = "", ""
-	u, err = c.o.Guard.CheckURL(u)
+	u, err := c.normalize(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -215,11 +208,39 @@ func (c *Client) Get(ctx context.Context, rawURL string) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.cache != nil && resp.Status == http.StatusOK && int64(len(resp.Body)) <= c.o.CacheMaxEntryBytes &&
-		!strings.Contains(strings.ToLower(resp.Header.Get("Cache-Control")), "no-store") {
+	if c.cache != nil && Storable(resp) && int64(len(resp.Body)) <= c.o.CacheMaxEntryBytes {
 		c.cache.Add(key, resp)
 	}
 	return resp, nil
+}
+
+// Key returns rawURL as Get asks for it (fragment dropped, host in the
+// guard's normal form), the key of its cached answers; its errors are
+// Get's for a URL the guard refuses without the network.
+func (c *Client) Key(rawURL string) (string, error) {
+	u, err := c.normalize(rawURL)
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}
+
+func (c *Client) normalize(rawURL string) (*url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse URL: %w", err)
+	}
+	if !u.IsAbs() {
+		return nil, fmt.Errorf("URL %q is not absolute (it needs http:// or https://)", rawURL)
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return c.o.Guard.CheckURL(u)
+}
+
+// Storable reports whether a response may be kept for reuse: a 200
+// without Cache-Control: no-store.
+func Storable(r *Response) bool {
+	return r.Status == http.StatusOK && !strings.Contains(strings.ToLower(r.Header.Get("Cache-Control")), "no-store")
 }
 
 // follow runs the hops. With robots set, each hop's origin is asked first.
@@ -327,15 +348,27 @@ func (c *Client) explain(ctx context.Context, op string, err error) error {
 // readBody reads at most limit decoded bytes and refuses more.
 func (c *Client) readBody(ctx context.Context, resp *http.Response, limit int64) ([]byte, error) {
 	defer resp.Body.Close()
-	if ce := strings.TrimSpace(resp.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
-		// The transport removes the header when it decoded gzip itself; any
-		// coding left was not asked for.
+	var r io.Reader = resp.Body
+	decoded := resp.Uncompressed
+	switch ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); ce {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		// The transport decodes "gzip" it asked for and removes the header;
+		// what is left is gzip it did not recognise: "x-gzip", which RFC
+		// 9110 section 8.4.1.3 says to treat as gzip, or gzip sent unasked.
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("read body: %s content encoding: %w", ce, err)
+		}
+		defer zr.Close()
+		r, decoded = zr, true
+	default:
 		return nil, fmt.Errorf("read body: unsupported content encoding %q", ce)
 	}
-	if !resp.Uncompressed && resp.ContentLength > limit {
+	if !decoded && resp.ContentLength > limit {
 		return nil, &TooLargeError{Limit: limit, Declared: resp.ContentLength}
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	body, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, c.explain(ctx, "read body", err)
 	}

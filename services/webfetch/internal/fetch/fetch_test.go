@@ -461,3 +461,42 @@ func TestRobotsSizeEdge(t *testing.T) {
 		}
 	}
 }
+
+// TestXGzipIsGzip: "x-gzip" is gzip (RFC 9110 section 8.4.1.3); its body is
+// decoded under the same cap, so an x-gzip bomb is refused as a gzip one.
+func TestXGzipIsGzip(t *testing.T) {
+	page := strings.Repeat("<p>An old server names its coding x-gzip.</p>", 100)
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	_, _ = zw.Write([]byte(page))
+	_ = zw.Close()
+	member := gzipMember(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Encoding", r.URL.Query().Get("ce"))
+		if r.URL.Path == "/bomb" {
+			for range 64 {
+				if _, err := w.Write(member); err != nil {
+					return
+				}
+			}
+			return
+		}
+		_, _ = w.Write(zb.Bytes())
+	}))
+	defer srv.Close()
+	c := newClient(t, srv, Options{MaxBodyBytes: 4 << 20, CacheTTL: -1})
+	for _, ce := range []string{"x-gzip", "X-GZIP", "gzip"} {
+		r, err := c.Get(context.Background(), srv.URL+"/?ce="+ce)
+		if err != nil {
+			t.Fatalf("%s: %v", ce, err)
+		}
+		if string(r.Body) != page {
+			t.Fatalf("%s: %d bytes, want the %d of the page", ce, len(r.Body), len(page))
+		}
+	}
+	var tl *TooLargeError
+	if _, err := c.Get(context.Background(), srv.URL+"/bomb?ce=x-gzip"); !errors.As(err, &tl) {
+		t.Fatalf("x-gzip bomb: %v", err)
+	}
+}

@@ -47,6 +47,9 @@ type Config struct {
 	CacheTTL time.Duration `env:"WEBFETCH_CACHE_TTL" envDefault:"5m"`
 	// CacheEntries caps the cache (WEBFETCH_CACHE_ENTRIES).
 	CacheEntries int `env:"WEBFETCH_CACHE_ENTRIES" envDefault:"64"`
+	// CacheMaxBytes caps the text of the pages kept for start_index calls,
+	// whatever their bodies' size, in bytes (WEBFETCH_CACHE_MAX_BYTES).
+	CacheMaxBytes int64 `env:"WEBFETCH_CACHE_MAX_BYTES" envDefault:"67108864"`
 }
 
 // ParseConfig reads the configuration from environ and checks it; ADDR
@@ -89,6 +92,7 @@ func (c *Config) Validate() error {
 		{"WEBFETCH_MAX_REDIRECTS", c.MaxRedirects >= 0 && c.MaxRedirects <= 20, c.MaxRedirects},
 		{"WEBFETCH_CACHE_TTL", c.CacheTTL >= 0, c.CacheTTL},
 		{"WEBFETCH_CACHE_ENTRIES", c.CacheEntries > 0, c.CacheEntries},
+		{"WEBFETCH_CACHE_MAX_BYTES", c.CacheMaxBytes > 0, c.CacheMaxBytes},
 	}
 	for _, p := range positive {
 		if !p.ok {

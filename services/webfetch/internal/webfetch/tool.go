@@ -16,14 +16,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/brain-tools/suite/pkg/extract"
 	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
-	"github.com/brain-tools/suite/pkg/extract"
 	"github.com/brain-tools/suite/services/webfetch/internal/fetch"
 )
 
@@ -115,9 +114,10 @@ type Output struct {
 // extracted documents of cached bodies, so that reading a long page part
 // by part extracts it once.
 type Fetcher struct {
-	client   *fetch.Client
-	extract  *extract.Extractor
-	docs     *expirable.LRU[string, *extract.Document]
+	client  *fetch.Client
+	extract *extract.Extractor
+	// reads are the pages read recently (nil with the cache off).
+	reads    *reads
 	outcomes *prometheus.CounterVec
 	// slots bounds the extractions running at once: a page's DOM takes
 	// several times its size, and bodies may be 10 MiB.
@@ -126,9 +126,6 @@ type Fetcher struct {
 	// the body cap).
 	extractTimeout time.Duration
 }
-
-// docCacheEntries caps the extracted documents kept.
-const docCacheEntries = 16
 
 // NewFetcher builds the tool from a checked Config.
 func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
@@ -143,14 +140,14 @@ func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
 	g := netguard.New(netguard.Options{AllowPrefixes: prefixes, AllowHosts: hosts, Ports: ports, Resolver: deps.Resolver, BeforeDial: deps.BeforeDial})
 	o := cfg.fetchOptions(g)
 	o.Logger = logger
-	var docs *expirable.LRU[string, *extract.Document]
+	var rd *reads
 	if cfg.CacheTTL > 0 {
-		docs = expirable.NewLRU[string, *extract.Document](docCacheEntries, nil, cfg.CacheTTL)
+		rd = newReads(cfg.CacheTTL, cfg.CacheMaxBytes)
 	}
 	return &Fetcher{
 		client:  fetch.New(o),
 		extract: extract.New(),
-		docs:    docs,
+		reads:   rd,
 		slots:   make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
 		// The same limit as a whole fetch.
 		extractTimeout: cfg.Timeout,
@@ -187,47 +184,25 @@ func (f *Fetcher) handle(ctx context.Context, call *service.Call, a Args) *tool.
 		main = *a.MainContent
 	}
 
-	resp, err := f.client.Get(ctx, a.URL)
-	if err != nil {
-		f.count(fetchOutcome(err))
-		return tool.Errorf("fetch %s: %v", a.URL, err)
+	o := extract.Options{Format: format, MainContent: main, Selector: a.Selector}
+	pg, res := f.read(ctx, call, a.URL, o)
+	if res != nil {
+		return res
 	}
-	call.Logger.Debug("fetched", "final_url", resp.FinalURL, "status", resp.Status, "bytes", len(resp.Body), "cached", resp.Cached, "hops", len(resp.Hops))
-	doc, err := f.document(ctx, resp, extract.Options{Format: format, MainContent: main, Selector: a.Selector})
-	if resp.Status >= 400 {
-		f.count("http_status")
-		msg := fmt.Sprintf("fetch %s: HTTP %d %s", a.URL, resp.Status, http.StatusText(resp.Status))
-		if err == nil && strings.TrimSpace(doc.Text) != "" {
-			excerpt, _, next, _ := extract.Paginate(doc.Text, 0, excerptLength)
-			if next > 0 {
-				excerpt += "…"
-			}
-			msg += "\n\n" + excerpt
-		}
-		return tool.Errorf("%s", msg)
-	}
-	if err != nil {
-		var ut *extract.UnsupportedTypeError
-		if errors.As(err, &ut) {
-			f.count("unsupported_type")
-		} else {
-			f.count("error")
-		}
-		return tool.Errorf("read %s: %v", resp.FinalURL, err)
-	}
+	doc := pg.Doc
 	body := doc.Text
 	if strings.TrimSpace(body) == "" {
 		body = "" // blank is no text: total_length 0
 	}
-	page, total, next, err := extract.Paginate(body, start, maxLen)
+	part, total, next, err := extract.Paginate(body, start, maxLen)
 	if err != nil {
 		f.count("error")
 		return tool.Errorf("invalid arguments: %v", err)
 	}
-	out := Output{URL: resp.URL, FinalURL: resp.FinalURL, Status: resp.Status, ContentType: doc.ContentType, Title: doc.Title, TotalLength: total}
-	content := []tool.Content{tool.Text(page)}
+	out := Output{URL: pg.URL, FinalURL: pg.FinalURL, Status: pg.Status, ContentType: doc.ContentType, Title: doc.Title, TotalLength: total}
+	content := []tool.Content{tool.Text(part)}
 	if total == 0 {
-		content = []tool.Content{tool.Text(emptyNote(resp, doc, a.Selector))}
+		content = []tool.Content{tool.Text(emptyNote(pg, a.Selector))}
 	}
 	if next > 0 {
 		out.NextStartIndex = &next
@@ -251,34 +226,81 @@ func (f *Fetcher) handle(ctx context.Context, call *service.Call, a Args) *tool.
 // images). It is a success, not is_error: the call did what was asked and
 // this is a fact about the page, so the model should look elsewhere
 // rather than retry. It names the status and type so the model can judge.
-func emptyNote(resp *fetch.Response, doc *extract.Document, selector string) string {
+func emptyNote(pg *page, selector string) string {
+	doc := pg.Doc
 	what := "the page"
 	if selector != "" {
 		what = fmt.Sprintf("the elements matching %q", selector)
 	}
-	note := fmt.Sprintf("[No readable text: %s at %s (HTTP %d %s, %s", what, resp.FinalURL, resp.Status, http.StatusText(resp.Status), doc.ContentType)
+	note := fmt.Sprintf("[No readable text: %s at %s (HTTP %d %s, %s", what, pg.FinalURL, pg.Status, http.StatusText(pg.Status), doc.ContentType)
 	if doc.Title != "" {
 		note += fmt.Sprintf(", titled %q", doc.Title)
 	}
 	note += ") has no text after extraction."
 	switch {
-	case doc.Kind == extract.HTML && bytes.Contains(bytes.ToLower(resp.Body), []byte("<script")):
+	case doc.Kind == extract.HTML && pg.Scripts && !pg.Rendered:
 		note += " It has scripts, which web_fetch does not run: its text is probably built by JavaScript."
+	case doc.Kind == extract.HTML && pg.Rendered:
+		note += " It was rendered in a browser, scripts run, and still shows no text."
 	case doc.Kind == extract.PDF:
 		note += " A PDF of scanned pages holds images of text, which web_fetch does not read."
 	}
 	return note + "]"
 }
 
-// document extracts resp's body, reusing the result for a cached body
-// extracted with the same options.
-func (f *Fetcher) document(ctx context.Context, resp *fetch.Response, o extract.Options) (*extract.Document, error) {
-	key := fmt.Sprintf("%s\x00%d\x00%s\x00%v\x00%s", resp.URL, resp.Fetched.UnixNano(), o.Format, o.MainContent, o.Selector)
-	if f.docs != nil {
-		if d, ok := f.docs.Get(key); ok {
-			return d, nil
+// read returns the page at rawURL extracted with o: from the recent reads
+// when it is there, else fetched and extracted (and kept when storable).
+// A failure is the result to answer with.
+func (f *Fetcher) read(ctx context.Context, call *service.Call, rawURL string, o extract.Options) (*page, *tool.Result) {
+	key, err := f.client.Key(rawURL)
+	if err != nil {
+		f.count(fetchOutcome(err))
+		return nil, tool.Errorf("fetch %s: %v", rawURL, err)
+	}
+	key = fmt.Sprintf("%s\x00%s\x00%v\x00%s", key, o.Format, o.MainContent, o.Selector)
+	if f.reads != nil {
+		if pg, ok := f.reads.get(key); ok {
+			return pg, nil
 		}
 	}
+	resp, err := f.client.Get(ctx, rawURL)
+	if err != nil {
+		f.count(fetchOutcome(err))
+		return nil, tool.Errorf("fetch %s: %v", rawURL, err)
+	}
+	call.Logger.Debug("fetched", "final_url", resp.FinalURL, "status", resp.Status, "bytes", len(resp.Body), "cached", resp.Cached, "hops", len(resp.Hops))
+	doc, err := f.extractBody(ctx, resp, o)
+	if resp.Status >= 400 {
+		f.count("http_status")
+		msg := fmt.Sprintf("fetch %s: HTTP %d %s", rawURL, resp.Status, http.StatusText(resp.Status))
+		if err == nil && strings.TrimSpace(doc.Text) != "" {
+			excerpt, _, next, _ := extract.Paginate(doc.Text, 0, excerptLength)
+			if next > 0 {
+				excerpt += "…"
+			}
+			msg += "\n\n" + excerpt
+		}
+		return nil, tool.Errorf("%s", msg)
+	}
+	if err != nil {
+		var ut *extract.UnsupportedTypeError
+		if errors.As(err, &ut) {
+			f.count("unsupported_type")
+		} else {
+			f.count("error")
+		}
+		return nil, tool.Errorf("read %s: %v", resp.FinalURL, err)
+	}
+	pg := &page{URL: resp.URL, FinalURL: resp.FinalURL, Status: resp.Status, Doc: doc,
+		Scripts: doc.Kind == extract.HTML && bytes.Contains(bytes.ToLower(resp.Body), []byte("<script"))}
+	if f.reads != nil && fetch.Storable(resp) {
+		f.reads.add(key, pg)
+	}
+	return pg, nil
+}
+
+// extractBody extracts resp's body, at most 2 × GOMAXPROCS at once.
+func (f *Fetcher) extractBody(ctx context.Context, resp *fetch.Response, o extract.Options) (*extract.Document, error) {
 	select {
 	case f.slots <- struct{}{}:
 		defer func() { <-f.slots }()
@@ -288,11 +310,7 @@ func (f *Fetcher) document(ctx context.Context, resp *fetch.Response, o extract.
 	ctx, cancel := context.WithTimeoutCause(ctx, f.extractTimeout, fmt.Errorf("extraction took longer than %s", f.extractTimeout))
 	defer cancel()
 	final, _ := url.Parse(resp.FinalURL)
-	d, err := f.extract.Extract(ctx, extract.Input{URL: final, ContentType: resp.Header.Get("Content-Type"), Body: resp.Body}, o)
-	if err == nil && f.docs != nil && resp.Status < 400 {
-		f.docs.Add(key, d)
-	}
-	return d, err
+	return f.extract.Extract(ctx, extract.Input{URL: final, ContentType: resp.Header.Get("Content-Type"), Body: resp.Body}, o)
 }
 
 // fetchOutcome names the metric label of a fetch error.

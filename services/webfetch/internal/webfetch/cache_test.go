@@ -61,7 +61,9 @@ func TestLargePagePagesFromOneRead(t *testing.T) {
 // TestReadsBudget: the pages kept stay within WEBFETCH_CACHE_MAX_BYTES; a
 // page larger than the budget is not kept at all.
 func TestReadsBudget(t *testing.T) {
-	mk := func(n int) *page { return &page{URL: "u", FinalURL: "u", Doc: &extract.Document{Text: strings.Repeat("x", n)}} }
+	mk := func(n int) *page {
+		return &page{URL: "u", FinalURL: "u", Doc: &extract.Document{Text: strings.Repeat("x", n)}}
+	}
 	r := newReads(time.Minute, 10_000)
 	for i := range 10 {
 		r.add(fmt.Sprint(i), mk(3000))

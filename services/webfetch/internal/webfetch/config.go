@@ -47,6 +47,16 @@ type Config struct {
 	CacheTTL time.Duration `env:"WEBFETCH_CACHE_TTL" envDefault:"5m"`
 	// CacheEntries caps the cache (WEBFETCH_CACHE_ENTRIES).
 	CacheEntries int `env:"WEBFETCH_CACHE_ENTRIES" envDefault:"64"`
+	// BrowserURL is the browser service web_fetch renders pages through
+	// (WEBFETCH_BROWSER_URL, e.g. http://127.0.0.1:8086): render=always,
+	// and render=auto for a page whose static text is near empty while it
+	// has scripts. Empty: pages are never rendered.
+	BrowserURL string `env:"WEBFETCH_BROWSER_URL"`
+	// BrowserToken is the bearer token sent to the browser service
+	// (WEBFETCH_BROWSER_TOKEN); empty sends BRAIN_TOOLS_KEY.
+	BrowserToken string `env:"WEBFETCH_BROWSER_TOKEN"`
+	// BrowserTimeout limits one render (WEBFETCH_BROWSER_TIMEOUT).
+	BrowserTimeout time.Duration `env:"WEBFETCH_BROWSER_TIMEOUT" envDefault:"45s"`
 	// CacheMaxBytes caps the text of the pages kept for start_index calls,
 	// whatever their bodies' size, in bytes (WEBFETCH_CACHE_MAX_BYTES).
 	CacheMaxBytes int64 `env:"WEBFETCH_CACHE_MAX_BYTES" envDefault:"67108864"`
@@ -77,6 +87,11 @@ func (c *Config) Validate() error {
 	if _, err := netguard.ParsePorts(c.Ports); err != nil {
 		errs = append(errs, fmt.Errorf("WEBFETCH_PORTS: %w", err))
 	}
+	if c.BrowserURL != "" {
+		if err := service.CheckBaseURL(c.BrowserURL); err != nil {
+			errs = append(errs, fmt.Errorf("WEBFETCH_BROWSER_URL %q: %w", c.BrowserURL, err))
+		}
+	}
 	if c.UserAgent == "" {
 		errs = append(errs, errors.New("WEBFETCH_USER_AGENT is empty"))
 	}
@@ -93,6 +108,7 @@ func (c *Config) Validate() error {
 		{"WEBFETCH_CACHE_TTL", c.CacheTTL >= 0, c.CacheTTL},
 		{"WEBFETCH_CACHE_ENTRIES", c.CacheEntries > 0, c.CacheEntries},
 		{"WEBFETCH_CACHE_MAX_BYTES", c.CacheMaxBytes > 0, c.CacheMaxBytes},
+		{"WEBFETCH_BROWSER_TIMEOUT", c.BrowserTimeout > 0, c.BrowserTimeout},
 	}
 	for _, p := range positive {
 		if !p.ok {

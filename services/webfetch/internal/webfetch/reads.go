@@ -20,6 +20,9 @@ type page struct {
 	// Rendered reports that the text is of the page as a browser rendered
 	// it.
 	Rendered bool
+	// Note is said beside the text of the first part (a render that
+	// failed, a page still loading).
+	Note string
 }
 
 // size is what a cached page costs, in bytes.

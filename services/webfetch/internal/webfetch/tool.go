@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/webfetch/internal/fetch"
+	"github.com/brain-tools/suite/services/webfetch/internal/render"
 )
 
 // Limits of the arguments.
@@ -51,7 +53,17 @@ type Args struct {
 	StartIndex  *int   `json:"start_index,omitempty"`
 	MainContent *bool  `json:"main_content,omitempty"`
 	Selector    string `json:"selector,omitempty"`
+	// Render is auto (default), always or never: whether the page is read
+	// as the browser service renders it (scripts run).
+	Render string `json:"render,omitempty"`
 }
+
+// Render modes.
+const (
+	RenderAuto   = "auto"
+	RenderAlways = "always"
+	RenderNever  = "never"
+)
 
 func bad(field, format string, args ...any) error {
 	return &strictjson.FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
@@ -86,6 +98,11 @@ func (a *Args) Validate() error {
 	if a.StartIndex != nil && *a.StartIndex < 0 {
 		return bad("start_index", "must be 0 or more, got %d", *a.StartIndex)
 	}
+	switch a.Render {
+	case "", RenderAuto, RenderAlways, RenderNever:
+	default:
+		return bad("render", "must be auto, always or never, got %q", a.Render)
+	}
 	if a.Selector != "" {
 		if len(a.Selector) > MaxSelectorLength {
 			return bad("selector", "longer than %d bytes", MaxSelectorLength)
@@ -108,6 +125,9 @@ type Output struct {
 	// NextStartIndex is set when the content was cut: call again with
 	// start_index set to it.
 	NextStartIndex *int `json:"next_start_index,omitempty"`
+	// Rendered reports that the text is of the page as the browser
+	// rendered it, scripts run.
+	Rendered bool `json:"rendered,omitempty"`
 }
 
 // Fetcher is the tool's state: the guarded client, the extractor, and the
@@ -117,7 +137,9 @@ type Fetcher struct {
 	client  *fetch.Client
 	extract *extract.Extractor
 	// reads are the pages read recently (nil with the cache off).
-	reads    *reads
+	reads *reads
+	// render is the browser service, nil when none is configured.
+	render   *render.Client
 	outcomes *prometheus.CounterVec
 	// slots bounds the extractions running at once: a page's DOM takes
 	// several times its size, and bodies may be 10 MiB.
@@ -144,7 +166,16 @@ func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
 	if cfg.CacheTTL > 0 {
 		rd = newReads(cfg.CacheTTL, cfg.CacheMaxBytes)
 	}
+	var rc *render.Client
+	if cfg.BrowserURL != "" {
+		token := cfg.BrowserToken
+		if token == "" {
+			token = cfg.Token
+		}
+		rc = render.New(cfg.BrowserURL, token, cfg.BrowserTimeout)
+	}
 	return &Fetcher{
+		render:  rc,
 		client:  fetch.New(o),
 		extract: extract.New(),
 		reads:   rd,
@@ -185,7 +216,14 @@ func (f *Fetcher) handle(ctx context.Context, call *service.Call, a Args) *tool.
 	}
 
 	o := extract.Options{Format: format, MainContent: main, Selector: a.Selector}
-	pg, res := f.read(ctx, call, a.URL, o)
+	mode := a.Render
+	if mode == "" {
+		mode = RenderAuto
+	}
+	if mode == RenderAlways && f.render == nil {
+		return tool.Errorf("invalid arguments: render: always needs a browser service, and this web_fetch has none configured (WEBFETCH_BROWSER_URL); use auto or never")
+	}
+	pg, res := f.read(ctx, call, a.URL, o, mode)
 	if res != nil {
 		return res
 	}
@@ -199,10 +237,13 @@ func (f *Fetcher) handle(ctx context.Context, call *service.Call, a Args) *tool.
 		f.count("error")
 		return tool.Errorf("invalid arguments: %v", err)
 	}
-	out := Output{URL: pg.URL, FinalURL: pg.FinalURL, Status: pg.Status, ContentType: doc.ContentType, Title: doc.Title, TotalLength: total}
+	out := Output{URL: pg.URL, FinalURL: pg.FinalURL, Status: pg.Status, ContentType: doc.ContentType, Title: doc.Title, TotalLength: total, Rendered: pg.Rendered}
 	content := []tool.Content{tool.Text(part)}
 	if total == 0 {
 		content = []tool.Content{tool.Text(emptyNote(pg, a.Selector))}
+	}
+	if pg.Note != "" && start == 0 {
+		content = append(content, tool.Text(pg.Note))
 	}
 	if next > 0 {
 		out.NextStartIndex = &next
@@ -251,13 +292,13 @@ func emptyNote(pg *page, selector string) string {
 // read returns the page at rawURL extracted with o: from the recent reads
 // when it is there, else fetched and extracted (and kept when storable).
 // A failure is the result to answer with.
-func (f *Fetcher) read(ctx context.Context, call *service.Call, rawURL string, o extract.Options) (*page, *tool.Result) {
+func (f *Fetcher) read(ctx context.Context, call *service.Call, rawURL string, o extract.Options, mode string) (*page, *tool.Result) {
 	key, err := f.client.Key(rawURL)
 	if err != nil {
 		f.count(fetchOutcome(err))
 		return nil, tool.Errorf("fetch %s: %v", rawURL, err)
 	}
-	key = fmt.Sprintf("%s\x00%s\x00%v\x00%s", key, o.Format, o.MainContent, o.Selector)
+	key = fmt.Sprintf("%s\x00%s\x00%v\x00%s\x00%s", key, o.Format, o.MainContent, o.Selector, mode)
 	if f.reads != nil {
 		if pg, ok := f.reads.get(key); ok {
 			return pg, nil
@@ -293,10 +334,67 @@ func (f *Fetcher) read(ctx context.Context, call *service.Call, rawURL string, o
 	}
 	pg := &page{URL: resp.URL, FinalURL: resp.FinalURL, Status: resp.Status, Doc: doc,
 		Scripts: doc.Kind == extract.HTML && bytes.Contains(bytes.ToLower(resp.Body), []byte("<script"))}
+	switch {
+	case mode == RenderAlways && doc.Kind == extract.HTML, mode == RenderAuto && f.render != nil && needsRender(pg):
+		rp, err := f.rendered(ctx, pg, o)
+		switch {
+		case err != nil && mode == RenderAlways:
+			f.count("error")
+			return nil, tool.Errorf("fetch %s: %v", rawURL, err)
+		case err != nil:
+			call.Logger.Info("render failed; the static read stands", "url", rawURL, "err", err)
+			pg.Note = fmt.Sprintf("[The page relies on scripts and rendering it in the browser failed: %v. This is the page without its scripts.]", err)
+		case mode == RenderAlways || nonSpace(rp.Doc.Text) > nonSpace(pg.Doc.Text):
+			pg = rp
+		}
+	}
 	if f.reads != nil && fetch.Storable(resp) {
 		f.reads.add(key, pg)
 	}
 	return pg, nil
+}
+
+// nearlyEmpty is the static text size under which a page that has
+// scripts is rendered in the browser (render=auto): fewer non-space
+// characters than this, as pkg/extract judges readability's misses.
+const nearlyEmpty = 200
+
+// needsRender reports a static read that is near empty while the page
+// relies on scripts.
+func needsRender(pg *page) bool {
+	return pg.Doc.Kind == extract.HTML && pg.Scripts && nonSpace(pg.Doc.Text) < nearlyEmpty
+}
+
+// rendered reads the page as the browser service renders it, with the
+// same extraction options.
+func (f *Fetcher) rendered(ctx context.Context, static *page, o extract.Options) (*page, error) {
+	rp, err := f.render.Render(ctx, static.FinalURL)
+	if err != nil {
+		return nil, err
+	}
+	final, _ := url.Parse(rp.FinalURL)
+	doc, err := f.extract.Extract(ctx, extract.Input{URL: final, ContentType: "text/html; charset=utf-8", Body: []byte(rp.HTML)}, o)
+	if err != nil {
+		return nil, fmt.Errorf("read the rendered page: %w", err)
+	}
+	if doc.Title == "" {
+		doc.Title = rp.Title
+	}
+	pg := &page{URL: static.URL, FinalURL: rp.FinalURL, Status: rp.Status, Doc: doc, Scripts: true, Rendered: true}
+	if rp.Loading {
+		pg.Note = "[The page was still loading in the browser when it was read.]"
+	}
+	return pg, nil
+}
+
+func nonSpace(s string) int {
+	n := 0
+	for _, r := range s {
+		if !unicode.IsSpace(r) {
+			n++
+		}
+	}
+	return n
 }
 
 // extractBody extracts resp's body, at most 2 × GOMAXPROCS at once.

@@ -6,7 +6,7 @@ SHELL := bash
 GO       ?= go
 BIN      := $(CURDIR)/bin
 MODULES  := pkg pkg/extract services/brain services/browser services/local services/sandbox services/storage services/search services/webfetch examples deploy
-SERVICES := brain local sandbox storage search webfetch
+SERVICES := brain local sandbox storage search webfetch browser
 # Packages of every module, for one go command over the workspace.
 PKGS     := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 FUZZTIME ?= 10s

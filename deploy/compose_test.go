@@ -56,12 +56,13 @@ type stackService struct {
 
 var stack = []stackService{
 	{name: "brain", addrEnv: "BRAIN_ADDR", dataEnv: "BRAIN_DATA_DIR", dataVolume: "brain-data", published: true,
-		dependsOn: []string{"local", "sandbox", "storage", "search", "webfetch"}},
+		dependsOn: []string{"local", "sandbox", "storage", "search", "webfetch", "browser"}},
 	{name: "local", addrEnv: "ADDR", dataEnv: "APPROVAL_DATA_DIR", dataVolume: "local-data", published: true},
 	{name: "sandbox", addrEnv: "ADDR", dataEnv: "SANDBOX_ROOT", dataVolume: "sandbox-data", debianRuntime: true},
 	{name: "storage", addrEnv: "ADDR", dependsOn: []string{versitygw}},
 	{name: "search", addrEnv: "ADDR"},
 	{name: "webfetch", addrEnv: "ADDR"},
+	{name: "browser", addrEnv: "ADDR", debianRuntime: true},
 }
 
 func repoRoot(t *testing.T) string {

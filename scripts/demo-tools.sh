@@ -6,4 +6,4 @@
 # on the internet, so make run adds it only when a key is set, and
 # make compose-test, whose containers reach nothing beyond this machine,
 # never does. A new service's tools join the demo here.
-DEMO_TOOLS=echo,lookup_order,inspect_session,sandbox_exec,sandbox_start,sandbox_status,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,storage_delete,web_fetch
+DEMO_TOOLS=echo,lookup_order,inspect_session,sandbox_exec,sandbox_start,sandbox_status,sandbox_write_file,sandbox_read_file,storage_put,storage_get,storage_list,storage_delete,web_fetch,browser_open,browser_act,browser_screenshot,browser_pages

@@ -119,14 +119,17 @@ else
 fi
 
 # The demo's pages live on a loopback server: the operator allow-list is
-# the only way past web_fetch's SSRF guard, and it names exactly that.
-ADDR=127.0.0.1:8085 WEBFETCH_ALLOW="${DOCS_ADDR%:*}" WEBFETCH_PORTS="80,443,${DOCS_ADDR#*:}" \
+# the only way past the SSRF guard of web_fetch and of the browser, and it
+# names exactly that. web_fetch renders through the browser when asked.
+ADDR=127.0.0.1:8086 BROWSER_ALLOW="${DOCS_ADDR%:*}" BROWSER_PORTS="80,443,${DOCS_ADDR#*:}" \
+  start browser http://127.0.0.1:8086/healthz "$BIN/browser"
+ADDR=127.0.0.1:8085 WEBFETCH_ALLOW="${DOCS_ADDR%:*}" WEBFETCH_PORTS="80,443,${DOCS_ADDR#*:}" WEBFETCH_BROWSER_URL=http://127.0.0.1:8086 \
   start webfetch http://127.0.0.1:8085/healthz "$BIN/webfetch"
 
 if [ "${1:-}" = config ]; then
   # make config: regenerate the host config from what the services publish.
   "$BIN/genconfig" -host examples/brain.host.json http://127.0.0.1:8081 http://127.0.0.1:8082 http://127.0.0.1:8083 \
-    http://127.0.0.1:8084 http://127.0.0.1:8085 >examples/brain.json
+    http://127.0.0.1:8084 http://127.0.0.1:8085 http://127.0.0.1:8086 >examples/brain.json
   echo "wrote examples/brain.json ($(grep -c '"name"' examples/brain.json) tools)"
   exit 0
 fi
@@ -135,7 +138,7 @@ fi
 # what the host adds (examples/brain.host.json: the function tool, the gate
 # on storage_delete, the approvals tool).
 "$BIN/genconfig" -host examples/brain.host.json http://127.0.0.1:8081 http://127.0.0.1:8082 http://127.0.0.1:8083 \
-  http://127.0.0.1:8084 http://127.0.0.1:8085 >"$WORK/published.json"
+  http://127.0.0.1:8084 http://127.0.0.1:8085 http://127.0.0.1:8086 >"$WORK/published.json"
 if ! cmp -s "$WORK/published.json" examples/brain.json; then
   echo "  warning: examples/brain.json differs from the bindings the services publish: run make config" >&2
 fi

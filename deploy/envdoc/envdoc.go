@@ -106,6 +106,8 @@ var Services = []Spec{
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8084"}},
 	{Name: "webfetch", Roots: []Root{{"services/webfetch/internal/webfetch", "Config"}},
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8085"}},
+	{Name: "browser", Roots: []Root{{"services/browser/internal/app", "Config"}},
+		Defaults: map[string]string{"ADDR": "127.0.0.1:8086"}},
 }
 
 // Names lists the services of Services in order.

@@ -8,7 +8,7 @@
 //	BRAIN_URL      brain's base URL (default http://127.0.0.1:8080)
 //	BRAIN_API_KEY  the API key of the tenant (required)
 //	BRAIN_TOOLS    comma-separated tools to enable (default: all in the catalog)
-//	DOCS_URL       base URL of a server of $(go env GOROOT)/doc, for web_fetch
+//	DOCS_URL       base URL of a server of $(go env GOROOT)/doc, for web_fetch and the browser
 //	APPROVAL_OPERATOR_TOKEN  the approval page's operator token: the demo
 //	               plays the operator who approves the gated storage_delete
 //
@@ -122,6 +122,7 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) (int,
 type content struct {
 	Type     string `json:"type"`
 	Text     string `json:"text,omitempty"`
+	Data     string `json:"data,omitempty"`
 	MIMEType string `json:"mime_type,omitempty"`
 }
 
@@ -263,6 +264,16 @@ func run(ctx context.Context, out io.Writer) error {
 			return errors.New("web_fetch is enabled but DOCS_URL is not set")
 		}
 		if err := fetchSpec(ctx, c, session.ID, strings.TrimRight(docs, "/")+"/go_spec.html", p); err != nil {
+			return err
+		}
+	}
+
+	if has("browser_open") {
+		docs := os.Getenv("DOCS_URL")
+		if docs == "" {
+			return errors.New("browser_open is enabled but DOCS_URL is not set")
+		}
+		if err := browse(ctx, c, session.ID, strings.TrimRight(docs, "/"), has, p); err != nil {
 			return err
 		}
 	}
@@ -484,4 +495,86 @@ func firstSentence(s string, max int) string {
 		s = string(r[:max-1]) + "…"
 	}
 	return s
+}
+
+// browse opens a page of the local docs server in the real browser, acts
+// on it (navigates to the spec, waits for a heading, goes back), takes a
+// screenshot, lists the session's pages and closes them; with web_fetch
+// too, it reads the page rendered through the browser.
+func browse(ctx context.Context, c *client, session, docs string, has func(string) bool, p func(string, ...any)) error {
+	type page struct {
+		PageID      string `json:"page_id"`
+		URL         string `json:"url"`
+		Title       string `json:"title"`
+		TotalLength int    `json:"total_length"`
+	}
+	decode := func(tc *toolCall) (page, error) {
+		var pg page
+		err := json.Unmarshal(tc.Result.StructuredContent, &pg)
+		return pg, err
+	}
+	tc, err := c.call(ctx, session, "browser_open", map[string]any{"url": docs + "/go_mem.html", "max_length": 600})
+	if err != nil {
+		return err
+	}
+	pg, err := decode(tc)
+	if err != nil {
+		return fmt.Errorf("browser_open: structured_content: %w", err)
+	}
+	p("\n== browser_open %s → %s: page %s, title %q, %d characters rendered\n%s", pg.URL, tc.Status, pg.PageID, pg.Title, pg.TotalLength, indent(excerpt(text(tc.Result), 12)))
+	if has("browser_act") {
+		tc, err = c.call(ctx, session, "browser_act", map[string]any{"page_id": pg.PageID, "max_length": 300, "actions": []map[string]any{
+			{"action": "navigate", "url": docs + "/go_spec.html"},
+			{"action": "wait", "text": "Introduction"},
+		}})
+		if err != nil {
+			return err
+		}
+		after, _ := decode(tc)
+		p("\n== browser_act navigate + wait for \"Introduction\" → %s: %q at %s", tc.Status, after.Title, after.URL)
+		tc, err = c.call(ctx, session, "browser_act", map[string]any{"page_id": pg.PageID, "max_length": 100, "actions": []map[string]any{{"action": "back"}}})
+		if err != nil {
+			return err
+		}
+		after, _ = decode(tc)
+		p("== browser_act back → %s: %q", tc.Status, after.Title)
+	}
+	if has("browser_screenshot") {
+		tc, err = c.call(ctx, session, "browser_screenshot", map[string]any{"page_id": pg.PageID, "width": 800, "height": 600})
+		if err != nil {
+			return err
+		}
+		var shot struct {
+			Width, Height int
+		}
+		_ = json.Unmarshal(tc.Result.StructuredContent, &shot)
+		size := 0
+		if len(tc.Result.Content) > 0 {
+			size = len(tc.Result.Content[0].Data) * 3 / 4
+		}
+		p("\n== browser_screenshot → %s: a %d×%d PNG of about %d bytes", tc.Status, shot.Width, shot.Height, size)
+	}
+	if has("web_fetch") {
+		tc, err = c.call(ctx, session, "web_fetch", map[string]any{"url": docs + "/go_mem.html", "render": "always", "max_length": 200})
+		if err != nil {
+			return err
+		}
+		var wf struct {
+			Rendered bool `json:"rendered"`
+		}
+		_ = json.Unmarshal(tc.Result.StructuredContent, &wf)
+		p("\n== web_fetch render=always → %s, rendered=%v\n%s", tc.Status, wf.Rendered, indent(excerpt(text(tc.Result), 4)))
+	}
+	if has("browser_pages") {
+		tc, err = c.call(ctx, session, "browser_pages", map[string]any{})
+		if err != nil {
+			return err
+		}
+		p("\n== browser_pages → %s\n%s", tc.Status, indent(text(tc.Result)))
+		if _, err = c.call(ctx, session, "browser_pages", map[string]any{"action": "close_all"}); err != nil {
+			return err
+		}
+		p("== browser_pages close_all: the browsing session's pages, cookies and storage are gone")
+	}
+	return nil
 }

@@ -136,6 +136,18 @@ func selectHTML(text string, pageURL *url.URL, mainContent bool, selector string
 		// titles (go_spec.html's <h3 id="Comments">). scan hid those
 		// attributes from it; the ids come back afterwards.
 		bodyLen := sc.bodyLen
+		if !sc.clutter && sc.body != doc {
+			// Nothing in the body is what readability removes: the body is
+			// the main content, and readability's pass (a third of the
+			// extraction of a large page) would only cost. The hidden
+			// heading attributes come back as after readability.
+			restoreHeadings(sc.body)
+			res.root = sc.body
+			if res.title == "" {
+				res.title = sc.h1
+			}
+			return res, nil
+		}
 		// ParseAndMutate spares a copy of the document (a large part of the
 		// cost on big pages); the rare fallback parses the page again.
 		p := readability.NewParser()
@@ -311,6 +323,59 @@ type scanned struct {
 	// bodyLen counts the non-space characters of the body's text (scripts
 	// and styles left out), with hide set only, up to 2*nearlyEmpty.
 	bodyLen int
+	// clutter reports, with hide set only, that the body holds something
+	// readability exists to remove (see isClutter); a body without any is
+	// all main content, and readability is not run on it.
+	clutter bool
+	// h1 is the text of the first <h1>, the title of a page without
+	// <title> whose readability pass is skipped.
+	h1 string
+}
+
+// clutterTags are elements that are never main content: navigation,
+// page furniture, forms and embeds.
+var clutterTags = map[atom.Atom]bool{
+	atom.Nav: true, atom.Header: true, atom.Footer: true, atom.Aside: true, atom.Form: true, atom.Menu: true,
+	atom.Dialog: true, atom.Iframe: true, atom.Button: true, atom.Input: true, atom.Select: true,
+	atom.Textarea: true, atom.Object: true, atom.Embed: true,
+}
+
+// clutterRE matches the class and id words by which pages mark what is
+// not their content (the words readability's own candidate filter looks
+// for, and a few more).
+var clutterRE = regexp.MustCompile(`(?i)ad-break|agegate|banner|breadcrumb|combx|comment|community|consent|cookie|cover-wrap|disqus|extra|footer|gdpr|header|hidden|legends|masthead|menu|modal|nav|pager|pagination|popup|promo|related|remark|replies|rss|share|shoutbox|sidebar|skyscraper|social|sponsor|subscribe|supplemental|toolbar|widget`)
+
+// clutterRoles are ARIA landmark roles of page furniture.
+var clutterRoles = map[string]bool{"navigation": true, "banner": true, "contentinfo": true, "complementary": true, "search": true, "dialog": true, "menu": true, "menubar": true, "alert": true, "toolbar": true}
+
+// isClutter reports an element readability would judge (by its tag, role,
+// hidden state, class or id), so that its verdict is needed.
+func isClutter(n *html.Node) bool {
+	if clutterTags[n.DataAtom] {
+		return true
+	}
+	for _, a := range n.Attr {
+		if a.Namespace != "" {
+			continue
+		}
+		switch a.Key {
+		case "role":
+			if clutterRoles[strings.ToLower(strings.TrimSpace(a.Val))] {
+				return true
+			}
+		case "hidden", "aria-hidden":
+			return true
+		case "style":
+			if strings.Contains(a.Val, "none") || strings.Contains(a.Val, "hidden") {
+				return true
+			}
+		case "id", "class":
+			if clutterRE.MatchString(a.Val) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // scan walks the page once. With hide, it also hides headings' id and
@@ -348,7 +413,14 @@ func scan(doc *html.Node, hide bool) scanned {
 				skip = true
 			case atom.Svg:
 				skip = true
+			default:
+				if hide && inBody && !skip && !sc.clutter && isClutter(n) {
+					sc.clutter = true
+				}
 			case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+				if n.DataAtom == atom.H1 && sc.h1 == "" && inBody {
+					sc.h1 = strings.Join(strings.Fields(textOf(n)), " ")
+				}
 				if hide {
 					for i := range n.Attr {
 						switch {

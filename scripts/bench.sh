@@ -29,3 +29,4 @@ bench "local: the approval queue's first page with 1,000 pending, size and rende
 bench "sandbox: sandbox_exec true through the service vs bwrap directly" ./services/sandbox/internal/app 'BenchmarkExecTrue' 200x
 bench "storage: put+get 256 KiB through the service vs aws-sdk-go-v2 direct" ./services/storage/internal/tools 'BenchmarkPutGet256KiB' 2s
 bench "webfetch: go_spec.html to Markdown, whole tool vs converter; loopback fetch p50" ./services/webfetch/internal/webfetch 'BenchmarkGoSpecRatio|BenchmarkLoopbackFetch' 30x
+bench "browser: open-and-read of a local page through browser_open (real Chromium) beside web_fetch of the same page, p50/p99" ./services/browser/internal/app 'BenchmarkOpenAndRead' 40x

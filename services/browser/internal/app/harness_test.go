@@ -70,7 +70,7 @@ const pageHost = "127.0.0.2"
 // 127.0.0.2 that the allow-list names, a DNS server for test names, and a
 // record of every address the proxy dialed.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	svc   *Service
 	srv   *httptest.Server
 	pages *http.ServeMux
@@ -84,7 +84,7 @@ type harness struct {
 
 // newHarness starts the service; env overrides the defaults, and
 // extraPorts are allowed besides the page server's.
-func newHarness(t *testing.T, env map[string]string, extraPorts ...int) *harness {
+func newHarness(t testing.TB, env map[string]string, extraPorts ...int) *harness {
 	t.Helper()
 	h := &harness{t: t, pages: http.NewServeMux()}
 	ln, err := net.Listen("tcp", pageHost+":0")
@@ -221,7 +221,7 @@ func text(r *tool.Result) string {
 	return b.String()
 }
 
-func pageOut(t *testing.T, r *tool.Result) PageOutput {
+func pageOut(t testing.TB, r *tool.Result) PageOutput {
 	t.Helper()
 	var o PageOutput
 	if err := json.Unmarshal(r.StructuredContent, &o); err != nil {

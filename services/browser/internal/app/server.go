@@ -65,8 +65,12 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Service, error) {
 		MaxMemory:   cfg.MaxMemoryMB << 20,
 		Logger:      logger,
 	}, proxy)
+	// A page is read once it loaded and its network was quiet for
+	// quietPeriod (or the settle limit passed): requests its scripts start
+	// at load keep it waiting; Chromium's own networkIdle would wait 500 ms.
+	const quietPeriod = 150 * time.Millisecond
 	t := &Tools{cfg: cfg, m: m, guard: g, ex: extract.New(), w: w, h: h, maxElems: 60,
-		wait: chrome.Wait{Load: cfg.LoadTimeout, Settle: cfg.SettleTimeout, Quiet: 250 * time.Millisecond}}
+		wait: chrome.Wait{Load: cfg.LoadTimeout, Settle: cfg.SettleTimeout, Quiet: quietPeriod}}
 	svc := &Service{Manager: m, proxy: proxy, tools: t}
 	srv := &service.Server{
 		Name:   "browser",

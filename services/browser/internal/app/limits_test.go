@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -96,5 +97,30 @@ func TestRender(t *testing.T) {
 	}
 	if n := h.svc.Manager.Count(); n != 0 {
 		t.Errorf("%d sessions left by renders", n)
+	}
+}
+
+// TestDownloadsRefused: a page that is a download (Content-Disposition:
+// attachment) is refused as one, and a page whose script starts a
+// download stays where it is, with nothing saved.
+func TestDownloadsRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	h.pages.HandleFunc("/file.bin", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="file.bin"`)
+		_, _ = w.Write(bytes.Repeat([]byte{1}, 1000))
+	})
+	h.handle("/page", `<title>page</title><p>stays</p><a id="dl" href="/file.bin" download>get it</a>`)
+	r, err := h.call(context.Background(), "s1", OpenName, map[string]any{"url": h.page + "/file.bin"})
+	if err != nil || !r.IsError || !strings.Contains(text(r), "downloads are refused") {
+		t.Fatalf("open a download: %v %s", err, text(r))
+	}
+	h.must("s1", OpenName, map[string]any{"url": h.page + "/page"})
+	r = h.must("s1", ActName, map[string]any{"page_id": "p2", "actions": []map[string]any{{"action": "click", "selector": "#dl"}}})
+	if o := pageOut(t, r); o.Title != "page" {
+		t.Errorf("after a download click: %+v", o)
+	}
+	if ps, _ := filepath.Glob(filepath.Join(h.svc.Manager.Browser().DataDir(), "**", "file.bin")); len(ps) > 0 {
+		t.Errorf("downloaded: %v", ps)
 	}
 }

@@ -59,10 +59,12 @@ type pageState struct {
 	loader cdp.LoaderID
 	loaded bool
 	idle   bool
-	// status and url are the main document's last response.
-	status  int64
-	url     string
-	dialogs []string
+	// status and url are the main document's last response; attachment
+	// reports that it was a file to download (Content-Disposition).
+	status     int64
+	url        string
+	attachment bool
+	dialogs    []string
 }
 
 // NewPage opens a blank page in c with a viewport of width × height CSS
@@ -88,7 +90,10 @@ func (c *Context) NewPage(ctx context.Context, width, height int) (*Page, error)
 		return nil, fmt.Errorf("open a page: %w", context.Cause(ctx))
 	}
 	if t := chromedp.FromContext(pctx).Target; t != nil {
+		// onEvent reads the id on the tab's reader goroutine.
+		p.mu.Lock()
 		p.id = t.TargetID
+		p.mu.Unlock()
 	}
 	go p.dismissDialogs()
 	sctx, scancel := p.call(ctx)
@@ -143,6 +148,13 @@ func (p *Page) onEvent(ev any) {
 	case *network.EventResponseReceived:
 		if e.Type == network.ResourceTypeDocument && e.FrameID == main && e.Response != nil {
 			p.st.status, p.st.url = e.Response.Status, e.Response.URL
+			p.st.attachment = false
+			for k, v := range e.Response.Headers {
+				if strings.EqualFold(k, "Content-Disposition") {
+					sv, _ := v.(string)
+					p.st.attachment = strings.HasPrefix(strings.ToLower(strings.TrimSpace(sv)), "attachment")
+				}
+			}
 		}
 	case *page.EventLifecycleEvent:
 		if e.FrameID != main {
@@ -234,11 +246,14 @@ func (p *Page) Navigate(ctx context.Context, url string, w Wait) (Load, error) {
 	if err != nil {
 		return Load{}, fmt.Errorf("navigate to %s: %w", url, err)
 	}
+	p.mu.Lock()
+	download := p.st.attachment && p.st.url == url
+	p.mu.Unlock()
+	if res.IsDownload || (res.ErrorText != "" && download) {
+		return Load{}, fmt.Errorf("%w: %s is a download, and downloads are refused", ErrNavigation, url)
+	}
 	if res.ErrorText != "" {
 		return Load{}, fmt.Errorf("%w: %s: %s", ErrNavigation, url, res.ErrorText)
-	}
-	if res.IsDownload {
-		return Load{}, fmt.Errorf("%w: %s is a download, and downloads are refused", ErrNavigation, url)
 	}
 	if res.LoaderID != "" {
 		p.mu.Lock()

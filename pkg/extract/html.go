@@ -76,18 +76,22 @@ func renderLink(ctx converter.Context, w converter.Writer, n *html.Node) convert
 	if len(trimmed) == 0 || bytes.ContainsAny(trimmed, "\n\r") {
 		return converter.RenderTryNext
 	}
-	w.Write(content[:bytes.Index(content, trimmed)])
-	w.WriteByte('[')
-	w.Write(trimmed)
-	w.WriteString("](")
-	w.WriteString(linkEscaper.Replace(href))
+	at := bytes.Index(content, trimmed)
+	var out bytes.Buffer // a bytes.Buffer's writes never fail
+	out.Grow(len(content) + len(href) + 8)
+	out.Write(content[:at])
+	out.WriteByte('[')
+	out.Write(trimmed)
+	out.WriteString("](")
+	out.WriteString(linkEscaper.Replace(href))
 	if title, ok := attr(n, "title"); ok && strings.TrimSpace(title) != "" {
-		w.WriteString(` "`)
-		w.WriteString(strings.ReplaceAll(strings.Join(strings.Fields(title), " "), `"`, `\"`))
-		w.WriteByte('"')
+		out.WriteString(` "`)
+		out.WriteString(strings.ReplaceAll(strings.Join(strings.Fields(title), " "), `"`, `\"`))
+		out.WriteByte('"')
 	}
-	w.WriteByte(')')
-	w.Write(content[bytes.Index(content, trimmed)+len(trimmed):])
+	out.WriteByte(')')
+	out.Write(content[at+len(trimmed):])
+	_, _ = w.Write(out.Bytes())
 	return converter.RenderSuccess
 }
 
@@ -413,10 +417,6 @@ func scan(doc *html.Node, hide bool) scanned {
 				skip = true
 			case atom.Svg:
 				skip = true
-			default:
-				if hide && inBody && !skip && !sc.clutter && isClutter(n) {
-					sc.clutter = true
-				}
 			case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
 				if n.DataAtom == atom.H1 && sc.h1 == "" && inBody {
 					sc.h1 = strings.Join(strings.Fields(textOf(n)), " ")
@@ -431,6 +431,10 @@ func scan(doc *html.Node, hide bool) scanned {
 							n.Attr[i].Key = hiddenClass
 						}
 					}
+				}
+			default:
+				if hide && inBody && !skip && !sc.clutter && isClutter(n) {
+					sc.clutter = true
 				}
 			}
 		}

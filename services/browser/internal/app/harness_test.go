@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -42,7 +43,8 @@ func TestMain(m *testing.M) {
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 			cmd.Env = append(os.Environ(), netnsEnv+"=1")
 			if err := cmd.Run(); err != nil {
-				if ee, ok := err.(*exec.ExitError); ok {
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
 					os.Exit(ee.ExitCode())
 				}
 				fmt.Fprintln(os.Stderr, "run the tests in a network namespace:", err)

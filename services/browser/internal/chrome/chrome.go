@@ -196,14 +196,6 @@ func (b *Browser) PID() int { return b.pid }
 // carries it in its command line.
 func (b *Browser) DataDir() string { return b.dataDir }
 
-// Alive reports whether the browser still answers.
-func (b *Browser) Alive(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	defer cancel()
-	_, err := chromedp.CallBrowser(ctx, browser.GetVersion, cdp.Empty{})
-	return err == nil
-}
-
 // Done is closed when the browser stops (closed, crashed or killed).
 func (b *Browser) Done() <-chan struct{} { return b.ctx.Done() }
 

@@ -45,13 +45,12 @@ type Options struct {
 
 // Errors a caller may test with errors.Is.
 var (
-	ErrBusy     = errors.New("the browser is at its session limit")
-	ErrNoPage   = errors.New("no such page")
-	ErrTooMany  = errors.New("too many pages open")
-	ErrRestart  = errors.New("the browser restarted")
-	ErrClosed   = errors.New("the browser service is shutting down")
-	ErrMemory   = errors.New("the browser is over its memory limit")
-	errNoChrome = errors.New("chromium is not running")
+	ErrBusy    = errors.New("the browser is at its session limit")
+	ErrNoPage  = errors.New("no such page")
+	ErrTooMany = errors.New("too many pages open")
+	ErrRestart = errors.New("the browser restarted")
+	ErrClosed  = errors.New("the browser service is shutting down")
+	ErrMemory  = errors.New("the browser is over its memory limit")
 )
 
 // Manager owns Chromium and the sessions. It is safe for concurrent use.

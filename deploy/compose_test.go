@@ -761,15 +761,20 @@ func TestComposeDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docs: -addr %q: %v", docs.Command[i+1], err)
 	}
-	wf := p.Services["webfetch"]
-	if got := envOf(wf, "WEBFETCH_ALLOW"); got != "docs" {
-		t.Errorf("webfetch: WEBFETCH_ALLOW = %q, want docs (exactly the docs server)", got)
-	}
-	if ports := strings.Split(envOf(wf, "WEBFETCH_PORTS"), ","); !slices.Contains(ports, port) {
-		t.Errorf("webfetch: WEBFETCH_PORTS %v lacks the docs server's port %s", ports, port)
-	}
-	if d, ok := wf.DependsOn["docs"]; !ok || d.Condition != types.ServiceConditionHealthy {
-		t.Errorf("webfetch: does not wait for docs to be healthy: %v", wf.DependsOn)
+	// webfetch and the browser fetch the docs server, and only it, past
+	// their SSRF guards.
+	fetchers := map[string]string{"webfetch": "WEBFETCH", "browser": "BROWSER"}
+	for name, prefix := range fetchers {
+		svc := p.Services[name]
+		if got := envOf(svc, prefix+"_ALLOW"); got != "docs" {
+			t.Errorf("%s: %s_ALLOW = %q, want docs (exactly the docs server)", name, prefix, got)
+		}
+		if ports := strings.Split(envOf(svc, prefix+"_PORTS"), ","); !slices.Contains(ports, port) {
+			t.Errorf("%s: %s_PORTS %v lacks the docs server's port %s", name, prefix, ports, port)
+		}
+		if d, ok := svc.DependsOn["docs"]; !ok || d.Condition != types.ServiceConditionHealthy {
+			t.Errorf("%s: does not wait for docs to be healthy: %v", name, svc.DependsOn)
+		}
 	}
 	// The rest of the stack is compose.yaml's, unchanged.
 	base, err := loadCompose(root, env)
@@ -778,7 +783,7 @@ func TestComposeDemo(t *testing.T) {
 	}
 	for name, svc := range base.Services {
 		got := p.Services[name]
-		if name == "webfetch" {
+		if _, ok := fetchers[name]; ok {
 			continue
 		}
 		if got.Image != svc.Image || !slices.Equal(got.Command, svc.Command) || len(got.Environment) != len(svc.Environment) {

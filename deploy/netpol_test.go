@@ -243,7 +243,7 @@ func suiteFlows(r *rendered, sandboxCallsOut bool) []flow {
 			toolServices = append(toolServices, w.name)
 		}
 	}
-	callsOut := map[string][]int32{"storage": {443}, "search": {443}, "webfetch": {80, 443}}
+	callsOut := map[string][]int32{"storage": {443}, "search": {443}, "webfetch": {80, 443}, "browser": {80, 443}}
 	if sandboxCallsOut {
 		callsOut["sandbox"] = []int32{443}
 	}
@@ -260,6 +260,11 @@ func suiteFlows(r *rendered, sandboxCallsOut bool) []flow {
 		{"local", "brain", tcp, 0, true},
 		{"local", "sandbox", tcp, 0, false},
 		{"webfetch", "brain", tcp, 0, false},
+		// web_fetch renders through the browser service; nothing else
+		// of the suite calls it but brain.
+		{"webfetch", "browser", tcp, 0, true},
+		{"local", "browser", tcp, 0, false},
+		{"browser", "webfetch", tcp, 0, false},
 		{"sandbox", "storage", tcp, 0, false},
 		{"brain", "app", tcp, 8080, false},
 	}

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The browser: browser_open, browser_act, browser_screenshot and
 # browser_pages on Debian's Chromium, every request through the SSRF guard.
 #
@@ -11,7 +10,8 @@
 #   make images        # builds bin/images/browser, then this image if a Docker engine runs
 #   docker build -f deploy/docker/browser.Dockerfile -t brain-tools/browser:latest .
 #
-# Not built in CI here: the development machines run no Docker engine.
+# Built with the whole stack and run by `make compose-test` (CI); its apt
+# step needs the build network (make images DOCKER_BUILD_FLAGS="--network host").
 #
 # Chromium runs without its own sandbox (--no-sandbox, as the service always
 # starts it): the container is the sandbox, with no capabilities, a
@@ -33,3 +33,11 @@ EXPOSE 8086
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
   CMD ["/usr/local/bin/browser", "-healthcheck"]
 ENTRYPOINT ["/usr/local/bin/browser"]
+# Which build this is (make images passes them: pkg/version, the same the
+# binary's -version and its build_info metric report).
+ARG VERSION
+ARG REVISION
+LABEL org.opencontainers.image.title="brain-tools/browser" \
+      org.opencontainers.image.source="https://github.com/brain-tools/suite" \
+      org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.revision="$REVISION"

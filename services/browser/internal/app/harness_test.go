@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -140,7 +141,7 @@ func newHarness(t testing.TB, env map[string]string, extraPorts ...int) *harness
 			return fmt.Errorf("test harness: dial of %s vetoed", ap)
 		}
 		return nil
-	}}, nil)
+	}}, failureLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,4 +231,31 @@ func pageOut(t testing.TB, r *tool.Result) PageOutput {
 		t.Fatalf("structured_content: %v", err)
 	}
 	return o
+}
+
+// failureLog is a logger for the service under test whose lines are shown
+// when the test fails (why a session was reclaimed, say), and dropped
+// otherwise.
+func failureLog(t testing.TB) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if t.Failed() {
+			t.Logf("the service's log:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -68,9 +68,11 @@ func TestQuotaFastWriterDoesNotAccumulate(t *testing.T) {
 		switch call {
 		case 0:
 			// Killed at a measurement, or ended before one and caught by
-			// the one after: either way no more than the command wrote.
+			// the one after: either way no more than the command wrote,
+			// which is 30 files of 1 MB each in whole 4 KiB blocks.
 			first = d.After
-			if d.NoWrite || d.After > 30*1_000_000+64<<10 {
+			const wrote = (1_000_000 + 4095) / 4096 * 4096 * 30
+			if d.NoWrite || d.After > wrote+64<<10 {
 				t.Errorf("call 0: disk %+v, want a normal run of at most 30 MB", *d)
 			}
 			if res.Killed && !strings.Contains(res.Reason, "disk quota") {

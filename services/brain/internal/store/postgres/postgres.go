@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/pglisten"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,9 +38,8 @@ import (
 // channel is the NOTIFY channel of every signal.
 const channel = "brain"
 
-// maxPayload is the largest notification payload PostgreSQL takes (8000
-// bytes by default), less room to spare.
-const maxPayload = 7900
+// maxPayload is the largest notification payload to send.
+const maxPayload = pglisten.MaxPayload
 
 // Options configures Open.
 type Options struct {
@@ -77,9 +77,8 @@ type DB struct {
 	mu  sync.Mutex
 	hwm map[string]int64 // session → highest event ID handed to OnCommit
 
-	stopListen context.CancelFunc
-	listenDone chan struct{}
-	closeOnce  sync.Once
+	listener  *pglisten.Listener
+	closeOnce sync.Once
 }
 
 var _ store.Shared = (*DB)(nil)
@@ -114,19 +113,15 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	db := &DB{pool: pool, o: o, log: o.Logger, hwm: map[string]int64{}, listenDone: make(chan struct{})}
+	db := &DB{pool: pool, o: o, log: o.Logger, hwm: map[string]int64{}}
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)
 	}
-	lctx, cancel := context.WithCancel(context.Background())
-	db.stopListen = cancel
-	ready := make(chan error, 1)
-	go db.listen(lctx, ready)
-	if err := <-ready; err != nil {
-		cancel()
-		<-db.listenDone
+	db.listener, err = pglisten.Start(ctx, pglisten.Options{URL: o.URL, Channel: channel, OnNotify: db.onNotify,
+		OnResync: func() { db.deliver(store.Signal{Kind: store.SignalResync}) }, Logger: db.log})
+	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open postgres: listen: %w", err)
+		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	return db, nil
 }
@@ -175,68 +170,17 @@ func Migrate(ctx context.Context, url string) (applied []int64, version int64, e
 	return migrate(ctx, pool)
 }
 
-// listen keeps one connection LISTENing on the channel and hands each
-// notification from another replica to OnSignal. After a lost connection
-// it reconnects (with backoff) and delivers SignalResync, since
-// notifications sent meanwhile are gone. ready gets the first connection's
-// outcome.
-func (db *DB) listen(ctx context.Context, ready chan<- error) {
-	defer close(db.listenDone)
-	backoff := 50 * time.Millisecond
-	first := true
-	for ctx.Err() == nil {
-		conn, err := pgx.Connect(ctx, db.o.URL)
-		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+channel)
-		}
-		if first {
-			ready <- err
-			if err != nil {
-				if conn != nil {
-					conn.Close(context.Background())
-				}
-				return
-			}
-			first = false
-		} else if err == nil {
-			db.deliver(store.Signal{Kind: store.SignalResync})
-		}
-		if err == nil {
-			backoff = 50 * time.Millisecond
-			err = db.receive(ctx, conn)
-			conn.Close(context.Background())
-		} else if conn != nil {
-			conn.Close(context.Background())
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		db.log.Warn("postgres listener: reconnecting", "err", err, "backoff", backoff.String())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
+// onNotify hands a notification of another replica to OnSignal.
+func (db *DB) onNotify(payload string) {
+	var sig store.Signal
+	if err := json.Unmarshal([]byte(payload), &sig); err != nil {
+		db.log.Warn("postgres listener: unreadable notification", "err", err)
+		return
 	}
-}
-
-func (db *DB) receive(ctx context.Context, conn *pgx.Conn) error {
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		var sig store.Signal
-		if err := json.Unmarshal([]byte(n.Payload), &sig); err != nil {
-			db.log.Warn("postgres listener: unreadable notification", "err", err)
-			continue
-		}
-		if sig.From == db.o.Replica {
-			continue
-		}
-		db.deliver(sig)
+	if sig.From == db.o.Replica {
+		return
 	}
+	db.deliver(sig)
 }
 
 func (db *DB) deliver(sig store.Signal) {
@@ -839,8 +783,7 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 // Close stops the listener and closes the pool; calling it again is a no-op.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
-		db.stopListen()
-		<-db.listenDone
+		db.listener.Close()
 		db.pool.Close()
 	})
 	return nil

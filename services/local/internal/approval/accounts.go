@@ -46,10 +46,10 @@ type Scope struct {
 // where returns the SQL condition of s on column col and its arguments.
 func (s Scope) where(col string) (string, []any) {
 	if s.All {
-		return "1", nil
+		return "TRUE", nil
 	}
 	if len(s.Tenants) == 0 {
-		return "0", nil
+		return "FALSE", nil
 	}
 	args := make([]any, len(s.Tenants))
 	for i, t := range s.Tenants {
@@ -79,6 +79,13 @@ func (s *Store) SyncAccounts(ctx context.Context, accounts []Account) error {
 		return fmt.Errorf("sync operator accounts: %w", err)
 	}
 	defer tx.Rollback()
+	if s.d.lockAccounts != "" {
+		// Replicas starting together replace the accounts one after the
+		// other, not into each other's rows.
+		if _, err := tx.ExecContext(ctx, s.d.lockAccounts); err != nil {
+			return fmt.Errorf("sync operator accounts: %w", err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM operator_accounts`); err != nil {
 		return fmt.Errorf("sync operator accounts: %w", err)
 	}
@@ -88,7 +95,7 @@ func (s *Store) SyncAccounts(ctx context.Context, accounts []Account) error {
 		if a.Admin {
 			admin = 1
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO operator_accounts (name, admin, tenants, token_sha256, identity, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO operator_accounts (name, admin, tenants, token_sha256, identity, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
 			a.Name, admin, strings.Join(a.Tenants, "\n"), nullString(a.TokenHash), nullString(a.Identity), now); err != nil {
 			return fmt.Errorf("sync operator accounts: %s: %w", a.Name, err)
 		}
@@ -132,11 +139,11 @@ func (s *Store) AccountByIdentity(ctx context.Context, identity string) (Account
 // AccountByName returns the account called name in any ASCII letter case
 // (account names are ASCII), and ErrNoAccount when there is none.
 func (s *Store) AccountByName(ctx context.Context, name string) (Account, error) {
-	return s.account(ctx, `name = ? COLLATE NOCASE`, name)
+	return s.account(ctx, s.d.lowerASCII("name")+` = ?`, lowerASCIIString(name))
 }
 
 func (s *Store) account(ctx context.Context, where string, arg any) (Account, error) {
-	a, err := scanAccount(s.r.QueryRowContext(ctx, `SELECT `+accountColumns+` FROM operator_accounts WHERE `+where, arg))
+	a, err := scanAccount(s.r.QueryRowContext(ctx, s.d.bind(`SELECT `+accountColumns+` FROM operator_accounts WHERE `+where), arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, ErrNoAccount
 	}
@@ -186,7 +193,7 @@ func (q AuditQuery) where() (string, []any) {
 // f stops the walk and is returned.
 func (s *Store) Audit(ctx context.Context, q AuditQuery, f func(AuditEntry) error) (total int, err error) {
 	cond, args := q.where()
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM audit_log WHERE `+cond, args...).Scan(&total); err != nil {
+	if err := s.r.QueryRowContext(ctx, s.d.bind(`SELECT count(*) FROM audit_log WHERE `+cond), args...).Scan(&total); err != nil {
 		return 0, fmt.Errorf("audit log: %w", err)
 	}
 	query := `SELECT seq, at, operator, tenant_id, approval_id, decision, details_hash, comment FROM audit_log WHERE ` + cond + ` ORDER BY seq DESC`
@@ -194,7 +201,7 @@ func (s *Store) Audit(ctx context.Context, q AuditQuery, f func(AuditEntry) erro
 		query += ` LIMIT ? OFFSET ?`
 		args = append(args, q.Limit, q.Offset)
 	}
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	rows, err := s.r.QueryContext(ctx, s.d.bind(query), args...)
 	if err != nil {
 		return 0, fmt.Errorf("audit log: %w", err)
 	}

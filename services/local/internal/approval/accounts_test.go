@@ -16,7 +16,7 @@ import (
 // migrations (testdata/approvals-v0.sql) opens through the schema steps
 // with nothing lost: its approvals and decision log as they were, its past
 // decisions in the audit log with their tenants, the new tables there, and
-// a second open changes nothing.
+// a second open changes nothing; retention then works on it.
 func TestUpgradeFromUnversionedDatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "approvals.db")
 	old, err := os.ReadFile("testdata/approvals-v0.sql")
@@ -33,7 +33,7 @@ func TestUpgradeFromUnversionedDatabase(t *testing.T) {
 	db.Close()
 
 	for round := range 2 {
-		s, err := OpenStore(context.Background(), path)
+		s, err := OpenSQLite(context.Background(), path)
 		if err != nil {
 			t.Fatalf("open %d: %v", round, err)
 		}
@@ -55,7 +55,7 @@ func TestUpgradeFromUnversionedDatabase(t *testing.T) {
 			t.Fatalf("audit log after the upgrade: %d %+v %v", total, audit, err)
 		}
 		var version int
-		if err := s.r.QueryRow(`SELECT max(version_id) FROM goose_db_version`).Scan(&version); err != nil || version != 2 {
+		if err := s.r.QueryRow(`SELECT max(version_id) FROM goose_db_version`).Scan(&version); err != nil || version != 3 {
 			t.Fatalf("schema version %d: %v", version, err)
 		}
 		// The old triggers still hold, and the new log has its own.
@@ -65,15 +65,29 @@ func TestUpgradeFromUnversionedDatabase(t *testing.T) {
 		if _, err := s.w.Exec(`UPDATE audit_log SET operator = 'mallory'`); err == nil || !strings.Contains(err.Error(), "append-only") {
 			t.Fatalf("update audit_log: %v", err)
 		}
+		if round == 1 {
+			// Retention on the upgraded file: the decided approval goes
+			// with its decision log; the audit log keeps its decision.
+			rm, err := s.DeleteEnded(ctx, time.Now(), 10)
+			if err != nil || rm != (Removed{Approvals: 1, Decisions: 1}) {
+				t.Fatalf("retention after the upgrade: %+v %v", rm, err)
+			}
+			if total, err := s.Audit(ctx, AuditQuery{Scope: Scope{All: true}}, func(AuditEntry) error { return nil }); err != nil || total != 1 {
+				t.Fatalf("audit log after retention: %d %v", total, err)
+			}
+			if _, err := s.Get(ctx, p.ID); err != nil {
+				t.Fatalf("the pending approval: %v", err)
+			}
+		}
 		s.Close()
 	}
 }
 
-// TestAuditLogRecordsEveryDecision: each decision, an operator's or the
+// testAuditLogRecordsEveryDecision: each decision, an operator's or the
 // system's, is in the audit log with its tenant, and the log reads by
 // scope, tenant and operator, newest first.
-func TestAuditLogRecordsEveryDecision(t *testing.T) {
-	s := openTestStore(t, "")
+func testAuditLogRecordsEveryDecision(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	for i, tenant := range []string{"acme", "globex", "acme"} {
 		r := newReq(fmt.Sprint("c", i))
@@ -115,8 +129,8 @@ func TestAuditLogRecordsEveryDecision(t *testing.T) {
 	}
 }
 
-func TestSyncAccounts(t *testing.T) {
-	s := openTestStore(t, "")
+func testSyncAccounts(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	first := []Account{
 		{Name: "alice", Tenants: []string{"acme"}, TokenHash: HashToken("alice-token-0123456789")},
@@ -158,11 +172,11 @@ func TestSyncAccounts(t *testing.T) {
 	}
 }
 
-// TestFind: the queue's selection — scope, state, filters, text search
+// testFind: the queue's selection — scope, state, filters, text search
 // (with % and _ taken literally), deadline order, pages — and no pending
 // approval already past its expiry.
-func TestFind(t *testing.T) {
-	s := openTestStore(t, "")
+func testFind(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	now := time.Now()
 	s.now = func() time.Time { return now }

@@ -39,7 +39,7 @@ type ErrBadQuery struct{ Field, Problem string }
 
 func (e *ErrBadQuery) Error() string { return e.Field + ": " + e.Problem }
 
-func (q Query) where(nowMS int64) (string, []any, error) {
+func (q Query) where(d *dialect, nowMS int64) (string, []any, error) {
 	cond, args := q.Scope.where("tenant_id")
 	switch q.State {
 	case "", string(Pending):
@@ -63,8 +63,8 @@ func (q Query) where(nowMS int64) (string, []any, error) {
 		args = append(args, q.Session)
 	}
 	if q.Text != "" {
-		like := "%" + likeEscaper.Replace(q.Text) + "%"
-		cond += ` AND (action LIKE ? ESCAPE '\' OR details LIKE ? ESCAPE '\' OR id = ? OR session_id = ? OR call_id = ?)`
+		like := "%" + likeEscaper.Replace(lowerASCIIString(q.Text)) + "%"
+		cond += ` AND (` + d.lowerASCII("action") + ` LIKE ? ESCAPE '\' OR ` + d.lowerASCII("details") + ` LIKE ? ESCAPE '\' OR id = ? OR session_id = ? OR call_id = ?)`
 		args = append(args, like, like, q.Text, q.Text, q.Text)
 	}
 	return cond, args, nil
@@ -75,34 +75,35 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 // Find returns the approvals q selects, at most q.Limit from q.Offset, and
 // how many match in all.
 func (s *Store) Find(ctx context.Context, q Query) ([]Approval, int, error) {
-	cond, args, err := q.where(s.now().UnixMilli())
+	cond, args, err := q.where(s.d, s.now().UnixMilli())
 	if err != nil {
 		return nil, 0, err
 	}
-	var total int
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM approvals WHERE `+cond, args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("find approvals: %w", err)
-	}
-	order := "expires_at, rowid"
+	order := "expires_at, " + s.d.ord
 	switch q.Sort {
 	case "", "deadline":
 	case "newest":
-		order = "created_at DESC, rowid DESC"
+		order = "created_at DESC, " + s.d.ord + " DESC"
 	case "oldest":
-		order = "created_at, rowid"
+		order = "created_at, " + s.d.ord
 	case "decided":
-		order = "decided_at DESC, id"
+		order = "decided_at DESC NULLS LAST, id" + s.d.binary
 	default:
 		return nil, 0, &ErrBadQuery{"sort", fmt.Sprintf("%q is not deadline, newest, oldest or decided", q.Sort)}
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+columns+` FROM approvals WHERE `+cond+` ORDER BY `+order+` LIMIT ? OFFSET ?`, append(args, q.Limit, q.Offset)...)
+	// The page and the total in one statement, so that both are of the
+	// same moment (a count read apart could miss a row the page shows).
+	rows, err := s.r.QueryContext(ctx, s.d.bind(`SELECT `+columns+`, count(*) OVER () FROM approvals WHERE `+cond+` ORDER BY `+order+` LIMIT ? OFFSET ?`), append(args, q.Limit, q.Offset)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("find approvals: %w", err)
 	}
 	defer rows.Close()
-	var out []Approval
+	var (
+		out   []Approval
+		total int
+	)
 	for rows.Next() {
-		a, err := scanApproval(rows)
+		a, err := scanApproval(rows, &total)
 		if err != nil {
 			return nil, 0, fmt.Errorf("find approvals: %w", err)
 		}
@@ -111,6 +112,12 @@ func (s *Store) Find(ctx context.Context, q Query) ([]Approval, int, error) {
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("find approvals: %w", err)
 	}
+	if len(out) == 0 {
+		// No row to carry the total (an empty page, or Limit 0).
+		if err := s.r.QueryRowContext(ctx, s.d.bind(`SELECT count(*) FROM approvals WHERE `+cond), args...).Scan(&total); err != nil {
+			return nil, 0, fmt.Errorf("find approvals: %w", err)
+		}
+	}
 	return out, total, nil
 }
 
@@ -118,7 +125,7 @@ func (s *Store) Find(ctx context.Context, q Query) ([]Approval, int, error) {
 // the choices of the queue's tenant filter.
 func (s *Store) Tenants(ctx context.Context, scope Scope) ([]string, error) {
 	cond, args := scope.where("tenant_id")
-	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT tenant_id FROM approvals WHERE `+cond+` ORDER BY tenant_id LIMIT 1000`, args...)
+	rows, err := s.r.QueryContext(ctx, s.d.bind(`SELECT DISTINCT tenant_id FROM approvals WHERE `+cond+` ORDER BY tenant_id`+s.d.binary+` LIMIT 1000`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("tenants: %w", err)
 	}

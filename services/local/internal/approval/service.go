@@ -9,13 +9,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/brain-tools/suite/pkg/service"
 )
 
 // Config is the approval part of the local service's environment.
 type Config struct {
 	// DataDir holds approvals.db (env APPROVAL_DATA_DIR, default ./data).
+	// Unused with DatabaseURL.
 	DataDir string `env:"APPROVAL_DATA_DIR" envDefault:"data"`
+	// DatabaseURL, a postgres:// (or postgresql://) URL, keeps the
+	// approvals in PostgreSQL instead of SQLite, shared by any number of
+	// local replicas (env APPROVAL_DATABASE_URL).
+	DatabaseURL string `env:"APPROVAL_DATABASE_URL"`
+	// Retention, when set, removes approvals that ended longer ago than
+	// this, with their decision log, in batches (env APPROVAL_RETENTION;
+	// 0, the default, keeps them; otherwise at least a minute). The audit
+	// log keeps every decision.
+	Retention time.Duration `env:"APPROVAL_RETENTION" envDefault:"0"`
+	// RetentionInterval is how often retention sweeps (not from the
+	// environment: DefaultRetentionInterval unless a test sets it).
+	RetentionInterval time.Duration
 	// PageURL is the base URL at which operators reach the approval page
 	// (env APPROVAL_PAGE_URL), used for the url in progress events and
 	// webhooks: an absolute http(s) URL with a host, no query or fragment.
@@ -57,6 +72,10 @@ type Service struct {
 	webhook *webhook
 	sweep   time.Duration
 	maxPend int
+
+	retention      time.Duration
+	retentionEvery time.Duration
+	removed        *prometheus.CounterVec
 
 	// life ends when the local service shuts down: streams then answer at
 	// once and leave their approvals pending for after the restart.
@@ -109,32 +128,53 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		return nil, fmt.Errorf("approvals: APPROVAL_SWEEP_INTERVAL must be positive, got %s", cfg.SweepInterval)
 	case cfg.MaxPendingPerTenant < 0:
 		return nil, fmt.Errorf("approvals: APPROVAL_MAX_PENDING_PER_TENANT must not be negative, got %d", cfg.MaxPendingPerTenant)
+	case cfg.Retention != 0 && cfg.Retention < time.Minute:
+		return nil, fmt.Errorf("approvals: APPROVAL_RETENTION must be 0 (keep every approval) or at least 1m, got %s", cfg.Retention)
+	case cfg.DatabaseURL != "" && !strings.HasPrefix(cfg.DatabaseURL, "postgres://") && !strings.HasPrefix(cfg.DatabaseURL, "postgresql://"):
+		return nil, errors.New("approvals: APPROVAL_DATABASE_URL: want a postgres:// or postgresql:// URL")
 	}
 	wh, err := newWebhook(cfg.WebhookURL, cfg.WebhookSecret, logger)
 	if err != nil {
 		return nil, err
-	}
-	store, err := OpenStore(ctx, strings.TrimRight(cfg.DataDir, "/")+"/approvals.db")
-	if err != nil {
-		return nil, fmt.Errorf("APPROVAL_DATA_DIR %q: %w", cfg.DataDir, err)
-	}
-	// Approvals that expired while the service was down are expired before
-	// anything is served: no page offers them, no status reads pending.
-	if _, err := store.ExpireDue(ctx); err != nil {
-		store.Close()
-		return nil, fmt.Errorf("approvals: expire after restart: %w", err)
 	}
 	// When ctx ends (SIGTERM), waiting streams answer at once and leave
 	// their approvals pending, so the shutdown is not held up by them.
 	life, stop := context.WithCancel(context.Background())
 	context.AfterFunc(ctx, stop)
 	s := &Service{
-		store: store, logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval, maxPend: cfg.MaxPendingPerTenant,
+		logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval, maxPend: cfg.MaxPendingPerTenant,
+		retention: cfg.Retention, retentionEvery: cfg.RetentionInterval, removed: newRemovedCounter(),
 		life: life, stopLife: stop,
 		changed: map[string]*watch{}, streams: map[string]int{}, subs: map[chan struct{}]func(string) bool{},
 	}
+	if s.retentionEvery <= 0 {
+		s.retentionEvery = DefaultRetentionInterval
+	}
+	if cfg.DatabaseURL != "" {
+		// The service exists before its store, so that a change another
+		// replica commits while the store opens finds it.
+		s.store, err = OpenPostgres(ctx, PostgresOptions{URL: cfg.DatabaseURL, OnChange: s.remote, Logger: logger})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("APPROVAL_DATABASE_URL: %w", err)
+		}
+	} else if s.store, err = OpenSQLite(ctx, strings.TrimRight(cfg.DataDir, "/")+"/approvals.db"); err != nil {
+		stop()
+		return nil, fmt.Errorf("APPROVAL_DATA_DIR %q: %w", cfg.DataDir, err)
+	}
+	// Approvals that expired while the service was down are expired before
+	// anything is served: no page offers them, no status reads pending.
+	if _, err := s.store.ExpireDue(ctx); err != nil {
+		stop()
+		s.store.Close()
+		return nil, fmt.Errorf("approvals: expire after restart: %w", err)
+	}
 	s.wg.Add(1)
 	go s.sweeper()
+	if s.retention > 0 {
+		s.wg.Add(1)
+		go s.retentionLoop()
+	}
 	return s, nil
 }
 
@@ -227,6 +267,43 @@ func (s *Service) notify(decided []Approval, created ...Approval) {
 		select {
 		case sub <- struct{}{}:
 		default: // a change is already signalled
+		}
+	}
+}
+
+// remote wakes, for a change another replica committed, the waiters of
+// its approval (they read it again: the table is the truth) and the page's
+// subscribers that see its tenant; for ChangeResync every waiter and
+// subscriber. It runs on the store's listener and does not block.
+func (s *Service) remote(c Change) {
+	if c.Kind != ChangeResync && c.TenantID == "" {
+		// The tenant did not fit the notification: read it, off the
+		// listener.
+		go func() {
+			ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
+			defer cancel()
+			if a, err := s.store.Get(ctx, c.ID); err == nil {
+				c.TenantID = a.TenantID
+				s.remote(c)
+			}
+		}()
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, w := range s.changed {
+		if c.Kind == ChangeResync || id == c.ID {
+			close(w.ch)
+			delete(s.changed, id)
+		}
+	}
+	for sub, sees := range s.subs {
+		if c.Kind != ChangeResync && !sees(c.TenantID) {
+			continue
+		}
+		select {
+		case sub <- struct{}{}:
+		default:
 		}
 	}
 }

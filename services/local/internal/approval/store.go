@@ -14,38 +14,67 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 
 	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/pglisten"
 )
 
-// Store keeps approvals and the decision log in one SQLite file. Writes go
-// through a single connection, so they queue in Go rather than spin on
-// SQLite's busy lock; reads use a small pool of their own (WAL mode lets
-// them run beside the writer). Every write is committed with
-// synchronous=FULL before it is acknowledged, so a pending approval and a
-// decision survive a kill of the process and a power cut alike.
+// Store keeps approvals, their decision log, the audit log and the
+// operator accounts, on one of two backends with the same behaviour (one
+// suite of tests runs on both):
+//
+//   - SQLite (OpenSQLite, the default): one file. Writes go through a
+//     single connection, so they queue in Go rather than spin on SQLite's
+//     busy lock; reads use a small pool of their own (WAL mode lets them
+//     run beside the writer). Every write is committed with
+//     synchronous=FULL before it is acknowledged, so a pending approval
+//     and a decision survive a kill of the process and a power cut alike.
+//   - PostgreSQL (OpenPostgres): one database that any number of local
+//     replicas share. Each write that creates or decides an approval
+//     NOTIFYs the others in its transaction (delivered at commit); they
+//     learn of it through OnChange and read the table, which stays the
+//     truth.
+//
+// The first decision wins on both: a decision moves an approval only while
+// it is still pending, in one conditional UPDATE that concurrent writers
+// (two operators, two replicas, the sweepers of every replica) cannot both
+// pass.
 type Store struct {
-	w   *sql.DB
-	r   *sql.DB
-	now func() time.Time
+	w, r *sql.DB
+	d    *dialect
+	now  func() time.Time
+	// replica and listener: PostgreSQL only.
+	replica  string
+	listener *pglisten.Listener
 }
 
-// migrations are the store's schema, one versioned step per file, applied
-// in order by goose at open. Step 1 is the schema every approvals.db has had
-// (IF NOT EXISTS: an older database upgrades through it unchanged); later
-// steps add to it.
+// migrations are the store's schema, one versioned step per file and
+// directory per backend, applied in order by goose at open. SQLite's step
+// 1 is the schema every approvals.db has had (IF NOT EXISTS: an older
+// database upgrades through it unchanged); later steps add to it.
 //
-//go:embed migrations/*.sql
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
 var migrations embed.FS
 
-// migrate brings the database at db up to the newest schema step.
-func migrate(ctx context.Context, db *sql.DB) error {
-	dir, err := fs.Sub(migrations, "migrations")
+// migrate brings the database at db up to the newest schema step of
+// dialect d, under d's lock (PostgreSQL: replicas starting together apply
+// each step once).
+func migrate(ctx context.Context, db *sql.DB, d *dialect) error {
+	dir, err := fs.Sub(migrations, "migrations/"+d.name)
 	if err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, dir)
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
+	if d.goose == goose.DialectPostgres {
+		locker, err := lock.NewPostgresSessionLocker()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	p, err := goose.NewProvider(d.goose, db, dir, opts...)
 	if err != nil {
 		return err
 	}
@@ -53,9 +82,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return err
 }
 
-// OpenStore opens (creating when missing) the approvals database at path,
+// OpenSQLite opens (creating when missing) the approvals database at path,
 // creating its directory with mode 0700.
-func OpenStore(ctx context.Context, path string) (*Store, error) {
+func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open approvals store: %w", err)
 	}
@@ -81,7 +110,7 @@ func OpenStore(ctx context.Context, path string) (*Store, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, w); err != nil {
+	if err := migrate(ctx, w, sqliteDialect); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open approvals store %s: migrate schema: %w", path, err)
 	}
@@ -96,11 +125,18 @@ func OpenStore(ctx context.Context, path string) (*Store, error) {
 		r.Close()
 		return nil, fmt.Errorf("open approvals store %s: %w", path, err)
 	}
-	return &Store{w: w, r: r, now: time.Now}, nil
+	return &Store{w: w, r: r, d: sqliteDialect, now: time.Now}, nil
 }
 
-// Close closes the database.
+// Close closes the database (and the PostgreSQL listener). Calling it
+// again is a no-op.
 func (s *Store) Close() error {
+	if s.listener != nil {
+		s.listener.Close()
+	}
+	if s.r == s.w {
+		return s.w.Close()
+	}
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -113,12 +149,14 @@ const columns = `id, tenant_id, session_id, call_id, origin, action, details, de
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanApproval(row scanner) (Approval, error) {
+// scanApproval reads the columns of an approval, then into extra those
+// selected after them.
+func scanApproval(row scanner, extra ...any) (Approval, error) {
 	var a Approval
 	var created, expires int64
 	var decided sql.NullInt64
-	err := row.Scan(&a.ID, &a.TenantID, &a.SessionID, &a.CallID, &a.Origin, &a.Action, &a.Details, &a.DetailsHash,
-		&a.Status, &created, &expires, &decided, &a.Operator, &a.Comment)
+	err := row.Scan(append([]any{&a.ID, &a.TenantID, &a.SessionID, &a.CallID, &a.Origin, &a.Action, &a.Details, &a.DetailsHash,
+		&a.Status, &created, &expires, &decided, &a.Operator, &a.Comment}, extra...)...)
 	if err != nil {
 		return Approval{}, err
 	}
@@ -156,7 +194,13 @@ func (s *Store) Create(ctx context.Context, n NewApproval, maxPending int) (a Ap
 		return Approval{}, false, fmt.Errorf("create approval: %w", err)
 	}
 	defer tx.Rollback()
-	existing, err := scanApproval(tx.QueryRowContext(ctx, byCallQuery, n.TenantID, n.SessionID, n.CallID))
+	if s.d.lockTenant != "" {
+		// Replicas count a tenant's pending approvals one at a time.
+		if _, err := tx.ExecContext(ctx, s.d.bind(s.d.lockTenant), n.TenantID); err != nil {
+			return Approval{}, false, fmt.Errorf("create approval: %w", err)
+		}
+	}
+	existing, err := scanApproval(tx.QueryRowContext(ctx, s.d.bind(byCallQuery), n.TenantID, n.SessionID, n.CallID))
 	switch {
 	case err == nil:
 		return existing, false, nil
@@ -165,16 +209,32 @@ func (s *Store) Create(ctx context.Context, n NewApproval, maxPending int) (a Ap
 	}
 	if maxPending > 0 {
 		var count int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM approvals WHERE tenant_id = ? AND status = 'pending'`, n.TenantID).Scan(&count); err != nil {
+		if err := tx.QueryRowContext(ctx, s.d.bind(`SELECT count(*) FROM approvals WHERE tenant_id = ? AND status = 'pending'`), n.TenantID).Scan(&count); err != nil {
 			return Approval{}, false, fmt.Errorf("create approval: %w", err)
 		}
 		if count >= maxPending {
 			return Approval{}, false, fmt.Errorf("create approval: %w (%d pending, limit %d)", ErrTooManyPending, count, maxPending)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO approvals (id, tenant_id, session_id, call_id, origin, action, details, details_hash, status, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
-		a.ID, a.TenantID, a.SessionID, a.CallID, a.Origin, a.Action, a.Details, a.DetailsHash, a.CreatedAt.UnixMilli(), a.ExpiresAt.UnixMilli()); err != nil {
+	// The same call sent to two replicas at once: one row, and the other
+	// attaches to it.
+	res, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO approvals (id, tenant_id, session_id, call_id, origin, action, details, details_hash, status, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (tenant_id, session_id, call_id) DO NOTHING`),
+		a.ID, a.TenantID, a.SessionID, a.CallID, a.Origin, a.Action, a.Details, a.DetailsHash, a.CreatedAt.UnixMilli(), a.ExpiresAt.UnixMilli())
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("create approval: %w", err)
+	}
+	if rows, err := res.RowsAffected(); err != nil {
+		return Approval{}, false, fmt.Errorf("create approval: %w", err)
+	} else if rows == 0 {
+		tx.Rollback()
+		existing, err := scanApproval(s.w.QueryRowContext(ctx, s.d.bind(byCallQuery), a.TenantID, a.SessionID, a.CallID))
+		if err != nil {
+			return Approval{}, false, fmt.Errorf("create approval: %w", err)
+		}
+		return existing, false, nil
+	}
+	if err := s.signal(ctx, tx, ChangeCreated, a); err != nil {
 		return Approval{}, false, fmt.Errorf("create approval: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -192,7 +252,7 @@ const byCallQuery = `SELECT ` + columns + ` FROM approvals WHERE tenant_id = ? A
 // is none: a call of another session or another tenant is not found, so
 // an agent can only reach its own session's approvals this way.
 func (s *Store) GetByCall(ctx context.Context, tenant, session, callID string) (Approval, error) {
-	a, err := scanApproval(s.r.QueryRowContext(ctx, byCallQuery, tenant, session, callID))
+	a, err := scanApproval(s.r.QueryRowContext(ctx, s.d.bind(byCallQuery), tenant, session, callID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Approval{}, ErrNotFound
 	}
@@ -204,7 +264,7 @@ func (s *Store) GetByCall(ctx context.Context, tenant, session, callID string) (
 
 // Get returns the approval id, for any tenant: the operator page's view.
 func (s *Store) Get(ctx context.Context, id string) (Approval, error) {
-	a, err := scanApproval(s.r.QueryRowContext(ctx, `SELECT `+columns+` FROM approvals WHERE id = ?`, id))
+	a, err := scanApproval(s.r.QueryRowContext(ctx, s.d.bind(`SELECT `+columns+` FROM approvals WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Approval{}, ErrNotFound
 	}
@@ -229,7 +289,7 @@ func (s *Store) GetForTenant(ctx context.Context, tenant, id string) (Approval, 
 
 // ListPending returns the pending approvals, oldest first, at most limit.
 func (s *Store) ListPending(ctx context.Context, limit int) ([]Approval, error) {
-	return s.list(ctx, `SELECT `+columns+` FROM approvals WHERE status = 'pending' ORDER BY created_at, rowid LIMIT ?`, limit)
+	return s.list(ctx, `SELECT `+columns+` FROM approvals WHERE status = 'pending' ORDER BY created_at, `+s.d.ord+` LIMIT ?`, limit)
 }
 
 // ListDecided returns the most recently decided approvals, newest first.
@@ -248,7 +308,7 @@ func (s *Store) CountPending(ctx context.Context) (int, error) {
 }
 
 func (s *Store) list(ctx context.Context, query string, limit int) ([]Approval, error) {
-	rows, err := s.r.QueryContext(ctx, query, limit)
+	rows, err := s.r.QueryContext(ctx, s.d.bind(query), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
 	}
@@ -283,7 +343,8 @@ func (s *Store) Decide(ctx context.Context, id string, decision Status, operator
 		return Approval{}, false, fmt.Errorf("decide approval %s: %w", id, err)
 	}
 	defer tx.Rollback()
-	a, err = scanApproval(tx.QueryRowContext(ctx, `SELECT `+columns+` FROM approvals WHERE id = ?`, id))
+	byID := s.d.bind(`SELECT ` + columns + ` FROM approvals WHERE id = ?`)
+	a, err = scanApproval(tx.QueryRowContext(ctx, byID, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Approval{}, false, ErrNotFound
 	}
@@ -299,17 +360,33 @@ func (s *Store) Decide(ctx context.Context, id string, decision Status, operator
 		decision, operator, comment = Expired, SystemOperator, "no answer before the approval expired"
 	}
 	a.Status, a.DecidedAt, a.Operator, a.Comment = decision, now, operator, comment
-	if _, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, decided_at = ?, operator = ?, comment = ? WHERE id = ? AND status = 'pending'`,
-		a.Status, now.UnixMilli(), a.Operator, a.Comment, id); err != nil {
+	// Only while still pending: of two decisions at once (two replicas,
+	// two sweepers), the second waits for the first's row lock and then
+	// changes nothing.
+	res, err := tx.ExecContext(ctx, s.d.bind(`UPDATE approvals SET status = ?, decided_at = ?, operator = ?, comment = ? WHERE id = ? AND status = 'pending'`),
+		a.Status, now.UnixMilli(), a.Operator, a.Comment, id)
+	if err != nil {
 		return Approval{}, false, fmt.Errorf("decide approval %s: %w", id, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO decisions (approval_id, decision, operator, comment, details_hash, at) VALUES (?, ?, ?, ?, ?, ?)`,
+	if rows, err := res.RowsAffected(); err != nil {
+		return Approval{}, false, fmt.Errorf("decide approval %s: %w", id, err)
+	} else if rows == 0 {
+		cur, err := scanApproval(tx.QueryRowContext(ctx, byID, id))
+		if err != nil {
+			return Approval{}, false, fmt.Errorf("decide approval %s: %w", id, err)
+		}
+		return cur, false, &DecidedError{Current: cur}
+	}
+	if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO decisions (approval_id, decision, operator, comment, details_hash, at) VALUES (?, ?, ?, ?, ?, ?)`),
 		id, a.Status, a.Operator, a.Comment, a.DetailsHash, now.UnixMilli()); err != nil {
 		return Approval{}, false, fmt.Errorf("decide approval %s: log: %w", id, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (at, operator, tenant_id, approval_id, decision, details_hash, comment) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO audit_log (at, operator, tenant_id, approval_id, decision, details_hash, comment) VALUES (?, ?, ?, ?, ?, ?, ?)`),
 		now.UnixMilli(), a.Operator, a.TenantID, id, a.Status, a.DetailsHash, a.Comment); err != nil {
 		return Approval{}, false, fmt.Errorf("decide approval %s: audit log: %w", id, err)
+	}
+	if err := s.signal(ctx, tx, ChangeDecided, a); err != nil {
+		return Approval{}, false, fmt.Errorf("decide approval %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Approval{}, false, fmt.Errorf("decide approval %s: commit: %w", id, err)
@@ -324,7 +401,7 @@ func (s *Store) Decide(ctx context.Context, id string, decision Status, operator
 // returns them.
 func (s *Store) ExpireDue(ctx context.Context) ([]Approval, error) {
 	now := s.now().UTC().Truncate(time.Millisecond)
-	rows, err := s.r.QueryContext(ctx, `SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= ?`, now.UnixMilli())
+	rows, err := s.r.QueryContext(ctx, s.d.bind(`SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= ?`), now.UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("expire approvals: %w", err)
 	}
@@ -373,7 +450,7 @@ func (s *Store) NextExpiry(ctx context.Context) (time.Time, bool, error) {
 
 // Log returns the decision log of approval id, oldest first.
 func (s *Store) Log(ctx context.Context, id string) ([]LogEntry, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, approval_id, decision, operator, comment, details_hash, at FROM decisions WHERE approval_id = ? ORDER BY seq`, id)
+	rows, err := s.r.QueryContext(ctx, s.d.bind(`SELECT seq, approval_id, decision, operator, comment, details_hash, at FROM decisions WHERE approval_id = ? ORDER BY seq`), id)
 	if err != nil {
 		return nil, fmt.Errorf("decision log of %s: %w", id, err)
 	}

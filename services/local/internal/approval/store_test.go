@@ -13,25 +13,12 @@ import (
 	"github.com/brain-tools/suite/pkg/jobs"
 )
 
-func openTestStore(t *testing.T, path string) *Store {
-	t.Helper()
-	if path == "" {
-		path = filepath.Join(t.TempDir(), "approvals.db")
-	}
-	s, err := OpenStore(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 func newReq(call string) NewApproval {
 	return NewApproval{TenantID: "t1", SessionID: "s1", CallID: call, Origin: OriginStream, Action: "delete the reports", Details: "rm -rf /srv/reports\n14 files", Timeout: time.Minute}
 }
 
-func TestCreateIsIdempotentPerCall(t *testing.T) {
-	s := openTestStore(t, "")
+func testCreateIsIdempotentPerCall(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	a, created, err := s.Create(ctx, newReq("c1"), 0)
 	if err != nil || !created {
@@ -57,8 +44,8 @@ func TestCreateIsIdempotentPerCall(t *testing.T) {
 	}
 }
 
-func TestCreateConcurrentSameCallMakesOneApproval(t *testing.T) {
-	s := openTestStore(t, "")
+func testCreateConcurrentSameCallMakesOneApproval(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	var wg sync.WaitGroup
 	ids := make([]string, 20)
 	for i := range ids {
@@ -80,8 +67,8 @@ func TestCreateConcurrentSameCallMakesOneApproval(t *testing.T) {
 	}
 }
 
-func TestDecideFirstAnswerWins(t *testing.T) {
-	s := openTestStore(t, "")
+func testDecideFirstAnswerWins(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	a, _, _ := s.Create(ctx, newReq("c1"), 0)
 	got, changed, err := s.Decide(ctx, a.ID, Approved, "alice", "looks right")
@@ -105,8 +92,8 @@ func TestDecideFirstAnswerWins(t *testing.T) {
 	}
 }
 
-func TestDecideConcurrentOneWinner(t *testing.T) {
-	s := openTestStore(t, "")
+func testDecideConcurrentOneWinner(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	a, _, _ := s.Create(ctx, newReq("c1"), 0)
 	var wg sync.WaitGroup
@@ -137,8 +124,8 @@ func TestDecideConcurrentOneWinner(t *testing.T) {
 	}
 }
 
-func TestLateAnswerExpires(t *testing.T) {
-	s := openTestStore(t, "")
+func testLateAnswerExpires(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	now := time.Now()
 	s.now = func() time.Time { return now }
@@ -158,8 +145,8 @@ func TestLateAnswerExpires(t *testing.T) {
 	}
 }
 
-func TestCancelledCannotBeAnswered(t *testing.T) {
-	s := openTestStore(t, "")
+func testCancelledCannotBeAnswered(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	a, _, _ := s.Create(ctx, newReq("c1"), 0)
 	if _, _, err := s.Decide(ctx, a.ID, Cancelled, SystemOperator, "stream closed"); err != nil {
@@ -171,8 +158,8 @@ func TestCancelledCannotBeAnswered(t *testing.T) {
 	}
 }
 
-func TestExpireDue(t *testing.T) {
-	s := openTestStore(t, "")
+func testExpireDue(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	now := time.Now()
 	s.now = func() time.Time { return now }
@@ -198,8 +185,8 @@ func TestExpireDue(t *testing.T) {
 	}
 }
 
-func TestDecisionLogIsAppendOnly(t *testing.T) {
-	s := openTestStore(t, "")
+func testDecisionLogIsAppendOnly(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	a, _, _ := s.Create(ctx, newReq("c1"), 0)
 	s.Decide(ctx, a.ID, Denied, "alice", "no")
@@ -211,16 +198,13 @@ func TestDecisionLogIsAppendOnly(t *testing.T) {
 	}
 }
 
-func TestStoreSurvivesReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "approvals.db")
+func testStoreSurvivesReopen(t *testing.T, be storeBackend) {
+	loc := be.new(t)
 	ctx := context.Background()
-	s1, err := OpenStore(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1 := be.open(t, loc)
 	a, _, _ := s1.Create(ctx, newReq("c1"), 0)
 	s1.Close()
-	s2 := openTestStore(t, path)
+	s2 := be.open(t, loc)
 	got, err := s2.GetForTenant(ctx, "t1", a.ID)
 	if err != nil || got.Status != Pending || got.Details != a.Details || !got.ExpiresAt.Equal(a.ExpiresAt) {
 		t.Fatalf("after reopen: %+v, %v", got, err)
@@ -230,8 +214,8 @@ func TestStoreSurvivesReopen(t *testing.T) {
 	}
 }
 
-func TestMaxPendingPerTenant(t *testing.T) {
-	s := openTestStore(t, "")
+func testMaxPendingPerTenant(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
 	ctx := context.Background()
 	a, _, err := s.Create(ctx, newReq("c1"), 2)
 	if err != nil {
@@ -270,7 +254,7 @@ func TestOpenStorePathWithURICharacters(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := filepath.Join(dir, "approvals.db")
-		s, err := OpenStore(context.Background(), path)
+		s, err := OpenSQLite(context.Background(), path)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -281,13 +265,13 @@ func TestOpenStorePathWithURICharacters(t *testing.T) {
 	}
 }
 
-// TestGetByCall finds an approval by the call that created it, scoped to
+// testGetByCall finds an approval by the call that created it, scoped to
 // the tenant and session, before and after the store is closed and opened
 // again (a restart of the service).
-func TestGetByCall(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "approvals.db")
+func testGetByCall(t *testing.T, be storeBackend) {
+	loc := be.new(t)
 	ctx := context.Background()
-	s1 := openTestStore(t, path)
+	s1 := be.open(t, loc)
 	mine, _, err := s1.Create(ctx, newReq("c1"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +309,7 @@ func TestGetByCall(t *testing.T) {
 	for round, name := range []string{"open", "reopened"} {
 		if round == 1 {
 			s1.Close() // DB.Close is idempotent: the cleanup's second Close is a no-op
-			s2 = openTestStore(t, path)
+			s2 = be.open(t, loc)
 		}
 		for _, tt := range tests {
 			t.Run(name+"/"+tt.name, func(t *testing.T) {
@@ -344,10 +328,10 @@ func TestGetByCall(t *testing.T) {
 	}
 }
 
-// TestGetByCallUsesTheIndex: the lookup by call is a search of the unique
+// testGetByCallUsesTheIndex: the lookup by call is a search of the unique
 // (tenant_id, session_id, call_id) index, not a scan of every approval.
 func TestGetByCallUsesTheIndex(t *testing.T) {
-	s := openTestStore(t, "")
+	s := sqliteBackend.fresh(t)
 	rows, err := s.r.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+byCallQuery, "t1", "s1", "c1")
 	if err != nil {
 		t.Fatal(err)

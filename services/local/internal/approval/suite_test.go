@@ -1,0 +1,200 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/pgtest"
+)
+
+// pg is the PostgreSQL server of this test binary (pkg/pgtest): every store
+// test runs on SQLite and on PostgreSQL.
+var pg *pgtest.Server
+
+func TestMain(m *testing.M) { pgtest.Main(m, "approval", &pg) }
+
+// storeBackend is a store backend under test: new makes an empty place for a
+// store (a file path, a database URL), open opens the store there (closed
+// when the test ends), and fresh is both.
+type storeBackend struct {
+	name string
+	new  func(t testing.TB) string
+	open func(t testing.TB, loc string) *Store
+}
+
+func (be storeBackend) fresh(t testing.TB) *Store { return be.open(t, be.new(t)) }
+
+var (
+	sqliteBackend = storeBackend{
+		name: "sqlite",
+		new:  func(t testing.TB) string { return filepath.Join(t.TempDir(), "approvals.db") },
+		open: func(t testing.TB, path string) *Store {
+			t.Helper()
+			s, err := OpenSQLite(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	postgresBackend = storeBackend{
+		name: "postgres",
+		new:  func(t testing.TB) string { return pg.NewDatabase(t) },
+		open: func(t testing.TB, url string) *Store {
+			t.Helper()
+			s, err := OpenPostgres(context.Background(), PostgresOptions{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	backends = []storeBackend{sqliteBackend, postgresBackend}
+)
+
+// TestStore is the store suite: every case on every backend.
+func TestStore(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T, storeBackend)
+	}{
+		{"CreateIsIdempotentPerCall", testCreateIsIdempotentPerCall},
+		{"CreateConcurrentSameCallMakesOneApproval", testCreateConcurrentSameCallMakesOneApproval},
+		{"DecideFirstAnswerWins", testDecideFirstAnswerWins},
+		{"DecideConcurrentOneWinner", testDecideConcurrentOneWinner},
+		{"LateAnswerExpires", testLateAnswerExpires},
+		{"CancelledCannotBeAnswered", testCancelledCannotBeAnswered},
+		{"ExpireDue", testExpireDue},
+		{"DecisionLogIsAppendOnly", testDecisionLogIsAppendOnly},
+		{"StoreSurvivesReopen", testStoreSurvivesReopen},
+		{"MaxPendingPerTenant", testMaxPendingPerTenant},
+		{"GetByCall", testGetByCall},
+		{"AuditLogRecordsEveryDecision", testAuditLogRecordsEveryDecision},
+		{"SyncAccounts", testSyncAccounts},
+		{"Find", testFind},
+		{"DeleteEnded", testDeleteEnded},
+		{"TwoStoresOneWinner", testTwoStoresOneWinner},
+	} {
+		for _, b := range backends {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) { tc.f(t, b) })
+		}
+	}
+}
+
+// testDeleteEnded: retention removes exactly the approvals that ended
+// before the limit, oldest first, a batch at a time, with their decision
+// log rows; pending ones and those that ended later stay, and the audit
+// log keeps every decision.
+func testDeleteEnded(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	now := t0
+	s.now = func() time.Time { return now }
+	var old []string
+	decide := func(call string, d Status) Approval {
+		a, _, err := s.Create(ctx, newReq(call), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != Pending {
+			if a, _, err = s.Decide(ctx, a.ID, d, "alice", ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = now.Add(time.Second)
+		return a
+	}
+	for i, d := range []Status{Approved, Denied, Expired, Cancelled, Approved} {
+		old = append(old, decide(fmt.Sprint("old", i), d).ID)
+	}
+	pendingOld := decide("pending-old", Pending)
+	cutoff := now
+	recent := decide("recent", Approved)
+
+	var batches []Removed
+	for {
+		rm, err := s.DeleteEnded(ctx, cutoff, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rm.Approvals == 0 {
+			break
+		}
+		batches = append(batches, rm)
+	}
+	if want := []Removed{{2, 2}, {2, 2}, {1, 1}}; fmt.Sprint(batches) != fmt.Sprint(want) {
+		t.Fatalf("batches %v, want %v", batches, want)
+	}
+	for _, id := range old {
+		if _, err := s.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("ended approval %s still there: %v", id, err)
+		}
+		if log, err := s.Log(ctx, id); err != nil || len(log) != 0 {
+			t.Errorf("decision log of %s: %d rows, %v", id, len(log), err)
+		}
+	}
+	for _, id := range []string{pendingOld.ID, recent.ID} {
+		if _, err := s.Get(ctx, id); err != nil {
+			t.Errorf("approval %s removed: %v", id, err)
+		}
+	}
+	total, err := s.Audit(ctx, AuditQuery{Scope: Scope{All: true}}, func(AuditEntry) error { return nil })
+	if err != nil || total != 6 {
+		t.Fatalf("audit log: %d rows (%v), want every decision: 6", total, err)
+	}
+	// The log of an approval that exists is still append-only.
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM decisions`); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("delete from the decision log: %v", err)
+	}
+	if _, err := s.DeleteEnded(ctx, cutoff, 0); err == nil {
+		t.Fatal("limit 0 accepted")
+	}
+}
+
+// testTwoStoresOneWinner: two stores on one database (two replicas) answer
+// one approval at once; exactly one answer wins, the other sees it.
+func testTwoStoresOneWinner(t *testing.T, be storeBackend) {
+	loc := be.new(t)
+	s1, s2 := be.open(t, loc), be.open(t, loc)
+	ctx := context.Background()
+	for round := range 10 {
+		a, _, err := s1.Create(ctx, newReq(fmt.Sprint("c", round)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		results := make([]error, 2)
+		changed := make([]bool, 2)
+		for i, s := range []*Store{s1, s2} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, changed[i], results[i] = s.Decide(ctx, a.ID, []Status{Approved, Denied}[i], fmt.Sprint("op", i), "")
+			}()
+		}
+		wg.Wait()
+		if changed[0] == changed[1] {
+			t.Fatalf("round %d: changed %v, errors %v: want one winner", round, changed, results)
+		}
+		loser := 0
+		if changed[0] {
+			loser = 1
+		}
+		var de *DecidedError
+		if !errors.As(results[loser], &de) || de.Current.Operator != fmt.Sprint("op", 1-loser) {
+			t.Fatalf("round %d: the loser got %v", round, results[loser])
+		}
+		if log, _ := s2.Log(ctx, a.ID); len(log) != 1 {
+			t.Fatalf("round %d: %d decisions logged", round, len(log))
+		}
+	}
+}

@@ -10,3 +10,7 @@ set -euo pipefail
 if ! command -v chromium >/dev/null 2>&1; then
 	apt_install chromium fonts-liberation
 fi
+
+# The approval store's tests run on PostgreSQL too (pkg/pgtest): the same
+# server brain's tests use.
+bash "$(dirname "${BASH_SOURCE[0]}")/../brain/deps.sh"

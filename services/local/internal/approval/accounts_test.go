@@ -241,6 +241,19 @@ func testFind(t *testing.T, be storeBackend) {
 	if n, _ := s.CountPendingIn(ctx, Scope{Tenants: []string{"acme"}}); n != 2 {
 		t.Fatalf("pending for acme: %d", n)
 	}
+	mk("Zeta", "s9", "c9", "Upper-case tenant", time.Hour)
+	for _, tc := range []struct {
+		scope Scope
+		want  string
+	}{
+		{all, "Zeta acme globex"}, // byte order, as the filter lists them
+		{Scope{Tenants: []string{"globex", "nobody"}}, "globex"},
+		{Scope{}, ""},
+	} {
+		if got, err := s.Tenants(ctx, tc.scope); err != nil || strings.Join(got, " ") != tc.want {
+			t.Errorf("tenants of %+v: %q %v, want %q", tc.scope, got, err, tc.want)
+		}
+	}
 }
 
 // TestRestartExpiresAtOnce: an approval that expired while the service was

@@ -125,7 +125,7 @@ func (s *Store) Find(ctx context.Context, q Query) ([]Approval, int, error) {
 // the choices of the queue's tenant filter.
 func (s *Store) Tenants(ctx context.Context, scope Scope) ([]string, error) {
 	cond, args := scope.where("tenant_id")
-	rows, err := s.r.QueryContext(ctx, s.d.bind(`SELECT DISTINCT tenant_id FROM approvals WHERE `+cond+` ORDER BY tenant_id`+s.d.binary+` LIMIT 1000`), args...)
+	rows, err := s.r.QueryContext(ctx, s.d.bind(`SELECT tenant_id FROM approvals WHERE `+cond+` GROUP BY tenant_id ORDER BY tenant_id`+s.d.binary+` LIMIT 1000`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("tenants: %w", err)
 	}

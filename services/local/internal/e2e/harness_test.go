@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/pgtest"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
 )
@@ -32,10 +33,12 @@ const (
 	tenant        = "local"
 )
 
-// Binaries built once per test run by TestMain.
+// Binaries built once per test run by TestMain, and the PostgreSQL
+// server of the tests that run several local replicas.
 var (
 	localBin string
 	brainBin string
+	pg       *pgtest.Server
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +60,15 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	if pg, err = pgtest.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e tests need PostgreSQL: %v\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 	code := m.Run()
+	if err := pg.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: stop postgres: %v\n", err)
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -41,7 +41,7 @@ func TestBindingsMatchExamples(t *testing.T) {
 		return m, doc.Approvals
 	}
 	want, wantApprovals := read("examples/brain.json")
-	for _, rel := range []string{"deploy/brain.compose.json", "deploy/k8s/base/brain.json"} {
+	for _, rel := range []string{"deploy/brain.compose.json", "deploy/brain-pg.compose.json", "deploy/k8s/base/brain.json"} {
 		got, approvals := read(rel)
 		if !reflect.DeepEqual(approvals, wantApprovals) {
 			t.Errorf("%s: approvals %v differ from examples/brain.json's %v", rel, approvals, wantApprovals)

@@ -502,8 +502,8 @@ func checkSuite(r *rendered, env map[string]map[string]bool, ports map[string]st
 			} else if hpa.Spec.ScaleTargetRef.APIVersion != "apps/v1" || hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 2 || hpa.Spec.MaxReplicas < *hpa.Spec.MinReplicas || len(hpa.Spec.Metrics) == 0 {
 				fail("HorizontalPodAutoscaler %s: want apps/v1 target, minReplicas >= 2, maxReplicas >= minReplicas, a metric", hpa.Name)
 			}
-		} else if w.name == "brain" && sharedBrain(w) {
-			errs = append(errs, checkBrainReplicas(w, pdbs)...)
+		} else if shared(w) {
+			errs = append(errs, checkReplicas(w, pdbs)...)
 		} else {
 			if w.replicas != 1 {
 				fail("%s %s: a stateful service runs one replica, have %d", w.kind, w.name, w.replicas)
@@ -516,7 +516,7 @@ func checkSuite(r *rendered, env map[string]map[string]bool, ports map[string]st
 
 	// brain's storage on a volume, its config from the generated ConfigMap.
 	if b, ok := byName["brain"]; ok && len(b.template.Spec.Containers) == 1 {
-		if !sharedBrain(b) {
+		if !shared(b) {
 			errs = append(errs, checkDataVolume(b, "BRAIN_DATA_DIR")...)
 		}
 		c := b.template.Spec.Containers[0]
@@ -527,7 +527,7 @@ func checkSuite(r *rendered, env map[string]map[string]bool, ports map[string]st
 			errs = append(errs, err)
 		}
 	}
-	if l, ok := byName["local"]; ok {
+	if l, ok := byName["local"]; ok && !shared(l) {
 		errs = append(errs, checkDataVolume(l, "APPROVAL_DATA_DIR")...)
 	}
 	return errs

@@ -17,7 +17,7 @@ import (
 // Config is the approval part of the local service's environment.
 type Config struct {
 	// DataDir holds approvals.db (env APPROVAL_DATA_DIR, default ./data).
-	// Unused with DatabaseURL.
+	// Unused with APPROVAL_DATABASE_URL.
 	DataDir string `env:"APPROVAL_DATA_DIR" envDefault:"data"`
 	// DatabaseURL, a postgres:// (or postgresql://) URL, keeps the
 	// approvals in PostgreSQL instead of SQLite, shared by any number of

@@ -58,6 +58,12 @@ type Store struct {
 //go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
 var migrations embed.FS
 
+// The PostgreSQL backend's goose version table and advisory lock ID.
+const (
+	postgresVersionTable = "approval_db_version"
+	postgresLockID       = 0x617070726f76 // "approv"
+)
+
 // migrate brings the database at db up to the newest schema step of
 // dialect d, under d's lock (PostgreSQL: replicas starting together apply
 // each step once).
@@ -68,11 +74,13 @@ func migrate(ctx context.Context, db *sql.DB, d *dialect) error {
 	}
 	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
 	if d.goose == goose.DialectPostgres {
-		locker, err := lock.NewPostgresSessionLocker()
+		// A version table and a lock of its own: the approval store may
+		// share a database with brain's, whose goose uses the defaults.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(postgresLockID))
 		if err != nil {
 			return err
 		}
-		opts = append(opts, goose.WithSessionLocker(locker))
+		opts = append(opts, goose.WithSessionLocker(locker), goose.WithTableName(postgresVersionTable))
 	}
 	p, err := goose.NewProvider(d.goose, db, dir, opts...)
 	if err != nil {

@@ -198,3 +198,18 @@ func testTwoStoresOneWinner(t *testing.T, be storeBackend) {
 		}
 	}
 }
+
+// TestPostgresBesideBrain: the approval store can share a database with
+// another goose-versioned schema (brain's): its version table is its own.
+func TestPostgresBesideBrain(t *testing.T) {
+	url := pg.NewDatabase(t)
+	name := url[strings.LastIndex(url[:strings.Index(url, "?")], "/")+1 : strings.Index(url, "?")]
+	if _, err := pg.Psql(name, "-c", `CREATE TABLE goose_db_version (id serial PRIMARY KEY, version_id bigint NOT NULL, is_applied boolean NOT NULL, tstamp timestamp DEFAULT now());
+		INSERT INTO goose_db_version (version_id, is_applied) VALUES (0, true), (1, true), (2, true), (3, true), (4, true)`); err != nil {
+		t.Fatal(err)
+	}
+	s := postgresBackend.open(t, url)
+	if _, _, err := s.Create(context.Background(), newReq("c1"), 0); err != nil {
+		t.Fatalf("the approval schema was not applied beside another one at version 4: %v", err)
+	}
+}

@@ -136,7 +136,10 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	// A call that waits must be one that could be sent: refuse the others
 	// before anybody is asked, or anything queues. Other calls get the
 	// same refusal from the invoker.
-	var queued bool
+	var (
+		queued, taken bool
+		settled       <-chan struct{}
+	)
 	if t.Function() || sp.gated || t.MaxConcurrency > 0 {
 		if o, ok := invoke.Precheck(t, sp.tenant, sp.args); !ok {
 			rc.refusal = &o
@@ -144,7 +147,10 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	}
 	if t.MaxConcurrency > 0 && rc.refusal == nil && !sp.gated {
 		rc.q = s.queueFor(sp.tenant, t)
-		switch rc.q.take(rc, s.maxQueued) {
+		var sl slot
+		switch sl, settled = rc.q.take(rc, s.maxQueued); sl {
+		case slotTaken:
+			taken = true
 		case slotQueued:
 			queued = true
 		case slotFull:
@@ -169,7 +175,11 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 		evs = append(evs, s.waitForInput(&c, store.InputFunction, now.Add(t.Timeout())))
 	}
 	rc.set(c)
-	if err := s.store.CreateCall(reqCtx, &c, evs...); err != nil {
+	err := s.storeCall(reqCtx, &c, evs, settled)
+	if taken {
+		rc.q.stored()
+	}
+	if err != nil {
 		if queued {
 			rc.q.unpend()
 		} else if rc.q != nil {
@@ -192,6 +202,20 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	}
 	s.spawn(func() { s.execute(ctx, rc) })
 	return rc, nil
+}
+
+// storeCall stores c with evs once settled is closed (nil: at once): a
+// queued call waits for the calls that took a slot before it to be
+// stored, so that it comes after them in the stored order.
+func (s *Server) storeCall(ctx context.Context, c *store.Call, evs []*store.Event, settled <-chan struct{}) error {
+	if settled != nil {
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return s.store.CreateCall(ctx, c, evs...)
 }
 
 // register adds rc to the calls in flight, unless brain is draining or its

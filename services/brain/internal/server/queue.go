@@ -20,6 +20,11 @@ const DefaultMaxQueued = 1000
 // while it is sent (running), or, for a function tool, while it waits for
 // the application's answer; a queued call holds nothing.
 //
+// A call's ord is given when it is stored, after take decided its place;
+// so a call that is to wait is stored only once every call that took a
+// slot before it is (storing, settled): the stored order and the order of
+// admission agree on every store.
+//
 // The queue lives in this process (brain runs one process per data dir);
 // the order it keeps is the stored one, so a queue shared by replicas can
 // be read from the store in the same order.
@@ -28,6 +33,12 @@ type queue struct {
 
 	mu     sync.Mutex
 	active int // slots held
+	// storing counts the calls that took a slot at start and are not
+	// stored yet: their ords are still to come. A call queued behind them
+	// is stored only once they are (settled is closed then), so that it
+	// gets a later ord and the stored order is the order of admission.
+	storing int
+	settled chan struct{}
 	// pending counts calls that found no free slot and are being stored as
 	// queued: until they join waiting, no slot is handed out, since one of
 	// them may come before the waiting calls in the stored order.
@@ -57,22 +68,44 @@ func (s *Server) queueFor(tenant string, t *config.Tool) *queue {
 	return q
 }
 
-// take gives rc a slot when one is free and no call waits; otherwise, with
-// fewer than limit calls waiting, the call is to wait (its join must
-// follow, or unpend when it is not stored).
-func (q *queue) take(rc *running, limit int) slot {
+// closed is a channel that is always closed.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// take gives rc a slot when one is free and no call waits (stored must
+// follow once the call is stored, or failed to be); otherwise, with fewer
+// than limit calls waiting, the call is to wait: it is stored once the
+// channel take returns is closed, when every call that took a slot before
+// it has its ord, and then joins (or unpends when it is not stored).
+func (q *queue) take(rc *running, limit int) (slot, <-chan struct{}) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
 	case q.active < q.max && len(q.waiting) == 0 && q.pending == 0:
 		q.active++
 		rc.holding = true
-		return slotTaken
+		if q.storing == 0 {
+			q.settled = make(chan struct{})
+		}
+		q.storing++
+		return slotTaken, nil
 	case len(q.waiting)+q.pending >= limit:
-		return slotFull
+		return slotFull, nil
 	}
 	q.pending++
-	return slotQueued
+	if q.storing == 0 {
+		return slotQueued, closed
+	}
+	return slotQueued, q.settled
+}
+
+// stored says that a call take gave a slot has its ord, or will never
+// have one.
+func (q *queue) stored() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.storing--; q.storing == 0 {
+		close(q.settled)
+	}
 }
 
 // unpend drops a call take queued that was never stored.

@@ -111,7 +111,7 @@ lint: lint-tools ## gofmt, go vet, every module built alone (GOWORK=off), static
 	$(GO) vet $(PKGS)
 	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) build ./... ) || { echo "$$m does not build alone"; exit 1; }; done
 	$(STATICCHECK) $(PKGS)
-	@for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
+	@for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --allow-serial-runners ./...) || exit 1; done
 
 .PHONY: test
 test: deps lint ## lint, then every module's tests (-race, shuffled, uncached) and brief fuzzing

@@ -78,6 +78,11 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 	if err != nil {
 		return err
 	}
+	if rc.refusal != nil {
+		// Refused before sending: it ends at once, without the tool, and
+		// the caller learns so from this answer whatever wait_seconds.
+		wait = MaxWaitSeconds
+	}
 	c, err := s.wait(r.Context(), rc, time.Duration(wait)*time.Second)
 	if err != nil {
 		return err

@@ -133,17 +133,15 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 		cancel(nil)
 		return nil, err
 	}
-	// A call that waits must be one that could be sent: refuse the others
-	// before anybody is asked, or anything queues. Other calls get the
-	// same refusal from the invoker.
+	// A call that could never be sent is refused here, before anybody is
+	// asked to approve it, before it queues, and before its creator is
+	// answered: the answer is then its final state, not "running".
 	var (
 		queued, taken bool
 		settled       <-chan struct{}
 	)
-	if t.Function() || sp.gated || t.MaxConcurrency > 0 {
-		if o, ok := invoke.Precheck(t, sp.tenant, sp.args); !ok {
-			rc.refusal = &o
-		}
+	if o, ok := invoke.Precheck(t, sp.tenant, sp.args); !ok {
+		rc.refusal = &o
 	}
 	if t.MaxConcurrency > 0 && rc.refusal == nil && !sp.gated {
 		rc.q = s.queueFor(sp.tenant, t)
@@ -382,6 +380,12 @@ func (s *Server) admit(ctx context.Context, rc *running) (ended, bool) {
 	if ctx.Err() != nil {
 		rc.q.leave(rc)
 		return s.stopWaiting(ctx, rc, false), false
+	}
+	if s.isDraining() {
+		// A slot freed by a call that shutdown cancelled, before this
+		// call's own cancel came: it stays queued for the next brain.
+		rc.q.leave(rc)
+		return ended{park: true}, false
 	}
 	e, ok := s.begin(ctx, rc)
 	if !ok {

@@ -124,7 +124,7 @@ test: deps lint ## lint, then every module's tests (-race, shuffled, uncached) a
 # time, on three brain processes sharing one PostgreSQL behind a
 # round-robin proxy (the first run is on SQLite, the second on PostgreSQL).
 # The others set options or reach into the server, which replicas cannot.
-BRAIN_REPLICA_TESTS = ^(TestHealthzAndRouting|TestCatalog|TestCreateSession|TestTenantIsolation|TestCreateCall|TestWaitAndGet|TestCancelCall|TestInterruptAndClose|TestListCalls|TestListCallsPaging|TestTraceparent|TestEventStream|TestEventPage|TestInspection|TestSessionEndOrderAndStreamEnd|TestCloseRacingNewCalls|TestHeadLikeGet|TestSessionEventsAfterContextDone|TestRefusalsDoNotEchoHugeInput|TestTwoAuthorizationHeaders|TestReplicaKilledMidCall)$$
+BRAIN_REPLICA_TESTS = ^(TestHealthzAndRouting|TestCatalog|TestCreateSession|TestTenantIsolation|TestCreateCall|TestWaitAndGet|TestCancelCall|TestInterruptAndClose|TestListCalls|TestListCallsPaging|TestTraceparent|TestEventStream|TestEventPage|TestInspection|TestSessionEndOrderAndStreamEnd|TestCloseRacingNewCalls|TestHeadLikeGet|TestSessionEventsAfterContextDone|TestRefusalsDoNotEchoHugeInput|TestTwoAuthorizationHeaders|TestReplicaKilledMidCall|TestFunctionTool|TestApprovalGate|TestSessionRequireApproval|TestMaxConcurrency|TestApprovalCall|TestRetryable|TestReplicaRespondThroughAnother)$$
 
 # FUZZ_TARGETS are the fuzz targets `make fuzz` runs, each as Target:package.
 FUZZ_TARGETS = \

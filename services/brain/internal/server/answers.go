@@ -336,11 +336,17 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 		return err
 	}
 	id := p.ByName("id")
-	if _, err := s.unfinishedCall(r.Context(), tenant, id, "; it takes no answer"); err != nil {
+	stored, err := s.unfinishedCall(r.Context(), tenant, id, "; it takes no answer")
+	if err != nil {
 		return err
 	}
 	rc, ok := s.lookupRunning(id)
 	if !ok {
+		if s.shared != nil {
+			// Another replica runs the call, or none until its lease runs
+			// out: the answer goes through the store.
+			return s.respondRemote(w, r, tenant, key, stored)
+		}
 		return conflict("tool call %q is no longer waiting for input", id)
 	}
 	cur := rc.snapshot()
@@ -354,14 +360,8 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 	if err != nil {
 		return err
 	}
-	a := newAnswer(answerGiven)
-	a.by = responder{Type: "api", APIKey: key}
-	if cur.InputKind == store.InputFunction {
-		a.function = true
-		if a.outcome, err = functionAnswer(rc.t, data); err != nil {
-			return err
-		}
-	} else if a.approved, a.comment, err = approvalAnswer(data); err != nil {
+	a, err := parseAnswer(rc.t, cur.InputKind, key, data)
+	if err != nil {
 		return err
 	}
 	if won, standing := rc.offer(a); !won {
@@ -377,6 +377,29 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 	}
 	writeCall(w, a.call, s.queuePosition(a.call))
 	return nil
+}
+
+// parseAnswer reads the answer data, given with API key key, to a call of
+// binding t waiting for input of kind: a function tool's result or an
+// approval gate's {approved, comment}. A body that does not fit is a 400
+// (or 413) naming the field.
+func parseAnswer(t *config.Tool, kind, key string, data []byte) (*answer, error) {
+	a := newAnswer(answerGiven)
+	a.by = responder{Type: "api", APIKey: key}
+	var err error
+	if kind == store.InputFunction {
+		a.function = true
+		if t == nil {
+			return nil, conflict("the call's tool is no longer in brain's host config")
+		}
+		a.outcome, err = functionAnswer(t, data)
+	} else {
+		a.approved, a.comment, err = approvalAnswer(data)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // why says why a call no longer takes an answer, after "tool call X".

@@ -46,7 +46,7 @@ type running struct {
 	// max_concurrency); ord is the call's stored order in it, holding
 	// (guarded by q.mu) whether it holds a slot, and admitted is closed
 	// when the queue gives it one.
-	q        *queue
+	q        slots
 	ord      int64
 	holding  bool
 	admitted chan struct{}
@@ -197,6 +197,13 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	rc.set(c)
 	if queued {
 		rc.q.join(rc, true)
+		if s.shared != nil && rc.q.holds(rc) {
+			// A shared queue stores every capped call queued first; one
+			// that found a slot free goes on before it is answered, as
+			// on a single brain. Should the write fail, run tries again
+			// and ends the call.
+			s.begin(ctx, rc)
+		}
 	}
 	s.spawn(func() { s.execute(ctx, rc) })
 	return rc, nil
@@ -316,6 +323,9 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 			e.answer.recorded(final, err)
 		}
 	}
+	if rc.q != nil {
+		rc.q.done(rc)
+	}
 	rc.final = final
 	s.forget(rc)
 	close(rc.done)
@@ -361,6 +371,15 @@ func (s *Server) admit(ctx context.Context, rc *running) (ended, bool) {
 		return s.begin(ctx, rc)
 	}
 	if rc.q.holds(rc) {
+		if c.Status == store.CallQueued {
+			// Stored queued and given a slot at once (a shared queue
+			// hands slots out only to stored calls).
+			e, ok := s.begin(ctx, rc)
+			if !ok {
+				rc.q.leave(rc)
+			}
+			return e, ok
+		}
 		return ended{}, true
 	}
 	from := c.Status
@@ -540,6 +559,23 @@ func (s *Server) queuePosition(c *store.Call) *int {
 	if c.Status != store.CallQueued {
 		return nil
 	}
+	if s.shared != nil {
+		// The queue is the store's, whichever replica runs the call.
+		t, ok := s.cfg.Tool(c.Tool)
+		if !ok || t.MaxConcurrency == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), storeWait)
+		defer cancel()
+		n, err := s.shared.QueuePosition(ctx, store.Queue{TenantID: c.TenantID, Tool: c.Tool, Max: t.MaxConcurrency}, c.ID)
+		if err != nil || n == 0 {
+			if err != nil {
+				s.log.Warn("queue position", "call_id", c.ID, "err", err)
+			}
+			return nil
+		}
+		return &n
+	}
 	rc, ok := s.lookupRunning(c.ID)
 	if !ok || rc.q == nil {
 		return nil
@@ -589,6 +625,10 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 				return fmt.Errorf("recover call %s: %w", c.ID, err)
 			}
 			s.log.Warn("ended call left in flight by a brain process that stopped", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
+			if t, ok := s.cfg.Tool(c.Tool); ok && t.MaxConcurrency > 0 {
+				// Its slot is free: the next call of its queue goes on.
+				s.queueFor(c.TenantID, t).done(nil)
+			}
 			continue
 		}
 		t, ok := s.cfg.Tool(c.Tool)
@@ -640,6 +680,10 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 	}
 	for _, w := range waiting {
 		go s.execute(w.ctx, w.rc)
+		if s.shared != nil && w.rc.call.Status == store.CallRequiresInput {
+			// Answers given through other replicas while nobody ran it.
+			go s.takeAnswers(w.rc.id)
+		}
 	}
 	return nil
 }

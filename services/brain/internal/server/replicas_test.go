@@ -149,6 +149,16 @@ const testLease = 1500 * time.Millisecond
 // is the brain's, and stops them when t ends.
 func startReplicas(t *testing.T, ts *toolServer, n int) *brain {
 	t.Helper()
+	doc, env := hostConfigJSON(ts.URL)
+	b := startReplicasWith(t, doc, env, n)
+	b.tools = ts
+	return b
+}
+
+// startReplicasWith is startReplicas with host config doc and the
+// environment it names.
+func startReplicasWith(t *testing.T, doc []byte, env map[string]string, n int) *brain {
+	t.Helper()
 	dbURL := testDatabase(t)
 	exe, err := os.Executable()
 	if err != nil {
@@ -159,10 +169,9 @@ func startReplicas(t *testing.T, ts *toolServer, n int) *brain {
 		t.Fatal(err)
 	}
 	proxyURL := "http://" + ln.Addr().String()
-	doc, env := hostConfigJSON(ts.URL)
 	cc, _ := json.Marshal(childConfig{Config: doc, Env: env, DatabaseURL: dbURL, PublicURL: proxyURL,
 		Lease: testLease, Heartbeat: 50 * time.Millisecond})
-	b := &brain{t: t, url: proxyURL, tools: ts}
+	b := &brain{t: t, url: proxyURL}
 	for range n {
 		r := &replica{done: make(chan struct{})}
 		r.cmd = exec.Command(exe, "-test.run=^$")
@@ -355,4 +364,101 @@ func TestReplicaKilledMidCall(t *testing.T) {
 		t.Errorf("the tool got call %s again after the kill", req.CallID)
 	case <-time.After(2 * testLease):
 	}
+}
+
+// TestReplicaRespondThroughAnother: a call waits for input on the replica
+// that made it; respond through the other replicas works as on its own:
+// a bad body is refused there naming the field (the call still waits), a
+// good one ends a function tool's call (200) or sends an approved gated
+// call (202, then its tool gets it once); two answers at once through two
+// other replicas give one 200 and one 409 saying who answered first; and
+// an answer given while the call's replica is dead is taken by the
+// replica that takes the call over after the lease.
+func TestReplicaRespondThroughAnother(t *testing.T) {
+	t.Parallel()
+	ct := newCountingTools(t)
+	doc, env := waitingConfigJSON(ct.URL, false, 300)
+	b := startReplicasWith(t, doc, env, 3)
+	on := func(r *replica) *brain { return &brain{t: t, url: r.url} }
+	owner, other, third := on(b.replicas[0]), on(b.replicas[1]), on(b.replicas[2])
+	s := owner.session("t1", "lookup", "gated")
+
+	// A function tool's call, answered through another replica.
+	_, fc := owner.call("t1", s.ID, "lookup", map[string]string{"order_id": "A-1"}, 0)
+	wantRefusal(t, other.respond("t1", fc.ID, `{"structured_content":{"status":5}}`), 400, codeInvalidRequest, "structured_content: does not match tool lookup's output_schema")
+	if _, c := owner.getCall("t1", fc.ID, 0); c.Status != "requires_input" {
+		t.Fatalf("after a refused answer the call is %s", c.Status)
+	}
+	r := other.respond("t1", fc.ID, map[string]any{"structured_content": map[string]string{"status": "shipped"}})
+	var done CallJSON
+	r.json(t, &done)
+	if r.status != 200 || done.Status != "succeeded" {
+		t.Fatalf("answer through another replica: %d %s", r.status, r.body)
+	}
+	var responded []EventJSON
+	for _, e := range eventsOf(b.events("t1", s.ID), fc.ID) {
+		if e.Type == "tool.responded" {
+			responded = append(responded, e)
+		}
+	}
+	if len(responded) != 1 || !strings.Contains(string(responded[0].Data), `"api_key":"KEY_ONE"`) {
+		t.Fatalf("tool.responded events %+v", responded)
+	}
+
+	// An approval gate, approved through another replica: sent once.
+	_, gc := owner.call("t1", s.ID, "gated", map[string]any{}, 0)
+	r = third.respond("t1", gc.ID, map[string]any{"approved": true})
+	var gone CallJSON
+	r.json(t, &gone)
+	// 202 gone on, or 200 when the fast tool has answered already.
+	if !(r.status == 202 && gone.Status == "running" || r.status == 200 && gone.Status == "succeeded") {
+		t.Fatalf("approval through another replica: %d %s", r.status, r.body)
+	}
+	if _, c := owner.getCall("t1", gc.ID, 10); c.Status != "succeeded" || ct.count(gc.ID) != 1 {
+		t.Fatalf("approved gated call: %s, sent %d times", c.Status, ct.count(gc.ID))
+	}
+
+	// Two answers at once through the two other replicas: one wins.
+	for round := range 3 {
+		_, c := owner.call("t1", s.ID, "lookup", map[string]string{"order_id": fmt.Sprint("R-", round)}, 0)
+		var wg sync.WaitGroup
+		got := make([]resp, 2)
+		for i, via := range []*brain{other, third} {
+			wg.Go(func() {
+				got[i] = via.respond("t1", c.ID, map[string]any{"content": []map[string]string{{"type": "text", "text": fmt.Sprint("answer ", i)}}})
+			})
+		}
+		wg.Wait()
+		codes := []int{got[0].status, got[1].status}
+		if !(codes[0] == 200 && codes[1] == 409 || codes[0] == 409 && codes[1] == 200) {
+			t.Fatalf("round %d: two answers gave %v: %s / %s", round, codes, got[0].body, got[1].body)
+		}
+		loser := got[0]
+		if codes[0] == 200 {
+			loser = got[1]
+		}
+		// Refused by the call's replica (answered first by the other) or,
+		// coming later, by its own (the call has finished).
+		var e errBody
+		loser.json(t, &e)
+		if e.Error.Code != codeConflict || !strings.Contains(e.Error.Message, "was already answered by the application (API key KEY_ONE)") &&
+			!strings.Contains(e.Error.Message, "is already succeeded") {
+			t.Fatalf("round %d: the second answer: %s", round, loser.body)
+		}
+	}
+
+	// The call's replica dies; an answer through another one waits until
+	// the call is taken over, then ends it.
+	_, lc := owner.call("t1", s.ID, "lookup", map[string]string{"order_id": "K-1"}, 0)
+	if err := b.replicas[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-b.replicas[0].done
+	killed := time.Now()
+	r = other.respond("t1", lc.ID, map[string]any{"structured_content": map[string]string{"status": "late"}})
+	r.json(t, &done)
+	if r.status != 200 || done.Status != "succeeded" {
+		t.Fatalf("answer while the call's replica was dead: %d %s", r.status, r.body)
+	}
+	t.Logf("answered %s after the kill (lease %s)", time.Since(killed), testLease)
 }

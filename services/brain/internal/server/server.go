@@ -143,14 +143,17 @@ type Server struct {
 	inflight  map[string]*running            // by call ID
 	bySession map[string]map[string]*running // session ID → call ID →
 	ending    map[string]*ending             // sessions endSession is interrupting or closing
-	queues    map[string]*queue              // by tenant and binding, for max_concurrency
+	queues    map[string]slots               // by tenant and binding, for max_concurrency
 	// remoteEnding are sessions another replica is ending (SignalEndSession),
 	// with when this replica stops refusing their new calls on that account.
 	remoteEnding map[string]time.Time
-	calls        sync.WaitGroup
-	work         chan func() // calls for idle call goroutines (spawn)
-	closeOnce    sync.Once
-	closeErr     error
+	// settled are this replica's answers stored for another replica's
+	// call, by answer ID, closed when the store says they were settled.
+	settled   map[string]chan struct{}
+	calls     sync.WaitGroup
+	work      chan func() // calls for idle call goroutines (spawn)
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // errShutdown is the cancel cause of calls still in flight at Close.
@@ -190,7 +193,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		inflight:  map[string]*running{},
 		bySession: map[string]map[string]*running{},
 		ending:    map[string]*ending{},
-		queues:    map[string]*queue{},
+		queues:    map[string]slots{},
 		maxQueued: o.MaxQueued,
 		lease:     o.Lease,
 		retention: o.Retention,
@@ -198,6 +201,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		retentionEvery: o.RetentionInterval,
 
 		remoteEnding: map[string]time.Time{},
+		settled:      map[string]chan struct{}{},
 		work:         make(chan func()),
 	}
 	if s.lease == 0 {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"net/http"
 	"time"
 
 	"github.com/brain-tools/suite/services/brain/internal/store"
@@ -30,8 +32,12 @@ import (
 //     calls up: running ones end failed, brain_restarted, unknown_outcome —
 //     never sent again; waiting ones (requires_input, queued) wait again
 //     on the replica that took them;
-//   - a binding's max_concurrency queue is per replica: N replicas run up
-//     to N × max_concurrency calls of a binding and tenant at once.
+//   - an answer (respond) through a replica that does not run the call is
+//     stored and signalled; the call's replica offers it to the call and
+//     settles it (see respondRemote);
+//   - a binding's max_concurrency slots are rows' state in the store,
+//     handed out in one transaction to the calls stored first, whichever
+//     replica runs them (sharedQueue): the cap holds across replicas.
 
 // hintAll is the ID of a hint that tells every stream of a session to
 // re-read the store (the listener reconnected and may have missed some).
@@ -48,6 +54,23 @@ func (s *Server) onSignal(sig store.Signal) {
 		for _, id := range s.hub.Sessions() {
 			s.hub.Publish(store.Event{ID: hintAll, SessionID: id})
 		}
+		go func() {
+			ctx, cancel := context.WithTimeout(s.callsCtx, storeWait)
+			defer cancel()
+			s.takePendingAnswers(ctx)
+			s.admitShared()
+		}()
+	case store.SignalAnswer:
+		if _, ok := s.lookupRunning(sig.CallID); ok {
+			go s.takeAnswers(sig.CallID)
+		}
+	case store.SignalAnswerSettled:
+		var id string
+		if json.Unmarshal(sig.Data, &id) == nil {
+			s.answerSettled(id)
+		}
+	case store.SignalSlots:
+		s.onSlots(sig.SessionID, sig.CallID, sig.Data)
 	case store.SignalProgress:
 		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: sig.SessionID, CallID: sig.CallID,
 			Time: time.Now().UTC(), Data: sig.Data})
@@ -128,6 +151,9 @@ func (s *Server) leaseLoop(ctx context.Context) {
 				break
 			}
 		}
+		// Signals lost on the way are made up here.
+		s.takePendingAnswers(ctx)
+		s.admitShared()
 		select {
 		case <-ctx.Done():
 			return
@@ -178,4 +204,237 @@ func (s *Server) waitStored(ctx context.Context, tenant, id string, d time.Durat
 // progress, so that their streams forward it live too.
 func progressSignal(c *store.Call, data json.RawMessage) store.Signal {
 	return store.Signal{Kind: store.SignalProgress, SessionID: c.SessionID, CallID: c.ID, Data: data}
+}
+
+// Answers through any replica. POST /tool_calls/{id}/respond on a replica
+// that does not run the call checks the body as the call's own replica
+// would, stores it (store.Shared.PutAnswer, which signals), and waits for
+// the verdict: the replica running the call takes the answer, offers it to
+// the call — the first answer wins there, whichever way it came — and
+// settles it accepted or refused. A call whose replica died is taken over
+// after its lease with its pending answers. answerPoll bounds how long a
+// lost signal delays either side.
+const answerPoll = 250 * time.Millisecond
+
+// respondRemote answers respond for stored call c, run by another replica
+// (or by none until its lease runs out), for tenant with API key key.
+func (s *Server) respondRemote(w http.ResponseWriter, r *http.Request, tenant, key string, c *store.Call) error {
+	if c.Status != store.CallRequiresInput {
+		return notWaiting(c.ID, c.Status)
+	}
+	if err := checkJSONContentType(r); err != nil {
+		return err
+	}
+	data, err := readBody(r, s.maxBody)
+	if err != nil {
+		return err
+	}
+	if _, err := parseAnswer(s.toolOf(c), c.InputKind, key, data); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	a := &store.Answer{ID: newID("ans"), CallID: c.ID, Body: data, APIKey: key, CreatedAt: time.Now().UTC()}
+	settled := s.awaitSettled(a.ID)
+	defer s.forgetSettled(a.ID)
+	if err := s.shared.PutAnswer(ctx, a); err != nil {
+		var se *store.StateError
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return notFound("tool call %q not found", c.ID)
+		case errors.As(err, &se):
+			return notWaiting(c.ID, se.Status)
+		}
+		return fmt.Errorf("store the answer of tool call %s: %w", c.ID, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := s.shared.DeleteAnswer(dctx, a.ID); err != nil {
+			s.log.Warn("remove a settled answer", "call_id", c.ID, "err", err)
+		}
+	}()
+	// Past this, nobody took the answer: the call's replica is gone and
+	// its lease has not run out in twice its length.
+	giveUp := time.NewTimer(s.endWait())
+	defer giveUp.Stop()
+	tick := time.NewTicker(answerPoll)
+	defer tick.Stop()
+	for {
+		got, err := s.shared.GetAnswer(ctx, a.ID)
+		if err != nil {
+			return fmt.Errorf("read the answer of tool call %s: %w", c.ID, err)
+		}
+		switch got.Status {
+		case store.AnswerAccepted:
+			cur, err := s.call(ctx, tenant, c.ID)
+			if err != nil {
+				return err
+			}
+			writeCall(w, cur, s.queuePosition(cur))
+			return nil
+		case store.AnswerRefused:
+			return conflict("tool call %q %s", c.ID, got.Reason)
+		case store.AnswerPending:
+			// The call went on without taking it (another answer, its
+			// expiry, a cancel): withdraw it and say so.
+			if cur, err := s.call(ctx, tenant, c.ID); err == nil && cur.Status != store.CallRequiresInput {
+				if ok, err := s.shared.WithdrawAnswer(ctx, a.ID); err == nil && ok {
+					return notWaiting(c.ID, cur.Status)
+				}
+			}
+		}
+		select {
+		case <-settled:
+		case <-tick.C:
+		case <-giveUp.C:
+			if ok, err := s.shared.WithdrawAnswer(ctx, a.ID); err == nil && ok {
+				return unavailable("tool call %q: no brain replica took the answer within %s; answer again", c.ID, s.endWait())
+			}
+		case <-ctx.Done():
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			s.shared.WithdrawAnswer(wctx, a.ID)
+			cancel()
+			if s.isDraining() {
+				return errShuttingDown()
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// notWaiting is respond's 409 for call id in status, as the call's own
+// replica words it: a finished call takes no answer.
+func notWaiting(id, status string) error {
+	if store.Terminal(status) {
+		return conflict("tool call %q is already %s; it takes no answer", id, status)
+	}
+	return conflict("tool call %q is %s, not waiting for input (requires_input)", id, status)
+}
+
+// awaitSettled returns a channel closed when answer id is settled
+// (SignalAnswerSettled); forgetSettled drops it.
+func (s *Server) awaitSettled(id string) <-chan struct{} {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.settled[id] = ch
+	s.mu.Unlock()
+	return ch
+}
+
+func (s *Server) forgetSettled(id string) {
+	s.mu.Lock()
+	delete(s.settled, id)
+	s.mu.Unlock()
+}
+
+func (s *Server) answerSettled(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.settled[id]; ok {
+		close(ch)
+		delete(s.settled, id)
+	}
+}
+
+// takeAnswers offers the answers stored for call callID to it, when this
+// replica runs it, oldest first, and settles each: accepted when it was
+// the first answer and is recorded, refused (with why) otherwise.
+func (s *Server) takeAnswers(callID string) {
+	rc, ok := s.lookupRunning(callID)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.callsCtx, storeWait)
+	defer cancel()
+	answers, err := s.shared.TakeAnswers(ctx, callID)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("take stored answers", "call_id", callID, "err", err)
+		}
+		return
+	}
+	for _, sa := range answers {
+		status, reason := s.offerStored(rc, sa)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWait)
+		if err := s.shared.SettleAnswer(sctx, sa.ID, callID, status, reason); err != nil {
+			s.log.Warn("settle a stored answer", "call_id", callID, "err", err)
+		}
+		cancel()
+	}
+}
+
+// offerStored offers stored answer sa to rc as respond would, and returns
+// the verdict: store.AnswerAccepted once the answer is recorded, or
+// store.AnswerRefused with why, after `tool call "ID" `.
+func (s *Server) offerStored(rc *running, sa *store.Answer) (status, reason string) {
+	cur := rc.snapshot()
+	if cur.Status != store.CallRequiresInput {
+		if store.Terminal(cur.Status) {
+			return store.AnswerRefused, fmt.Sprintf("is already %s; it takes no answer", cur.Status)
+		}
+		return store.AnswerRefused, fmt.Sprintf("is %s, not waiting for input (requires_input)", cur.Status)
+	}
+	a, err := parseAnswer(rc.t, cur.InputKind, sa.APIKey, sa.Body)
+	if err != nil {
+		return store.AnswerRefused, "was not answered: " + err.Error()
+	}
+	if won, standing := rc.offer(a); !won {
+		return store.AnswerRefused, standing.why()
+	}
+	<-a.done
+	if a.err != nil {
+		return store.AnswerRefused, "was not answered: brain could not record the answer: " + a.err.Error()
+	}
+	return store.AnswerAccepted, ""
+}
+
+// takePendingAnswers offers every stored answer to the calls this replica
+// runs: after a lost signal, and at each pass of the lease loop.
+func (s *Server) takePendingAnswers(ctx context.Context) {
+	ids, err := s.shared.PendingAnswers(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("list stored answers", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		if _, ok := s.lookupRunning(id); ok {
+			go s.takeAnswers(id)
+		}
+	}
+}
+
+// admitShared asks the store, for each shared queue with calls waiting
+// here, whether they hold slots now: after a lost signal, and at each pass
+// of the lease loop.
+func (s *Server) admitShared() {
+	s.mu.Lock()
+	var qs []*sharedQueue
+	for _, q := range s.queues {
+		if sq, ok := q.(*sharedQueue); ok && sq.hasWaiting() {
+			qs = append(qs, sq)
+		}
+	}
+	s.mu.Unlock()
+	for _, q := range qs {
+		q.admit("")
+	}
+}
+
+// onSlots handles SignalSlots: the calls of queue tenant/tool named in
+// data hold slots now (data empty: ask the store).
+func (s *Server) onSlots(tenant, tool string, data json.RawMessage) {
+	s.mu.Lock()
+	q, _ := s.queues[tenant+"\x00"+tool].(*sharedQueue)
+	s.mu.Unlock()
+	if q == nil || !q.hasWaiting() {
+		return
+	}
+	var ids []string
+	if len(data) == 0 || json.Unmarshal(data, &ids) != nil {
+		go q.admit("")
+		return
+	}
+	q.grant(ids)
 }

@@ -125,6 +125,17 @@ func (ct *countingTools) count(callID string) int {
 // as the approvals tool. approvalTimeout is approvals.timeout_seconds.
 func waitingConfig(t *testing.T, url string, approvalTool bool, approvalTimeout int) *config.Config {
 	t.Helper()
+	data, env := waitingConfigJSON(url, approvalTool, approvalTimeout)
+	cfg, err := config.Parse(data, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("host config: %v", err)
+	}
+	return cfg
+}
+
+// waitingConfigJSON is waitingConfig's document and the environment it
+// names.
+func waitingConfigJSON(url string, approvalTool bool, approvalTimeout int) ([]byte, map[string]string) {
 	bind := func(name string, extra map[string]any) map[string]any {
 		b := map[string]any{"name": name, "description": name + " tool", "tenants": []string{"t1", "t2"},
 			"input_schema": map[string]any{"type": "object"}}
@@ -155,17 +166,18 @@ func waitingConfig(t *testing.T, url string, approvalTool bool, approvalTimeout 
 	}
 	doc["approvals"] = approvals
 	data, _ := json.Marshal(doc)
-	env := map[string]string{"BRAIN_TOOLS_KEY": toolsKey, "KEY_ONE": apiKeys["t1"], "KEY_TWO": apiKeys["t2"]}
-	cfg, err := config.Parse(data, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatalf("host config: %v", err)
-	}
-	return cfg
+	return data, map[string]string{"BRAIN_TOOLS_KEY": toolsKey, "KEY_ONE": apiKeys["t1"], "KEY_TWO": apiKeys["t2"]}
 }
 
+// startWaitingBrain starts a brain with the counting tools, on the store
+// BRAIN_TEST_STORE names: as three replicas too, when no option is given.
 func startWaitingBrain(t *testing.T, approvalTool bool, approvalTimeout int, opts ...func(*Options)) (*brain, *countingTools) {
 	t.Helper()
 	ct := newCountingTools(t)
+	if testStore == storeReplicas && len(opts) == 0 {
+		doc, env := waitingConfigJSON(ct.URL, approvalTool, approvalTimeout)
+		return startReplicasWith(t, doc, env, 3), ct
+	}
 	cfg := waitingConfig(t, ct.URL, approvalTool, approvalTimeout)
 	return startBrain(t, append([]func(*Options){func(o *Options) { o.Config = cfg }}, opts...)...), ct
 }

@@ -198,6 +198,16 @@ const (
 	// signals; every event stream re-reads the store. Never sent, only
 	// delivered.
 	SignalResync = "resync"
+	// SignalAnswer: an answer to CallID was stored (PutAnswer); the
+	// replica running the call takes it.
+	SignalAnswer = "answer"
+	// SignalAnswerSettled: answer Data (its ID, a JSON string) to CallID
+	// was accepted or refused; the replica that stored it reads which.
+	SignalAnswerSettled = "answer_settled"
+	// SignalSlots: slots of max_concurrency changed hands for tenant
+	// SessionID's binding CallID (the fields reused: no session or call is
+	// meant); Data, when set, lists the queued calls that now hold one.
+	SignalSlots = "slots"
 )
 
 // Signal is one message between brain replicas sharing a store.
@@ -236,6 +246,74 @@ type Shared interface {
 	// Notify sends sig to every other replica (From is set to Replica).
 	// ErrSignalTooLarge when it does not fit one notification.
 	Notify(ctx context.Context, sig Signal) error
+
+	// PutAnswer stores a (ID, CallID, Body, APIKey, CreatedAt set) as
+	// pending while its call is in requires_input, and signals
+	// SignalAnswer; *StateError naming the call's status otherwise,
+	// ErrNotFound when there is no call a.CallID.
+	PutAnswer(ctx context.Context, a *Answer) error
+	// TakeAnswers moves the pending answers of call callID to taken and
+	// returns them, oldest first: the replica running the call offers
+	// them to it.
+	TakeAnswers(ctx context.Context, callID string) ([]*Answer, error)
+	// PendingAnswers lists the calls that have pending answers.
+	PendingAnswers(ctx context.Context) ([]string, error)
+	// SettleAnswer moves taken answer id to status (AnswerAccepted or
+	// AnswerRefused, with reason) and signals SignalAnswerSettled.
+	SettleAnswer(ctx context.Context, id, callID, status, reason string) error
+	// GetAnswer returns answer id, or ErrNotFound.
+	GetAnswer(ctx context.Context, id string) (*Answer, error)
+	// WithdrawAnswer moves answer id from pending to withdrawn, and
+	// reports whether it did (false: it was taken already).
+	WithdrawAnswer(ctx context.Context, id string) (bool, error)
+	// DeleteAnswer removes answer id.
+	DeleteAnswer(ctx context.Context, id string) error
+
+	// Admit gives the free slots of q to the calls queued first (by Ord),
+	// after the call release (when set) gave its slot back, in one
+	// transaction under q's lock, and returns the queued calls of q that
+	// hold a slot (they may go on). When it gave out slots it signals
+	// SignalSlots with the calls admitted.
+	Admit(ctx context.Context, q Queue, release string) ([]string, error)
+	// Queued counts the calls of q waiting for a slot.
+	Queued(ctx context.Context, q Queue) (int, error)
+	// QueuePosition is the place of call id among the calls of q waiting
+	// for a slot, 1 for the next to go; 0 when it does not wait (it holds
+	// a slot, or is not queued).
+	QueuePosition(ctx context.Context, q Queue, id string) (int, error)
+}
+
+// Answer is an answer to a call in requires_input given through a replica
+// that does not run the call: POST /tool_calls/{id}/respond's body as
+// sent, and the env name of the API key that sent it.
+type Answer struct {
+	ID     string
+	CallID string
+	Body   json.RawMessage
+	APIKey string
+	// Status is AnswerPending until the call's replica takes it, then
+	// AnswerTaken, then AnswerAccepted or AnswerRefused (with Reason);
+	// AnswerWithdrawn when the replica that stored it gave up first.
+	Status    string
+	Reason    string
+	CreatedAt time.Time
+}
+
+// Answer statuses.
+const (
+	AnswerPending   = "pending"
+	AnswerTaken     = "taken"
+	AnswerAccepted  = "accepted"
+	AnswerRefused   = "refused"
+	AnswerWithdrawn = "withdrawn"
+)
+
+// Queue is a binding's max_concurrency queue of one tenant in a shared
+// store: its calls queued, running or waiting for input hold slots (at most
+// Max) or wait for one in the order they were stored (Call.Ord).
+type Queue struct {
+	TenantID, Tool string
+	Max            int
 }
 
 // ErrSignalTooLarge is Notify's refusal of a signal past the store's

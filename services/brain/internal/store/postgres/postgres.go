@@ -497,7 +497,8 @@ func (db *DB) UpdateCall(ctx context.Context, c *store.Call, from []string, evs 
 // told. No row back: refused.
 var finishCallSQL = `WITH c AS (
 	UPDATE tool_calls SET status = $2, finished_at = $3, error_code = $4, error_message = $5, unknown_outcome = $6,
-		result = $7, retryable = $8, prompt = $9, response_schema = $10, response_expires_at = $11, owner = '', lease_until = 0
+		result = $7, retryable = $8, prompt = $9, response_schema = $10, response_expires_at = $11, owner = '', lease_until = 0,
+		holds_slot = false
 	WHERE id = $1 AND status IN ('queued', 'running', 'requires_input') RETURNING session_id
 ), s AS (
 	UPDATE sessions SET last_seq = last_seq + cardinality($12::text[]) WHERE id = (SELECT session_id FROM c) RETURNING id, last_seq
@@ -757,6 +758,9 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 			rm.Events += tag.RowsAffected()
 			if left -= tag.RowsAffected(); left <= 0 {
 				break
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM call_answers WHERE call_id IN (SELECT id FROM tool_calls WHERE session_id = $1)`, id); err != nil {
+				return nil, err
 			}
 			tag, err = tx.Exec(ctx, `DELETE FROM tool_calls WHERE id IN (SELECT id FROM tool_calls WHERE session_id = $1 LIMIT $2)`, id, left)
 			if err != nil {

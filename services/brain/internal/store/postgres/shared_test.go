@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -185,5 +186,156 @@ func TestLeaseTakeover(t *testing.T) {
 	wg.Wait()
 	if diff := cmp.Diff([]string{"call_dead"}, claimed); diff != "" {
 		t.Errorf("claimed (-want +got):\n%s", diff)
+	}
+}
+
+// TestAdmitAcrossReplicas: replicas admitting at once never hand out more
+// than Max slots of a queue, and the slots go to the calls stored first;
+// a slot given back goes to the next; Queued and QueuePosition count only
+// the calls still waiting; another tenant's queue is apart.
+func TestAdmitAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pg.NewDatabase(t)
+	dbs := []*DB{openDB(t, url, "r1", Options{}), openDB(t, url, "r2", Options{}), openDB(t, url, "r3", Options{})}
+	s, ev := storetest.NewSession("ses_1", "t1")
+	if err := dbs[0].CreateSession(ctx, s, ev); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 6 {
+		c, cev := storetest.NewCall(fmt.Sprintf("call_%d", i), "ses_1", "t1")
+		c.Status, c.StartedAt = store.CallQueued, time.Time{}
+		if err := dbs[i%3].CreateCall(ctx, c, cev); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	q := store.Queue{TenantID: "t1", Tool: "echo", Max: 2}
+	var wg sync.WaitGroup
+	got := make([][]string, len(dbs))
+	for i, db := range dbs {
+		wg.Go(func() {
+			var err error
+			if got[i], err = db.Admit(ctx, q, ""); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range got {
+		if diff := cmp.Diff(ids[:2], got[i]); diff != "" {
+			t.Errorf("replica %d: holding (-want +got):\n%s", i, diff)
+		}
+	}
+	if n, err := dbs[1].Queued(ctx, q); err != nil || n != 4 {
+		t.Errorf("Queued: %d, %v; want 4", n, err)
+	}
+	for _, tc := range []struct {
+		id   string
+		want int
+	}{{ids[0], 0}, {ids[2], 1}, {ids[5], 4}, {"call_none", 0}} {
+		if n, err := dbs[2].QueuePosition(ctx, q, tc.id); err != nil || n != tc.want {
+			t.Errorf("QueuePosition(%s): %d, %v; want %d", tc.id, n, err, tc.want)
+		}
+	}
+	if got, err := dbs[0].Admit(ctx, store.Queue{TenantID: "t2", Tool: "echo", Max: 2}, ""); err != nil || len(got) != 0 {
+		t.Errorf("another tenant's queue: %v, %v", got, err)
+	}
+	// ids[0] goes running (it still holds its slot), then gives it back.
+	c0, _ := storetest.NewCall(ids[0], "ses_1", "t1")
+	if err := dbs[0].UpdateCall(ctx, c0, []string{store.CallQueued}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dbs[1].Admit(ctx, q, ""); err != nil || !cmp.Equal(got, ids[1:2]) {
+		t.Errorf("with %s running on its slot: holding %v, %v; want %v", ids[0], got, err, ids[1:2])
+	}
+	if got, err := dbs[0].Admit(ctx, q, ids[0]); err != nil || !cmp.Equal(got, ids[1:3]) {
+		t.Errorf("after %s gave its slot back: holding %v, %v; want %v", ids[0], got, err, ids[1:3])
+	}
+}
+
+// TestAnswersAcrossReplicas: an answer is stored only for a call waiting
+// for input; the call's replica takes the pending ones oldest first, once;
+// a taken answer cannot be withdrawn, a pending one can; settling records
+// the verdict.
+func TestAnswersAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pg.NewDatabase(t)
+	runner, other := openDB(t, url, "runner", Options{}), openDB(t, url, "other", Options{})
+	s, ev := storetest.NewSession("ses_1", "t1")
+	if err := runner.CreateSession(ctx, s, ev); err != nil {
+		t.Fatal(err)
+	}
+	waiting, wev := storetest.NewCall("call_wait", "ses_1", "t1")
+	waiting.Status, waiting.InputKind = store.CallRequiresInput, store.InputFunction
+	running, rev := storetest.NewCall("call_run", "ses_1", "t1")
+	for _, c := range []struct {
+		c  *store.Call
+		ev *store.Event
+	}{{waiting, wev}, {running, rev}} {
+		if err := runner.CreateCall(ctx, c.c, c.ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(id, call string, at time.Time) *store.Answer {
+		return &store.Answer{ID: id, CallID: call, Body: json.RawMessage(`{"content":[]}`), APIKey: "KEY_ONE", CreatedAt: at}
+	}
+	var se *store.StateError
+	if err := other.PutAnswer(ctx, answer("ans_run", "call_run", storetest.T0)); !errors.As(err, &se) || se.Status != store.CallRunning {
+		t.Errorf("answer to a running call: %v, want a StateError naming running", err)
+	}
+	if err := other.PutAnswer(ctx, answer("ans_none", "call_none", storetest.T0)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("answer to no call: %v, want ErrNotFound", err)
+	}
+	for i, id := range []string{"ans_2", "ans_1", "ans_3"} {
+		if err := other.PutAnswer(ctx, answer(id, "call_wait", storetest.T0.Add(time.Duration([]int{2, 1, 3}[i])*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := other.WithdrawAnswer(ctx, "ans_3"); err != nil || !ok {
+		t.Fatalf("withdraw a pending answer: %v, %v", ok, err)
+	}
+	if pending, err := runner.PendingAnswers(ctx); err != nil || !cmp.Equal(pending, []string{"call_wait"}) {
+		t.Errorf("PendingAnswers: %v, %v", pending, err)
+	}
+	taken, err := runner.TakeAnswers(ctx, "call_wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, a := range taken {
+		order = append(order, a.ID+":"+a.Status)
+	}
+	if diff := cmp.Diff([]string{"ans_1:taken", "ans_2:taken"}, order); diff != "" {
+		t.Errorf("taken (-want +got):\n%s", diff)
+	}
+	if again, err := runner.TakeAnswers(ctx, "call_wait"); err != nil || len(again) != 0 {
+		t.Errorf("taken twice: %d, %v", len(again), err)
+	}
+	if ok, err := other.WithdrawAnswer(ctx, "ans_1"); err != nil || ok {
+		t.Errorf("withdraw a taken answer: %v, %v; want false", ok, err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(runner.SettleAnswer(ctx, "ans_1", "call_wait", store.AnswerAccepted, ""))
+	must(runner.SettleAnswer(ctx, "ans_2", "call_wait", store.AnswerRefused, "was already answered"))
+	if err := runner.SettleAnswer(ctx, "ans_2", "call_wait", store.AnswerTaken, ""); err == nil {
+		t.Error("settled as taken: no error")
+	}
+	for id, want := range map[string]string{"ans_1": "accepted:", "ans_2": "refused:was already answered", "ans_3": "withdrawn:"} {
+		a, err := other.GetAnswer(ctx, id)
+		if err != nil || a.Status+":"+a.Reason != want {
+			t.Errorf("answer %s: %+v, %v; want %s", id, a, err, want)
+		}
+	}
+	must(other.DeleteAnswer(ctx, "ans_1"))
+	if _, err := other.GetAnswer(ctx, "ans_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleted answer: %v, want ErrNotFound", err)
 	}
 }

@@ -292,7 +292,10 @@ func (s *Server) respondRemote(w http.ResponseWriter, r *http.Request, tenant, k
 			}
 		case <-ctx.Done():
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			s.shared.WithdrawAnswer(wctx, a.ID)
+			if _, err := s.shared.WithdrawAnswer(wctx, a.ID); err != nil {
+				// The call's replica may still take it; the client is gone.
+				s.log.Warn("withdraw an answer whose client left", "call_id", c.ID, "err", err)
+			}
 			cancel()
 			if s.isDraining() {
 				return errShuttingDown()

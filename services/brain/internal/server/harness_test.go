@@ -21,6 +21,10 @@ import (
 
 const toolsKey = "tools-secret"
 
+// testSecretsKey seals tenant secrets on a shared store (every replica of
+// a test the same).
+var testSecretsKey = []byte("test-secrets-key-0123456789abcdef")
+
 // Tenants and their API keys in every test host config.
 var apiKeys = map[string]string{"t1": "key-one", "t2": "key-two"}
 
@@ -113,7 +117,13 @@ func (ts *toolServer) releaseAll() { close(ts.release) }
 // inspect (t1), secret (t2).
 func hostConfig(t *testing.T, toolURL string) *config.Config {
 	t.Helper()
-	data, env := hostConfigJSON(toolURL)
+	return hostConfigWith(t, toolURL, nil)
+}
+
+// hostConfigWith is hostConfig with edit applied to the document first.
+func hostConfigWith(t *testing.T, toolURL string, edit func(doc map[string]any)) *config.Config {
+	t.Helper()
+	data, env := hostConfigJSONWith(toolURL, edit)
 	cfg, err := config.Parse(data, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("host config: %v", err)
@@ -123,6 +133,11 @@ func hostConfig(t *testing.T, toolURL string) *config.Config {
 
 // hostConfigJSON is hostConfig's document and the environment it names.
 func hostConfigJSON(toolURL string) ([]byte, map[string]string) {
+	return hostConfigJSONWith(toolURL, nil)
+}
+
+// hostConfigJSONWith is hostConfigJSON with edit applied to the document.
+func hostConfigJSONWith(toolURL string, edit func(doc map[string]any)) ([]byte, map[string]string) {
 	binding := func(name string, tenants []string, extra map[string]any) map[string]any {
 		b := map[string]any{
 			"name": name, "description": name + " tool", "url": toolURL + "/tools/" + name,
@@ -151,6 +166,9 @@ func hostConfigJSON(toolURL string) ([]byte, map[string]string) {
 			map[string]string{"env": "KEY_ONE", "tenant": "t1"},
 			map[string]string{"env": "KEY_TWO", "tenant": "t2"},
 		},
+	}
+	if edit != nil {
+		edit(doc)
 	}
 	data, _ := json.Marshal(doc)
 	return data, map[string]string{"BRAIN_TOOLS_KEY": toolsKey, "KEY_ONE": apiKeys["t1"], "KEY_TWO": apiKeys["t2"]}
@@ -183,7 +201,7 @@ func startBrain(t *testing.T, opts ...func(*Options)) *brain {
 	dir := t.TempDir()
 	o := Options{Config: hostConfig(t, ts.URL), DataDir: dir, Heartbeat: 50 * time.Millisecond}
 	if testStore == storePostgres {
-		o.DataDir, o.DatabaseURL = "", testDatabase(t)
+		o.DataDir, o.DatabaseURL, o.SecretsKey = "", testDatabase(t), testSecretsKey
 	}
 	for _, f := range opts {
 		f(&o)

@@ -111,7 +111,7 @@ func runChild(cfgJSON string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	srv, err := New(ctx, Options{Config: cfg, DatabaseURL: cc.DatabaseURL, PublicURL: cc.PublicURL,
-		Lease: cc.Lease, Heartbeat: cc.Heartbeat})
+		Lease: cc.Lease, Heartbeat: cc.Heartbeat, SecretsKey: testSecretsKey})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -102,7 +102,7 @@ func (w *Watcher) Run(ctx context.Context) {
 				w.Signals = nil
 				continue
 			}
-			w.Reload(sig.String())
+			_ = w.Reload(sig.String()) // logged, and the running config stays
 		case <-tick:
 			w.poll()
 		}
@@ -128,7 +128,7 @@ func (w *Watcher) poll() {
 	if statOf(fi) == w.stat {
 		return
 	}
-	w.Reload(triggerPoll)
+	_ = w.Reload(triggerPoll) // logged, and the running config stays
 }
 
 // Reload reads and checks the file now, whatever changed, and applies it

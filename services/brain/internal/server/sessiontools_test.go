@@ -419,3 +419,51 @@ func findEvent(evs []EventJSON, typ string) json.RawMessage {
 	}
 	return nil
 }
+
+// TestToolSetsSurviveRestart: a session's tool set (its MCP server's
+// listing and sealed headers included), a custom tool with its secret, and
+// a function call left waiting are all there for the next brain on the
+// same data dir, which needs nothing re-sent.
+func TestToolSetsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	onDir := func(o *Options) { o.DataDir = dir }
+	b := startBrain(t, allowLoopback, onDir)
+	docs := newMCPTestServer(t, "search")
+	const apiKey = "restart-key-0123456789"
+	b.secretTool("t1", "crm", "echo", nil)
+	sess := b.session("t1")
+	if r := b.putTools("t1", sess.ID, []any{map[string]any{"name": "crm"},
+		map[string]any{"type": "function", "name": "lookup", "description": "d"},
+		map[string]any{"type": "mcp", "name": "docs", "url": docs.url, "headers": map[string]any{"X-Api-Key": apiKey}}}); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	before := b.readTools("t1", sess.ID)
+	_, waiting := b.call("t1", sess.ID, "lookup", map[string]any{}, 0)
+	if waiting.Status != "requires_input" {
+		t.Fatalf("function call: %+v", waiting)
+	}
+	if err := b.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b2 := startBrain(t, allowLoopback, onDir)
+	b2.tools = b.tools // the custom tool's url is the first brain's tool server
+	if after := b2.readTools("t1", sess.ID); string(mustJSON(after)) != string(mustJSON(before)) {
+		t.Errorf("tool set after restart %s, before %s", mustJSON(after), mustJSON(before))
+	}
+	var answered CallJSON
+	b2.respond("t1", waiting.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "found"}}}).json(t, &answered)
+	if answered.Status != "succeeded" {
+		t.Errorf("function call answered after restart: %+v", answered)
+	}
+	if _, c := b2.call("t1", sess.ID, "crm", map[string]any{"text": "x"}, 5); c.Status != "succeeded" {
+		t.Errorf("custom tool after restart (its secret opened with the key file): %+v", c)
+	}
+	if _, c := b2.call("t1", sess.ID, "docs.search", map[string]any{}, 5); c.Status != "succeeded" {
+		t.Fatalf("MCP tool after restart: %+v", c)
+	}
+	keys, _ := docs.saw()
+	if keys[len(keys)-1] != apiKey {
+		t.Errorf("the server's last request carried X-Api-Key %q after restart", keys[len(keys)-1])
+	}
+}

@@ -637,50 +637,55 @@ func (s *Server) toolNames(ctx context.Context, tenant string, ts *toolSet) ([]s
 	return out, nil
 }
 
-// readBack is the set as GET shows it, in the PUT vocabulary: what the
-// session really has, its secrets withheld and named in redacted.
-func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]map[string]any, error) {
+// EntryJSON is one entry of a tool set as GET shows it, in the PUT
+// vocabulary and order: what the session has, its secrets withheld and
+// named in Redacted.
+type EntryJSON struct {
+	Type           string          `json:"type,omitempty"`
+	Name           string          `json:"name"`
+	Description    string          `json:"description,omitempty"`
+	Parameters     json.RawMessage `json:"parameters,omitempty"`
+	TimeoutSeconds int             `json:"timeout_seconds,omitempty"`
+	URL            string          `json:"url,omitempty"`
+	AllowedTools   *[]string       `json:"allowed_tools,omitempty"`
+	Required       *bool           `json:"required,omitempty"`
+	Redacted       []string        `json:"redacted,omitempty"`
+}
+
+// readBack is the set as GET shows it: a catalog entry only while the
+// tenant's catalog has the tool; an MCP server's allowed_tools the tools it
+// listed (the intersection), or, when it could not be listed, as asked.
+func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]EntryJSON, error) {
 	ts.mu.Lock()
 	entries := slices.Clone(ts.entries)
 	ts.mu.Unlock()
-	out := []map[string]any{}
+	out := []EntryJSON{}
 	for _, e := range entries {
 		switch e.Type {
 		case entryCatalog:
 			if _, ok, err := s.catalogTool(ctx, tenant, e.Name); err != nil {
 				return nil, err
 			} else if ok {
-				out = append(out, map[string]any{"name": e.Name})
+				out = append(out, EntryJSON{Name: e.Name})
 			}
 		case entryFunction:
-			m := map[string]any{"type": entryFunction, "name": e.Name, "description": e.Description}
-			if e.Parameters != nil {
-				m["parameters"] = e.Parameters
-			}
-			if e.TimeoutSeconds != 0 {
-				m["timeout_seconds"] = e.TimeoutSeconds
-			}
-			out = append(out, m)
+			out = append(out, EntryJSON{Type: entryFunction, Name: e.Name, Description: e.Description, Parameters: e.Parameters, TimeoutSeconds: e.TimeoutSeconds})
 		case entryMCP:
-			m := map[string]any{"type": entryMCP, "name": e.Name, "url": e.URL, "required": e.Required}
+			m := EntryJSON{Type: entryMCP, Name: e.Name, URL: e.URL, Required: &e.Required}
 			if e.Unavailable == "" {
 				allowed := []string{}
 				for _, lt := range e.Listed {
 					allowed = append(allowed, lt.Name)
 				}
-				m["allowed_tools"] = allowed
+				m.AllowedTools = &allowed
 			} else if e.AllowedTools != nil {
-				m["allowed_tools"] = e.AllowedTools
+				m.AllowedTools = &e.AllowedTools
 			}
-			var redacted []string
 			if e.authorization != "" {
-				redacted = append(redacted, "authorization")
+				m.Redacted = append(m.Redacted, "authorization")
 			}
 			for _, name := range sortedKeys(e.headers) {
-				redacted = append(redacted, "headers."+name)
-			}
-			if redacted != nil {
-				m["redacted"] = redacted
+				m.Redacted = append(m.Redacted, "headers."+name)
 			}
 			out = append(out, m)
 		}

@@ -64,12 +64,25 @@ func (s *Server) queueFor(tenant string, t *config.Tool) *queue {
 	if q == nil {
 		q = &queue{max: t.MaxConcurrency}
 		s.queues[key] = q
+	} else {
+		q.resize(t.MaxConcurrency)
 	}
 	return q
 }
 
 // closed is a channel that is always closed.
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// resize gives the queue the max_concurrency of a reloaded binding: more
+// slots are handed out at once; fewer are taken back as calls leave.
+func (q *queue) resize(max int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if max > 0 && max != q.max {
+		q.max = max
+		q.dispatch()
+	}
+}
 
 // take gives rc a slot when one is free and no call waits (stored must
 // follow once the call is stored, or failed to be); otherwise, with fewer

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -49,5 +50,39 @@ func TestReload(t *testing.T) {
 	wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"tools": []string{"slow"}}}), http.StatusBadRequest, codeInvalidRequest, "config.tools[0]", "slow")
 	if n := testutil.ToFloat64(b.srv.metrics.reloads.WithLabelValues("applied")); n != 1 {
 		t.Errorf("brain_config_reloads_total{result=applied} = %v", n)
+	}
+}
+
+// TestReloadMaxConcurrency: a reload that raises a binding's
+// max_concurrency hands the calls waiting queued its new slots at once.
+func TestReloadMaxConcurrency(t *testing.T) {
+	b, ct := startWaitingBrain(t, false, 300)
+	s := b.session("t1", "held")
+	for i := range 4 {
+		b.call("t1", s.ID, "held", map[string]int{"i": i}, 0)
+	}
+	arrived := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-ct.arrived:
+			case <-time.After(5 * time.Second):
+				t.Fatal("a call did not reach the tool")
+			}
+		}
+	}
+	arrived(2)
+	select {
+	case <-ct.arrived:
+		t.Fatal("a third call ran under max_concurrency 2")
+	case <-time.After(50 * time.Millisecond):
+	}
+	cfg := waitingConfig(t, ct.URL, false, 300)
+	held, _ := cfg.Tool("held")
+	held.MaxConcurrency = 4
+	b.srv.Reload(cfg)
+	arrived(2)
+	for range 4 {
+		ct.release <- struct{}{}
 	}
 }

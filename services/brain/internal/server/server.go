@@ -18,10 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -544,9 +546,19 @@ func (s *Server) config() *config.Config { return s.cfg.Load() }
 // Reload makes cfg, already checked (config.Parse), the host config in
 // force: the catalog, new sessions and new calls see it at once; calls in
 // flight keep the binding they started with, and a binding's queue takes
-// its new max_concurrency from its next call on.
+// its new max_concurrency at once (more slots are handed out now; fewer
+// are taken back as calls leave).
 func (s *Server) Reload(cfg *config.Config) {
 	s.cfg.Store(cfg)
+	s.mu.Lock()
+	queues := maps.Clone(s.queues)
+	s.mu.Unlock()
+	for key, q := range queues {
+		_, name, _ := strings.Cut(key, "\x00")
+		if t, ok := cfg.Tool(name); ok {
+			q.resize(t.MaxConcurrency)
+		}
+	}
 	s.metrics.reloads.WithLabelValues("applied").Inc()
 }
 

@@ -287,11 +287,8 @@ func (s *Server) catalogTool(ctx context.Context, tenant, name string) (t *confi
 }
 
 func (s *Server) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	cfg := s.config()
@@ -337,12 +334,34 @@ func (s *Server) createCustomTool(w http.ResponseWriter, r *http.Request, _ http
 	return nil
 }
 
-// writeRequest authenticates a write and reads its JSON body.
-func (s *Server) writeRequest(r *http.Request) (tenant string, body []byte, err error) {
-	if tenant, err = s.tenant(r); err != nil {
-		return "", nil, err
+// readRequest authenticates a request that takes no query parameters and
+// returns its tenant.
+func (s *Server) readRequest(r *http.Request) (string, error) {
+	tenant, err := s.tenant(r)
+	if err != nil {
+		return "", err
 	}
 	if _, err := query(r); err != nil {
+		return "", err
+	}
+	return tenant, nil
+}
+
+// storeErr is the answer to a store error about the tenant's what id: 404
+// for store.ErrNotFound, the error (a 500) otherwise; nil for nil.
+func storeErr(err error, what, id string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("%s %q not found", what, id)
+	}
+	return fmt.Errorf("%s %s: %w", what, id, err)
+}
+
+// writeRequest authenticates a write and reads its JSON body.
+func (s *Server) writeRequest(r *http.Request) (tenant string, body []byte, err error) {
+	if tenant, err = s.readRequest(r); err != nil {
 		return "", nil, err
 	}
 	if err := checkJSONContentType(r); err != nil {
@@ -355,21 +374,12 @@ func (s *Server) writeRequest(r *http.Request) (tenant string, body []byte, err 
 // customTool returns the tenant's custom tool id, or 404.
 func (s *Server) customTool(ctx context.Context, tenant, id string) (*store.CustomTool, error) {
 	ct, err := s.store.CustomTool(ctx, tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("custom tool %q not found", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read custom tool: %w", err)
-	}
-	return ct, nil
+	return ct, storeErr(err, "custom tool", id)
 }
 
 func (s *Server) getCustomTool(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	ct, err := s.customTool(r.Context(), tenant, p.ByName("id"))
@@ -381,11 +391,8 @@ func (s *Server) getCustomTool(w http.ResponseWriter, r *http.Request, p httprou
 }
 
 func (s *Server) listCustomTools(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	list, err := s.store.CustomTools(r.Context(), tenant)
@@ -432,10 +439,8 @@ func (s *Server) updateCustomTool(w http.ResponseWriter, r *http.Request, p http
 	case errors.As(err, &re):
 		return conflict("current_revision_id: %q is not the current revision of custom tool %q; it is now %s: read the tool again and update from that revision",
 			*body.CurrentRevisionID, id, re.Current)
-	case errors.Is(err, store.ErrNotFound):
-		return notFound("custom tool %q not found", id)
 	case err != nil:
-		return fmt.Errorf("update custom tool: %w", err)
+		return storeErr(err, "custom tool", id)
 	}
 	writeJSON(w, http.StatusOK, customToolJSON(updated))
 	return nil
@@ -445,11 +450,8 @@ func (s *Server) updateCustomTool(w http.ResponseWriter, r *http.Request, p http
 // was. Calls in flight keep their revision; sessions that named the tool
 // no longer have it (their read-back says so); its name is free again.
 func (s *Server) deleteCustomTool(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	id := p.ByName("id")
@@ -457,10 +459,8 @@ func (s *Server) deleteCustomTool(w http.ResponseWriter, r *http.Request, p http
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteCustomTool(r.Context(), tenant, id); errors.Is(err, store.ErrNotFound) {
-		return notFound("custom tool %q not found", id)
-	} else if err != nil {
-		return fmt.Errorf("delete custom tool: %w", err)
+	if err := storeErr(s.store.DeleteCustomTool(r.Context(), tenant, id), "custom tool", id); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, customToolJSON(ct))
 	return nil
@@ -469,20 +469,14 @@ func (s *Server) deleteCustomTool(w http.ResponseWriter, r *http.Request, p http
 // getRevision answers GET /tool_revisions/{id}: the definition a call's
 // revision_id names, also after its tool changed or was deleted.
 func (s *Server) getRevision(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	id := p.ByName("id")
 	rev, err := s.store.ToolRevision(r.Context(), tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound("tool revision %q not found", id)
-	}
-	if err != nil {
-		return fmt.Errorf("read tool revision: %w", err)
+	if err := storeErr(err, "tool revision", id); err != nil {
+		return err
 	}
 	var def customToolDefinition
 	_ = json.Unmarshal(rev.Definition, &def)

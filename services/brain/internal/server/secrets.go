@@ -97,21 +97,12 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, p httprouter.
 }
 
 func (s *Server) secret(r *http.Request, name string) (string, *store.Secret, error) {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return "", nil, err
-	}
-	if _, err := query(r); err != nil {
 		return "", nil, err
 	}
 	sec, err := s.store.Secret(r.Context(), tenant, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", nil, notFound("secret %q not found", name)
-	}
-	if err != nil {
-		return "", nil, fmt.Errorf("read secret: %w", err)
-	}
-	return tenant, sec, nil
+	return tenant, sec, storeErr(err, "secret", name)
 }
 
 // getSecret answers GET /secrets/{name}: its name and times, not its value.
@@ -125,11 +116,8 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request, p httprouter.
 }
 
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	list, err := s.store.Secrets(r.Context(), tenant)
@@ -151,10 +139,8 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request, p httprout
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteSecret(r.Context(), tenant, sec.Name); errors.Is(err, store.ErrNotFound) {
-		return notFound("secret %q not found", sec.Name)
-	} else if err != nil {
-		return fmt.Errorf("delete secret: %w", err)
+	if err := storeErr(s.store.DeleteSecret(r.Context(), tenant, sec.Name), "secret", sec.Name); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, secretJSON(sec))
 	return nil

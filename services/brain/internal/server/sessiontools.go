@@ -704,11 +704,8 @@ func (s *Server) writeToolSet(w http.ResponseWriter, ctx context.Context, sess *
 }
 
 func (s *Server) getSessionTools(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	sess, err := s.session(r.Context(), tenant, p.ByName("id"))

@@ -120,21 +120,12 @@ func (s *Server) createToolset(w http.ResponseWriter, r *http.Request, _ httprou
 // toolset returns the tenant's toolset id, or 404.
 func (s *Server) toolset(ctx context.Context, tenant, id string) (*store.Toolset, error) {
 	ts, err := s.store.Toolset(ctx, tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("toolset %q not found", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read toolset: %w", err)
-	}
-	return ts, nil
+	return ts, storeErr(err, "toolset", id)
 }
 
 func (s *Server) getToolset(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	ts, err := s.toolset(r.Context(), tenant, p.ByName("id"))
@@ -146,11 +137,8 @@ func (s *Server) getToolset(w http.ResponseWriter, r *http.Request, p httprouter
 }
 
 func (s *Server) listToolsets(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	list, err := s.store.Toolsets(r.Context(), tenant)
@@ -181,21 +169,16 @@ func (s *Server) updateToolset(w http.ResponseWriter, r *http.Request, p httprou
 		return err
 	}
 	ts.ID, ts.CreatedAt, ts.UpdatedAt = id, cur.CreatedAt, time.Now().UTC()
-	if err := s.store.UpdateToolset(r.Context(), ts); errors.Is(err, store.ErrNotFound) {
-		return notFound("toolset %q not found", id)
-	} else if err != nil {
-		return fmt.Errorf("update toolset: %w", err)
+	if err := storeErr(s.store.UpdateToolset(r.Context(), ts), "toolset", id); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, toolsetJSON(ts))
 	return nil
 }
 
 func (s *Server) deleteToolset(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
-	tenant, err := s.tenant(r)
+	tenant, err := s.readRequest(r)
 	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
 		return err
 	}
 	id := p.ByName("id")
@@ -203,10 +186,8 @@ func (s *Server) deleteToolset(w http.ResponseWriter, r *http.Request, p httprou
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteToolset(r.Context(), tenant, id); errors.Is(err, store.ErrNotFound) {
-		return notFound("toolset %q not found", id)
-	} else if err != nil {
-		return fmt.Errorf("delete toolset: %w", err)
+	if err := storeErr(s.store.DeleteToolset(r.Context(), tenant, id), "toolset", id); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, toolsetJSON(ts))
 	return nil

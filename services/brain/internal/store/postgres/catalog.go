@@ -21,7 +21,7 @@ var _ store.Catalog = (*DB)(nil)
 
 // lockTenant serializes, until tx ends, the writes of kind for tenant.
 func lockTenant(ctx context.Context, tx pgx.Tx, kind, tenantID string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, kind+"\x00"+tenantID)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, kind+"/"+tenantID)
 	return err
 }
 

@@ -769,6 +769,10 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 			if _, err := tx.Exec(ctx, `DELETE FROM inspection_tokens WHERE session_id = $1`, id); err != nil {
 				return nil, err
 			}
+			// The session's tool set goes with it (counted as the session).
+			if _, err := tx.Exec(ctx, `DELETE FROM session_tools WHERE session_id = $1`, id); err != nil {
+				return nil, err
+			}
 			if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {
 				return nil, err
 			}

@@ -863,6 +863,10 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 			if left -= n; left <= 0 {
 				break
 			}
+			// The session's tool set goes with it (counted as the session).
+			if _, err := tx.Exec(`DELETE FROM session_tools WHERE session_id = ?`, id); err != nil {
+				return nil, fmt.Errorf("delete ended session %s: tool set: %w", id, err)
+			}
 			if _, err := tx.Exec(`DELETE FROM sessions WHERE id = ?`, id); err != nil {
 				return nil, fmt.Errorf("delete ended session %s: %w", id, err)
 			}

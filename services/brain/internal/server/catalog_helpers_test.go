@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +18,34 @@ import (
 func allowLoopback(o *Options) {
 	o.Guard = netguard.New(netguard.Options{AnyPort: true, AllowPrefixes: []netip.Prefix{
 		netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
+}
+
+// sameStore starts a brain on b's store (its data dir, or its database):
+// the next brain after a restart.
+func sameStore(b *brain) func(*Options) {
+	return func(o *Options) { o.DataDir, o.DatabaseURL = b.dir, b.dbURL }
+}
+
+// storeDump is all the store keeps: the SQLite files, or a plain pg_dump
+// of the PostgreSQL database.
+func (b *brain) storeDump() []byte {
+	b.t.Helper()
+	if b.dbURL != "" {
+		out, err := pg.Run("pg_dump", "--format=plain", "--data-only", "--dbname="+b.dbURL)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		return []byte(out)
+	}
+	var all []byte
+	for _, name := range []string{"brain.db", "brain.db-wal"} {
+		data, err := os.ReadFile(filepath.Join(b.dir, name))
+		if err != nil && name == "brain.db" {
+			b.t.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	return all
 }
 
 // with is b for a subtest: its failures end t, not the parent.

@@ -181,6 +181,7 @@ type brain struct {
 	srv   *Server
 	tools *toolServer
 	dir   string
+	dbURL string // the PostgreSQL database, when the store is one
 	// replicas are the brain processes behind url (startReplicas); srv is
 	// then nil.
 	replicas []*replica
@@ -226,7 +227,7 @@ func startBrain(t *testing.T, opts ...func(*Options)) *brain {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return &brain{t: t, url: "http://" + ln.Addr().String(), srv: srv, tools: ts, dir: dir}
+	return &brain{t: t, url: "http://" + ln.Addr().String(), srv: srv, tools: ts, dir: o.DataDir, dbURL: o.DatabaseURL}
 }
 
 // resp is a decoded response.

@@ -180,7 +180,10 @@ type Server struct {
 	queues    map[string]*queue              // by tenant and binding, for max_concurrency
 	toolSets  map[string]*toolSet            // by session ID, see toolSetOf
 	toolSetMu sync.Mutex                     // serializes storing a tool set with caching it
-	bindings  map[string]*config.Tool        // custom tools by revision ID, see revisionTool
+	// toolSetEpoch counts the drops of cached tool sets (dropToolSets): a
+	// tool set read from the store is cached only if none came meanwhile.
+	toolSetEpoch uint64
+	bindings     map[string]*config.Tool // custom tools by revision ID, see revisionTool
 	// remoteEnding are sessions another replica is ending (SignalEndSession),
 	// with when this replica stops refusing their new calls on that account.
 	remoteEnding map[string]time.Time

@@ -572,6 +572,7 @@ func (s *Server) openEntries(tenant, sessionID string, data json.RawMessage) ([]
 func (s *Server) toolSetOf(ctx context.Context, sess *store.Session) (*toolSet, error) {
 	s.mu.Lock()
 	ts, ok := s.toolSets[sess.ID]
+	epoch := s.toolSetEpoch
 	s.mu.Unlock()
 	if ok {
 		return ts, nil
@@ -594,13 +595,35 @@ func (s *Server) toolSetOf(ctx context.Context, sess *store.Session) (*toolSet, 
 	if err := ts.build(s, sess.TenantID); err != nil {
 		return nil, fmt.Errorf("session %s tool set: %w", sess.ID, err)
 	}
-	s.cacheToolSet(sess.ID, ts)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.toolSetEpoch == epoch {
+		s.cacheToolSetLocked(sess.ID, ts)
+	}
 	return ts, nil
+}
+
+// dropToolSets forgets the cached tool sets of ids (all when none is
+// given): another replica replaced them, or may have.
+func (s *Server) dropToolSets(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.toolSetEpoch++
+	if len(ids) == 0 {
+		clear(s.toolSets)
+	}
+	for _, id := range ids {
+		delete(s.toolSets, id)
+	}
 }
 
 func (s *Server) cacheToolSet(id string, ts *toolSet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.cacheToolSetLocked(id, ts)
+}
+
+func (s *Server) cacheToolSetLocked(id string, ts *toolSet) {
 	if _, ok := s.toolSets[id]; !ok && len(s.toolSets) >= maxCachedSessions {
 		for k := range s.toolSets {
 			delete(s.toolSets, k)
@@ -795,7 +818,16 @@ func (s *Server) storeToolSet(ctx context.Context, w http.ResponseWriter, sess *
 	case err != nil:
 		return fmt.Errorf("put session tools: %w", err)
 	}
-	s.cacheToolSet(sess.ID, ts)
+	if s.shared == nil {
+		s.cacheToolSet(sess.ID, ts)
+	} else {
+		// Another replica may replace the set right after this one: the
+		// store has the last word, and the others are told to read it.
+		s.dropToolSets(sess.ID)
+		if err := s.shared.Notify(ctx, store.Signal{Kind: store.SignalSessionTools, SessionID: sess.ID}); err != nil {
+			s.log.Warn("tell the other replicas of a new tool set", "session_id", sess.ID, "err", err)
+		}
+	}
 	s.mu.Lock()
 	if c, ok := s.sessions[sess.ID]; ok {
 		c.Tools, c.UpdatedAt = names, now

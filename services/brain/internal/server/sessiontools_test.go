@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -347,11 +346,8 @@ func TestSessionMCPServers(t *testing.T) {
 	}
 	// What was read, sent back: refused naming redacted.
 	wantRefusal(t, b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", got), 400, codeInvalidRequest, "tools[0].redacted")
-	for _, name := range []string{"brain.db", "brain.db-wal"} {
-		data, _ := os.ReadFile(filepath.Join(b.dir, name))
-		if bytes.Contains(data, []byte(apiKey)) || bytes.Contains(data, []byte(token)) {
-			t.Errorf("%s holds an MCP secret in the clear", name)
-		}
+	if dump := b.storeDump(); !bytes.Contains(dump, []byte(sess.ID)) || bytes.Contains(dump, []byte(apiKey)) || bytes.Contains(dump, []byte(token)) {
+		t.Errorf("the store's dump holds an MCP secret in the clear (or not the session at all)")
 	}
 
 	t.Run("a required server that is down refuses the session's calls", func(t *testing.T) {
@@ -425,9 +421,10 @@ func findEvent(evs []EventJSON, typ string) json.RawMessage {
 // a function call left waiting are all there for the next brain on the
 // same data dir, which needs nothing re-sent.
 func TestToolSetsSurviveRestart(t *testing.T) {
-	dir := t.TempDir()
-	onDir := func(o *Options) { o.DataDir = dir }
-	b := startBrain(t, allowLoopback, onDir)
+	// On PostgreSQL the next brain takes the first one's waiting call up
+	// once its lease has run out.
+	lease := func(o *Options) { o.Lease = time.Second }
+	b := startBrain(t, allowLoopback, lease)
 	docs := newMCPTestServer(t, "search")
 	const apiKey = "restart-key-0123456789"
 	b.secretTool("t1", "crm", "echo", nil)
@@ -446,13 +443,20 @@ func TestToolSetsSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b2 := startBrain(t, allowLoopback, onDir)
+	b2 := startBrain(t, allowLoopback, sameStore(b), lease)
 	b2.tools = b.tools // the custom tool's url is the first brain's tool server
 	if after := b2.readTools("t1", sess.ID); string(mustJSON(after)) != string(mustJSON(before)) {
 		t.Errorf("tool set after restart %s, before %s", mustJSON(after), mustJSON(before))
 	}
 	var answered CallJSON
-	b2.respond("t1", waiting.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "found"}}}).json(t, &answered)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r := b2.respond("t1", waiting.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "found"}}})
+		if r.status == http.StatusOK || time.Now().After(deadline) {
+			r.json(t, &answered)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if answered.Status != "succeeded" {
 		t.Errorf("function call answered after restart: %+v", answered)
 	}
@@ -466,4 +470,37 @@ func TestToolSetsSurviveRestart(t *testing.T) {
 	if keys[len(keys)-1] != apiKey {
 		t.Errorf("the server's last request carried X-Api-Key %q after restart", keys[len(keys)-1])
 	}
+}
+
+// TestToolSetAcrossReplicas: two brains on one PostgreSQL database; a
+// tool set one of them applies is the one the other reads and calls with,
+// however it had cached the session's tools before.
+func TestToolSetAcrossReplicas(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres (make test runs it)")
+	}
+	a := startBrain(t, allowLoopback)
+	b := startBrain(t, allowLoopback, sameStore(a))
+	sess := a.session("t1", "echo")
+	if got := b.readTools("t1", sess.ID).Tools; len(got) != 1 || got[0]["name"] != "echo" {
+		t.Fatalf("replica b before the PUT: %v", got)
+	}
+	if r := a.putTools("t1", sess.ID, []any{map[string]any{"type": "function", "name": "lookup", "description": "d"}}); r.status != http.StatusOK {
+		t.Fatalf("put on replica a: %d %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := b.readTools("t1", sess.ID).Tools
+		if len(got) == 1 && got[0]["name"] == "lookup" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica b still reads %v 5 s after replica a replaced the set", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st, c := b.call("t1", sess.ID, "lookup", map[string]any{}, 0); st != http.StatusAccepted || c.Status != "requires_input" {
+		t.Fatalf("replica b calls the new set's function tool: %d %+v", st, c)
+	}
+	wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "echo"}), 400, codeInvalidRequest, "echo", "not enabled")
 }

@@ -48,6 +48,9 @@ func (s *Server) onSignal(sig store.Signal) {
 		for _, id := range s.hub.Sessions() {
 			s.hub.Publish(store.Event{ID: hintAll, SessionID: id})
 		}
+		s.dropToolSets() // a replaced tool set may have gone unsaid
+	case store.SignalSessionTools:
+		s.dropToolSets(sig.SessionID)
 	case store.SignalProgress:
 		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: sig.SessionID, CallID: sig.CallID,
 			Time: time.Now().UTC(), Data: sig.Data})

@@ -198,6 +198,9 @@ const (
 	// SignalEndSession: cancel every call of SessionID (it is being
 	// interrupted or closed).
 	SignalEndSession = "end_session"
+	// SignalSessionTools: the tool set of SessionID was replaced; drop
+	// what you keep of it and read it again.
+	SignalSessionTools = "session_tools"
 	// SignalResync: the store's listener reconnected and may have missed
 	// signals; every event stream re-reads the store. Never sent, only
 	// delivered.

@@ -90,10 +90,10 @@ type envConfig struct {
 	// base64 JSON).
 	MaxRequestBytes int64 `env:"BRAIN_MAX_REQUEST_BYTES" envDefault:"1048576"`
 	// SecretsKey seals tenant secrets and a session's MCP credentials in
-	// the store: at least 32 bytes, the same on every replica sharing a
-	// database. Empty: a key file (secrets.key, 32 random bytes) in
-	// BRAIN_DATA_DIR, made on first start. Either way a copy of the
-	// database alone does not reveal the secrets.
+	// the store: at least 32 bytes; required with BRAIN_DATABASE_URL, the
+	// same on every replica. Empty on SQLite: a key file (secrets.key, 32
+	// random bytes) in BRAIN_DATA_DIR, made on first start. Either way a
+	// copy of the database alone does not reveal the secrets.
 	SecretsKey string `env:"BRAIN_SECRETS_KEY"`
 	// TenantURLAllow is the operator's allow-list for the urls tenants
 	// give (custom tools, a session's MCP servers): comma-separated CIDRs,

@@ -128,8 +128,12 @@ func TestWatcher(t *testing.T) {
 	if d := next().Tools[0].Description; d != "third" {
 		t.Fatalf("SIGHUP applied %q", d)
 	}
-	if !strings.Contains(logs.String(), `"trigger":"hangup"`) {
-		t.Errorf("log does not say SIGHUP asked:\n%s", logs.String())
+	// Apply comes before the record of it: wait for the record.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), `"trigger":"hangup"`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("log does not say SIGHUP asked:\n%s", logs.String())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

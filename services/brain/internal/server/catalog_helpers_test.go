@@ -13,12 +13,15 @@ import (
 	"github.com/brain-tools/suite/pkg/netguard"
 )
 
-// allowLoopback gives brain the operator's allow-list for loopback, so that
-// tenants' urls may name the test's servers on 127.0.0.1.
-func allowLoopback(o *Options) {
-	o.Guard = netguard.New(netguard.Options{AnyPort: true, AllowPrefixes: []netip.Prefix{
-		netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
-}
+// loopbackGuard is the SSRF guard with the operator's allow-list for
+// loopback, so that tenants' urls may name the test's servers on
+// 127.0.0.1. A Guard is safe for concurrent use: every brain shares it.
+var loopbackGuard = netguard.New(netguard.Options{AnyPort: true, AllowPrefixes: []netip.Prefix{
+	netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
+
+// allowLoopback gives brain loopbackGuard; it is the one option replicas
+// (BRAIN_TEST_STORE=replicas) are started with too.
+func allowLoopback(o *Options) { o.Guard = loopbackGuard }
 
 // sameStore starts a brain on b's store (its data dir, or its database):
 // the next brain after a restart.

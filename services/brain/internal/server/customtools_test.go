@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/brain-tools/suite/pkg/netguard"
@@ -216,8 +219,11 @@ func TestCustomToolRefusals(t *testing.T) {
 
 // TestCustomToolSSRF: a custom tool whose url is a loopback, link-local
 // (metadata) or IPv6 loopback literal is refused at creation; one whose
-// name resolves to loopback is refused at dial, so that the listener sees
-// nothing; with the operator's allow-list, the same urls work.
+// name resolves to loopback (IPv4 or IPv6), to the metadata address, or to
+// a public address beside a loopback one is refused at dial, so that the
+// listeners see nothing and nothing is dialed at all; a session's MCP
+// server behind such a name is unavailable for the same reason; with the
+// operator's allow-list, the same urls work.
 func TestCustomToolSSRF(t *testing.T) {
 	hits := func() http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -227,19 +233,55 @@ func TestCustomToolSSRF(t *testing.T) {
 	}
 	victim := listen(t, "127.0.0.1:0", hits())
 	port := victim.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()
-	dns, err := dnstest.Start(map[string][]netip.Addr{"tools.example.test": {netip.MustParseAddr("127.0.0.1")}})
+	// The same port on ::1 when this machine has IPv6 loopback, so that a
+	// url of [::1] has a listener that would see a connection.
+	var victim6 *countingListener
+	if ln, err := net.Listen("tcp", fmt.Sprintf("[::1]:%d", port)); err == nil {
+		victim6 = &countingListener{Listener: ln}
+		hs := &http.Server{Handler: hits()}
+		go hs.Serve(victim6)
+		t.Cleanup(func() { hs.Close() })
+	} else {
+		t.Logf("no listener on [::1]:%d (%v): the [::1] urls are still refused, without a listener to count", port, err)
+	}
+	loopback := netip.MustParseAddr("127.0.0.1")
+	dns, err := dnstest.Start(map[string][]netip.Addr{
+		"tools.example.test":    {loopback},
+		"v6.example.test":       {netip.MustParseAddr("::1")},
+		"metadata.example.test": {netip.MustParseAddr("169.254.169.254")},
+		"mixed.example.test":    {netip.MustParseAddr("93.184.215.14"), loopback},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dns.Close() })
+	// Every address the guard lets through to a dial; one that is not
+	// loopback is vetoed, so that no packet of this test leaves the machine
+	// even if the guard were wrong.
+	var dialedMu sync.Mutex
+	var dialed []netip.AddrPort
 	guard := func(allow ...string) func(*Options) {
 		var prefixes []netip.Prefix
 		for _, a := range allow {
 			prefixes = append(prefixes, netip.MustParsePrefix(a))
 		}
 		return func(o *Options) {
-			o.Guard = netguard.New(netguard.Options{AnyPort: true, AllowPrefixes: prefixes, Resolver: dns.Resolver()})
+			o.Guard = netguard.New(netguard.Options{AnyPort: true, AllowPrefixes: prefixes, Resolver: dns.Resolver(),
+				BeforeDial: func(_ string, ap netip.AddrPort) error {
+					dialedMu.Lock()
+					dialed = append(dialed, ap)
+					dialedMu.Unlock()
+					if !ap.Addr().IsLoopback() {
+						return fmt.Errorf("test: %s is not loopback, not dialed", ap)
+					}
+					return nil
+				}})
 		}
+	}
+	dials := func() []netip.AddrPort {
+		dialedMu.Lock()
+		defer dialedMu.Unlock()
+		return slices.Clone(dialed)
 	}
 	body := func(name, url string) map[string]any {
 		return map[string]any{"name": name, "description": "d", "url": url, "input_schema": map[string]any{"type": "object"}}
@@ -259,38 +301,80 @@ func TestCustomToolSSRF(t *testing.T) {
 			wantRefusal(t, b.do("POST", "/custom_tools", "t1", body("t_"+strings.ReplaceAll(name, " ", "_"), url)), 400, codeInvalidRequest, "url", "refused")
 		})
 	}
-	t.Run("a name resolving to loopback is refused at dial", func(t *testing.T) {
+	for _, tt := range []struct{ host, where string }{
+		{"tools.example.test", "127.0.0.1"},
+		{"v6.example.test", "::1"},
+		{"metadata.example.test", "169.254.169.254"},
+		{"mixed.example.test", "127.0.0.1"},
+	} {
+		t.Run("a name resolving to "+tt.where+" is refused at dial: "+tt.host, func(t *testing.T) {
+			b := b.with(t)
+			name := "n_" + strings.ReplaceAll(strings.TrimSuffix(tt.host, ".example.test"), ".", "_")
+			queries := dns.Queries()
+			var ct CustomToolJSON
+			b.created("/custom_tools", "t1", body(name, fmt.Sprintf("http://%s:%d/x", tt.host, port)), &ct)
+			s := b.session("t1", name)
+			_, c := b.call("t1", s.ID, name, map[string]any{}, 5)
+			if c.Status != "failed" || c.ErrorCode == nil || *c.ErrorCode != "destination_refused" || c.UnknownOutcome {
+				t.Fatalf("call: %s %v unknown=%v %s, want failed destination_refused with a known outcome", c.Status, c.ErrorCode, c.UnknownOutcome, c.Result)
+			}
+			if text, _ := resultText(t, c.Result); !strings.Contains(text, tt.where) {
+				t.Errorf("result %q does not say where the name led (%s)", text, tt.where)
+			}
+			if dns.Queries() == queries {
+				t.Error("the name was never resolved: the refusal did not come from the dial")
+			}
+		})
+	}
+	t.Run("a session's MCP server behind a name resolving to loopback", func(t *testing.T) {
 		b := b.with(t)
-		var ct CustomToolJSON
-		b.created("/custom_tools", "t1", body("named", fmt.Sprintf("http://tools.example.test:%d/x", port)), &ct)
-		s := b.session("t1", "named")
-		_, c := b.call("t1", s.ID, "named", map[string]any{}, 5)
-		if c.Status != "failed" || c.ErrorCode == nil || *c.ErrorCode != "destination_refused" || c.UnknownOutcome {
-			t.Fatalf("call: %s %v unknown=%v %s, want failed destination_refused with a known outcome", c.Status, c.ErrorCode, c.UnknownOutcome, c.Result)
+		s := b.session("t1")
+		url := fmt.Sprintf("http://tools.example.test:%d/mcp", port)
+		if r := b.putTools("t1", s.ID, []any{map[string]any{"type": "mcp", "name": "docs", "url": url}}); r.status != http.StatusOK {
+			t.Fatalf("put: %d %s", r.status, r.body)
 		}
-		if text, _ := resultText(t, c.Result); !strings.Contains(text, "127.0.0.1") {
-			t.Errorf("result %q does not say where the name led", text)
+		var d unavailableData
+		if err := json.Unmarshal(findEvent(b.events("t1", s.ID), "mcp.unavailable"), &d); err != nil {
+			t.Fatal(err)
 		}
-		if dns.Queries() == 0 {
-			t.Error("the name was never resolved: the refusal did not come from the dial")
+		if d.Server != "docs" || !strings.Contains(d.Reason, "resolves to 127.0.0.1, a loopback address") {
+			t.Errorf("mcp.unavailable %+v, want the guard's refusal of 127.0.0.1", d)
 		}
+		s2 := b.session("t1", "echo")
+		if r := b.putTools("t1", s2.ID, []any{map[string]any{"name": "echo"}, map[string]any{"type": "mcp", "name": "docs", "url": url, "required": true}}); r.status != http.StatusOK {
+			t.Fatalf("put: %d %s", r.status, r.body)
+		}
+		r := b.do("POST", "/sessions/"+s2.ID+"/tool_calls", "t1", map[string]any{"tool": "echo", "arguments": map[string]any{"text": "x"}})
+		wantRefusal(t, r, 400, codeInvalidRequest, "docs: host tools.example.test resolves to 127.0.0.1, a loopback address", "required: true")
 	})
 	if n := victim.accepted.Load(); n != 0 {
-		t.Fatalf("the victim listener accepted %d connections; want none", n)
+		t.Fatalf("the victim listener on 127.0.0.1 accepted %d connections; want none", n)
+	}
+	if victim6 != nil && victim6.accepted.Load() != 0 {
+		t.Fatalf("the victim listener on [::1] accepted %d connections; want none", victim6.accepted.Load())
+	}
+	if d := dials(); len(d) != 0 {
+		t.Fatalf("the guard let these through to a dial: %v; want none", d)
 	}
 	t.Run("the operator's allow-list lets them through", func(t *testing.T) {
-		ab := startBrain(t, guard("127.0.0.0/8"))
-		for _, url := range []string{fmt.Sprintf("http://127.0.0.1:%d/", port), fmt.Sprintf("http://tools.example.test:%d/x", port)} {
-			name := "ok_" + fmt.Sprint(victim.accepted.Load())
+		ab := startBrain(t, guard("127.0.0.0/8", "::1/128"))
+		urls := []string{fmt.Sprintf("http://127.0.0.1:%d/", port), fmt.Sprintf("http://tools.example.test:%d/x", port)}
+		if victim6 != nil {
+			urls = append(urls, fmt.Sprintf("http://[::1]:%d/", port), fmt.Sprintf("http://v6.example.test:%d/x", port))
+		}
+		for i, url := range urls {
+			name := fmt.Sprintf("ok_%d", i)
 			ab.created("/custom_tools", "t1", body(name, url), &CustomToolJSON{})
 			s := ab.session("t1", name)
 			if _, c := ab.call("t1", s.ID, name, map[string]any{}, 5); c.Status != "succeeded" {
 				t.Fatalf("allowed %s: %s %s", url, c.Status, c.Result)
 			}
 		}
-		if victim.accepted.Load() == 0 {
-			t.Error("allowed calls never reached the listener")
+		if victim.accepted.Load() == 0 || (victim6 != nil && victim6.accepted.Load() == 0) {
+			t.Error("allowed calls never reached the listeners")
 		}
+		// The allow-list opens loopback only: the metadata address stays shut.
+		wantRefusal(t, ab.do("POST", "/custom_tools", "t1", body("meta", "http://169.254.169.254/")), 400, codeInvalidRequest, "url", "refused")
 	})
 	t.Run("the host config's bindings are not guarded", func(t *testing.T) {
 		b := b.with(t)

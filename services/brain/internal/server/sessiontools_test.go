@@ -123,9 +123,10 @@ func TestSessionToolSet(t *testing.T) {
 		t.Fatalf("function call: %d %+v", st, c)
 	}
 	var answered CallJSON
-	b.respond("t1", c.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "shipped"}}}).json(t, &answered)
+	ar := b.respond("t1", c.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "shipped"}}})
+	ar.json(t, &answered)
 	if answered.Status != "succeeded" {
-		t.Fatalf("answered: %+v", answered)
+		t.Fatalf("answered: %d %s", ar.status, ar.body)
 	}
 	if _, c := b.call("t1", sess.ID, "lookup_order", map[string]any{}, 5); c.ErrorCode == nil || *c.ErrorCode != "invalid_arguments" {
 		t.Errorf("function call without order_id: %+v", c)

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -43,9 +44,22 @@ func TestTenantsKeepToThemselves(t *testing.T) {
 		{"PUT", "/sessions/" + sess.ID + "/tools", map[string]any{"tools": []any{}}},
 		{"POST", "/sessions/" + sess.ID + "/tool_calls", map[string]any{"tool": "crm"}},
 	}
+	// t1's ids, each with one of the same kind that never existed: what t2
+	// gets for t1's must be what it gets for the made-up one, word for word
+	// but for the id, so that nothing tells t2 that t1's exists.
+	madeUp := strings.NewReplacer(ct.ID, "ctool_madeup", ct.CurrentRevisionID, "rev_madeup", ts.ID, "tset_madeup",
+		"only-t1", "made-up", sess.ID, "ses_madeup")
 	for _, tt := range notFound {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-			wantRefusal(t, b.do(tt.method, tt.path, "t2", tt.body), http.StatusNotFound, codeNotFound)
+			r := b.do(tt.method, tt.path, "t2", tt.body)
+			wantRefusal(t, r, http.StatusNotFound, codeNotFound)
+			never := b.do(tt.method, madeUp.Replace(tt.path), "t2", tt.body)
+			var got, want errBody
+			r.json(t, &got)
+			never.json(t, &want)
+			if never.status != r.status || madeUp.Replace(got.Error.Message) != want.Error.Message || got.Error.Code != want.Error.Code {
+				t.Errorf("t1's id as t2: %d %q; an id that never existed: %d %q", r.status, got.Error.Message, never.status, want.Error.Message)
+			}
 		})
 	}
 	unknown := []struct {

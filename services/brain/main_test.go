@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/pgtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -410,10 +412,31 @@ var (
 	buildErr  error
 )
 
+// pg is the PostgreSQL server of the tests that run brain on one, started
+// by the first of them and stopped by TestMain.
+var (
+	pgOnce sync.Once
+	pg     *pgtest.Server
+	pgErr  error
+)
+
+// testDatabase returns the URL of a new database for t.
+func testDatabase(t *testing.T) string {
+	t.Helper()
+	pgOnce.Do(func() { pg, pgErr = pgtest.Start() })
+	if pgErr != nil {
+		t.Fatalf("brain on PostgreSQL: %v", pgErr)
+	}
+	return pg.NewDatabase(t)
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
+	}
+	if pg != nil {
+		pg.Close()
 	}
 	os.Exit(code)
 }
@@ -779,12 +802,21 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestSIGHUP runs the real brain binary: SIGHUP with a changed description
-// is visible in /catalog at once while a call in flight finishes unharmed;
-// SIGHUP with a broken config keeps the running one and logs the field at
-// fault.
+// TestSIGHUP runs the real brain binary, on SQLite and on PostgreSQL:
+// SIGHUP with a changed description is visible in /catalog at once while a
+// call in flight finishes unharmed; SIGHUP with a broken config keeps the
+// running one and logs the field at fault.
 func TestSIGHUP(t *testing.T) {
 	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) { sighup(t, nil) })
+	t.Run("postgres", func(t *testing.T) {
+		sighup(t, map[string]string{"BRAIN_DATABASE_URL": testDatabase(t), "BRAIN_SECRETS_KEY": "sighup-test-secrets-key-0123456789abcdef"})
+	})
+}
+
+// sighup is TestSIGHUP on the store env names (nil: SQLite in the data
+// dir).
+func sighup(t *testing.T, env map[string]string) {
 	ts := newToolService(t)
 	held := func(doc map[string]any) {
 		doc["tools"] = append(doc["tools"].([]any), map[string]any{"name": "held", "description": "held", "url": ts.URL + "/tools/held",
@@ -792,7 +824,12 @@ func TestSIGHUP(t *testing.T) {
 	}
 	cfg := writeConfig(t, ts.URL, held)
 	var stderr syncBuffer
-	cmd, c := startBinaryWith(t, cfg, t.TempDir(), &stderr, map[string]string{"BRAIN_CONFIG_POLL": "0"})
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["BRAIN_CONFIG_POLL"] = "0"
+	cmd, c := startBinaryWith(t, cfg, t.TempDir(), &stderr, env)
 	sid := c.do("POST", "/sessions", `{"config":{"tools":["held","echo"]}}`, 201)["id"].(string)
 	waiter := make(chan map[string]any, 1)
 	go func() {

@@ -12,10 +12,11 @@ import (
 
 // changingTools shows tools that change while brain runs, as a tenant
 // makes them through the API: a secret, a custom tool updated to a new
-// revision (and a stale update refused), then a second session whose tool
-// set is replaced with one PUT — the custom tool, a function tool the demo
-// answers, and the local service's MCP endpoint with allowed_tools —
-// read back with its secret redacted, and each of its tools called.
+// revision (and a stale update refused), a toolset of it and echo, then a
+// second session made from the toolset, whose tool set is replaced with
+// one PUT — the custom tool, a function tool the demo answers, and the
+// local service's MCP endpoint with allowed_tools — read back with its
+// secret redacted, and each of its tools called.
 //
 // The custom tool and the MCP server are the local service on loopback:
 // the tenant's urls go through brain's SSRF guard, and make run starts
@@ -60,12 +61,30 @@ func changingTools(ctx context.Context, c *client, localURL string, p func(strin
 	}
 	p("  PUT again from %s (stale) → %d %s: %s", first, ae.Status, ae.Body.Error.Code, ae.Body.Error.Message)
 
-	var session struct {
-		ID string `json:"id"`
+	// A toolset: a named list of the tenant's tools, the operator's and its
+	// own; a session made from it starts with those tools.
+	var toolset struct {
+		ID    string   `json:"id"`
+		Tools []string `json:"tools"`
 	}
-	if _, err := c.do(ctx, http.MethodPost, "/sessions", map[string]any{"config": map[string]any{"tools": []string{}}}, &session); err != nil {
+	if _, err := c.do(ctx, http.MethodPost, "/toolsets", map[string]any{"name": "delivery desk", "description": "What the delivery agent may use.",
+		"tools": []string{"shout", "echo"}}, &toolset); err != nil {
 		return err
 	}
+	p("  POST /toolsets \"delivery desk\" → %s with %v", toolset.ID, toolset.Tools)
+	var session struct {
+		ID    string   `json:"id"`
+		Tools []string `json:"tools"`
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/sessions", map[string]any{"config": map[string]any{"toolset_id": toolset.ID}}, &session); err != nil {
+		return err
+	}
+	p("  POST /sessions with toolset_id %s → %s with tools %v", toolset.ID, session.ID, session.Tools)
+	tc, err := c.call(ctx, session.ID, "echo", map[string]any{"text": "a tool of the toolset"})
+	if err != nil {
+		return err
+	}
+	p("  echo (from the toolset) → %s: %s", tc.Status, text(tc.Result))
 	set := []any{
 		map[string]any{"name": "shout"},
 		map[string]any{"type": "function", "name": "confirm_address", "description": "Ask the application to confirm a delivery address.",
@@ -80,7 +99,7 @@ func changingTools(ctx context.Context, c *client, localURL string, p func(strin
 		return errors.New("the tool set's read-back shows the MCP server's authorization")
 	}
 	p("\n== PUT /sessions/%s/tools → the set as brain reads it back (authorization redacted):\n%s", session.ID, indent(string(readBack)))
-	tc, err := c.call(ctx, session.ID, "shout", map[string]any{"text": "a custom tool, at its current revision"})
+	tc, err = c.call(ctx, session.ID, "shout", map[string]any{"text": "a custom tool, at its current revision"})
 	if err != nil {
 		return err
 	}

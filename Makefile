@@ -123,8 +123,10 @@ test: deps lint ## lint, then every module's tests (-race, shuffled, uncached) a
 # BRAIN_REPLICA_TESTS are brain's API tests that make test runs a third
 # time, on three brain processes sharing one PostgreSQL behind a
 # round-robin proxy (the first run is on SQLite, the second on PostgreSQL).
-# The others set options or reach into the server, which replicas cannot.
-BRAIN_REPLICA_TESTS = ^(TestHealthzAndRouting|TestCatalog|TestCreateSession|TestTenantIsolation|TestCreateCall|TestWaitAndGet|TestCancelCall|TestInterruptAndClose|TestListCalls|TestListCallsPaging|TestTraceparent|TestEventStream|TestEventPage|TestInspection|TestSessionEndOrderAndStreamEnd|TestCloseRacingNewCalls|TestHeadLikeGet|TestSessionEventsAfterContextDone|TestRefusalsDoNotEchoHugeInput|TestTwoAuthorizationHeaders|TestReplicaKilledMidCall|TestFunctionTool|TestApprovalGate|TestSessionRequireApproval|TestMaxConcurrency|TestApprovalCall|TestRetryable|TestReplicaRespondThroughAnother)$$
+# The others set options (allowLoopback, the SSRF guard's allow-list for
+# loopback, is the one replicas take) or reach into the server, which
+# replicas cannot.
+BRAIN_REPLICA_TESTS = ^(TestHealthzAndRouting|TestCatalog|TestCreateSession|TestTenantIsolation|TestCreateCall|TestWaitAndGet|TestCancelCall|TestInterruptAndClose|TestListCalls|TestListCallsPaging|TestTraceparent|TestEventStream|TestEventPage|TestInspection|TestSessionEndOrderAndStreamEnd|TestCloseRacingNewCalls|TestHeadLikeGet|TestSessionEventsAfterContextDone|TestRefusalsDoNotEchoHugeInput|TestTwoAuthorizationHeaders|TestReplicaKilledMidCall|TestFunctionTool|TestApprovalGate|TestSessionRequireApproval|TestMaxConcurrency|TestApprovalCall|TestRetryable|TestReplicaRespondThroughAnother|TestCustomToolRevisions|TestSessionToolSetRefusals|TestSessionMCPServers|TestTenantsKeepToThemselves)$$
 
 # FUZZ_TARGETS are the fuzz targets `make fuzz` runs, each as Target:package.
 FUZZ_TARGETS = \

@@ -143,7 +143,10 @@ if ! cmp -s "$WORK/published.json" examples/brain.json; then
   echo "  warning: examples/brain.json differs from the bindings the services publish: run make config" >&2
 fi
 
-BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" \
+# The demo's tenant makes a custom tool and gives a session an MCP server,
+# both the local service on loopback: tenants' urls go through brain's SSRF
+# guard, and the operator allow-list names exactly that address.
+BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" BRAIN_TENANT_URL_ALLOW=127.0.0.1 \
   start brain http://127.0.0.1:8080/healthz "$BIN/brain" -config examples/brain.json
 
 echo

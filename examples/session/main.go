@@ -11,6 +11,10 @@
 //	DOCS_URL       base URL of a server of $(go env GOROOT)/doc, for web_fetch and the browser
 //	APPROVAL_OPERATOR_TOKEN  the approval page's operator token: the demo
 //	               plays the operator who approves the gated storage_delete
+//	BRAIN_TOOLS_KEY  the local service's token: the demo stores it as a
+//	               tenant secret for a custom tool and a session's MCP
+//	               server (see changing.go); unset, that part is skipped
+//	LOCAL_URL      the local service (default http://127.0.0.1:8081)
 //
 // With lookup_order (a function tool of examples/brain.json) the demo is
 // also the application that answers the tool's calls.
@@ -144,6 +148,7 @@ type toolCall struct {
 	ResponseExpiresAt *string         `json:"response_expires_at"`
 	ErrorCode         *string         `json:"error_code"`
 	ErrorMessage      *string         `json:"error_message"`
+	RevisionID        *string         `json:"revision_id"`
 	Result            *result         `json:"result"`
 }
 
@@ -351,7 +356,11 @@ func run(ctx context.Context, out io.Writer) error {
 	if _, err := c.do(ctx, http.MethodPost, "/sessions/"+session.ID+"/close", nil, nil); err != nil {
 		return err
 	}
-	p("\n== session closed; the demo finished without errors")
+	p("\n== session %s closed", session.ID)
+	if err := changingTools(ctx, c, strings.TrimRight(envOr("LOCAL_URL", "http://127.0.0.1:8081"), "/"), p); err != nil {
+		return err
+	}
+	p("\n== the demo finished without errors")
 	return nil
 }
 

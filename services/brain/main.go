@@ -17,7 +17,12 @@
 // BRAIN_DATA_DIR (SQLite state, default ./data), BRAIN_PUBLIC_URL (brain_url
 // sent to tools with inspect_session; default http://<listen address>),
 // BRAIN_SQLITE_SYNC (NORMAL or FULL, default NORMAL), LOG_LEVEL (default
-// info), plus the env vars the host config names (API keys, token_env).
+// info), BRAIN_SECRETS_KEY, BRAIN_TENANT_URL_ALLOW, BRAIN_CONFIG_POLL,
+// plus the env vars the host config names (API keys, token_env).
+//
+// SIGHUP (and a change of the -config file) reloads the host config: it is
+// checked first, and a bad one is refused and logged, the running one
+// staying.
 package main
 
 import (
@@ -37,10 +42,12 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/pkg/bearer"
+	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/version"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
+	"github.com/brain-tools/suite/services/brain/internal/seal"
 	"github.com/brain-tools/suite/services/brain/internal/server"
 	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
 )
@@ -82,6 +89,21 @@ type envConfig struct {
 	// arguments (storage_put accepts up to 2 MiB of data, about 2.8 MB as
 	// base64 JSON).
 	MaxRequestBytes int64 `env:"BRAIN_MAX_REQUEST_BYTES" envDefault:"1048576"`
+	// SecretsKey seals tenant secrets and a session's MCP credentials in
+	// the store: at least 32 bytes; required with BRAIN_DATABASE_URL, the
+	// same on every replica. Empty on SQLite: a key file (secrets.key, 32
+	// random bytes) in BRAIN_DATA_DIR, made on first start. Either way a
+	// copy of the database alone does not reveal the secrets.
+	SecretsKey string `env:"BRAIN_SECRETS_KEY"`
+	// TenantURLAllow is the operator's allow-list for the urls tenants
+	// give (custom tools, a session's MCP servers): comma-separated CIDRs,
+	// addresses or host names that may be reached although they are not
+	// public (loopback, private, link-local, metadata…). Empty: only
+	// public addresses. The host config's own bindings are not checked.
+	TenantURLAllow string `env:"BRAIN_TENANT_URL_ALLOW"`
+	// ConfigPoll is how often brain looks at the host config file for a
+	// change (and reloads it); 0 turns polling off. SIGHUP reloads at once.
+	ConfigPoll time.Duration `env:"BRAIN_CONFIG_POLL" envDefault:"2s"`
 }
 
 func main() {
@@ -128,7 +150,9 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 The rest of the configuration is by environment variables: BRAIN_ADDR
 (default 127.0.0.1:8080), BRAIN_DATA_DIR or BRAIN_DATABASE_URL,
 BRAIN_PUBLIC_URL, BRAIN_SQLITE_SYNC, BRAIN_LEASE, BRAIN_RETENTION,
-BRAIN_MAX_REQUEST_BYTES, LOG_LEVEL and those the host config names; see
+BRAIN_MAX_REQUEST_BYTES, LOG_LEVEL, BRAIN_SECRETS_KEY,
+BRAIN_TENANT_URL_ALLOW, BRAIN_CONFIG_POLL and those the host config names;
+SIGHUP reloads the host config. See
 services/brain/README.md and deploy/README.md.
 
 Flags:
@@ -175,7 +199,24 @@ func (ec *envConfig) validate() (slog.Level, error) {
 	if ec.MaxRequestBytes < 1 || ec.MaxRequestBytes > server.MaxRequestBytesLimit {
 		errs = append(errs, fmt.Errorf("BRAIN_MAX_REQUEST_BYTES: want 1..%d, got %d", server.MaxRequestBytesLimit, ec.MaxRequestBytes))
 	}
+	if ec.SecretsKey != "" && len(ec.SecretsKey) < seal.MinKeyBytes {
+		errs = append(errs, fmt.Errorf("BRAIN_SECRETS_KEY: want at least %d bytes (a random one: head -c 32 /dev/urandom | base64), got %d", seal.MinKeyBytes, len(ec.SecretsKey)))
+	}
+	if _, _, err := netguard.ParseAllowList(ec.TenantURLAllow); err != nil {
+		errs = append(errs, fmt.Errorf("BRAIN_TENANT_URL_ALLOW: %w", err))
+	}
+	if ec.ConfigPoll < 0 {
+		errs = append(errs, fmt.Errorf("BRAIN_CONFIG_POLL: must not be negative (0 turns polling off), got %s", ec.ConfigPoll))
+	}
 	return level, errors.Join(errs...)
+}
+
+// guard is the SSRF guard of the urls tenants give: any port (tool
+// services listen on their own), public addresses and the operator's
+// allow-list.
+func (ec *envConfig) guard() *netguard.Guard {
+	prefixes, hosts, _ := netguard.ParseAllowList(ec.TenantURLAllow) // validate checked it
+	return netguard.New(netguard.Options{AnyPort: true, AllowPrefixes: prefixes, AllowHosts: hosts})
 }
 
 // shortSecrets names the secrets of cfg shorter than bearer.MinTokenBytes:
@@ -260,16 +301,26 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	if err != nil {
 		return fmt.Errorf("env config: %w", err)
 	}
-	cfg, err := config.Load(*configPath, func(k string) string { return environ[k] })
-	if err != nil {
-		return err
-	}
+	getenv := func(k string) string { return environ[k] }
 	if *check {
+		cfg, err := config.Load(*configPath, getenv)
+		if err != nil {
+			return err
+		}
 		for _, w := range shortSecrets(cfg) {
 			fmt.Fprintf(stderr, "brain: warning: %s is shorter than %d bytes; use a random one\n", w, bearer.MinTokenBytes)
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d tools, %d API keys)\n", *configPath, len(cfg.Tools), len(cfg.APIKeys))
 		return nil
+	}
+	// The host config reloads on SIGHUP and when the file changes.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	watcher := &config.Watcher{Path: *configPath, Getenv: getenv, Interval: ec.ConfigPoll, Signals: hup}
+	cfg, err := watcher.Load()
+	if err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	for _, w := range shortSecrets(cfg) {
@@ -281,13 +332,28 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	if err != nil {
 		return fmt.Errorf("listen on BRAIN_ADDR %q: %w", ec.Addr, err)
 	}
+	var secretsKey []byte
+	if ec.SecretsKey != "" {
+		secretsKey = []byte(ec.SecretsKey)
+	}
 	srv, err := server.New(ctx, server.Options{
 		Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
 		MaxRequestBytes: ec.MaxRequestBytes, DatabaseURL: ec.DatabaseURL, Lease: ec.Lease, Retention: ec.Retention,
+		Guard: ec.guard(), SecretsKey: secretsKey,
 	})
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
+	watcher.Logger, watcher.Refused = logger, func(error) { srv.ReloadRefused() }
+	watcher.Apply = func(c *config.Config) {
+		for _, w := range shortSecrets(c) {
+			logger.Warn("short secret: use a random one", "secret", w, "min_bytes", bearer.MinTokenBytes)
+		}
+		srv.Reload(c)
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go watcher.Run(watchCtx)
 	fmt.Fprintf(stdout, "brain listening on %s\n", ln.Addr())
 	logger.Info("brain listening", "addr", ln.Addr().String(), "store", storeName(ec), "tools", len(cfg.Tools))
 	err = srv.Serve(ctx, ln)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/pgtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -410,10 +412,31 @@ var (
 	buildErr  error
 )
 
+// pg is the PostgreSQL server of the tests that run brain on one, started
+// by the first of them and stopped by TestMain.
+var (
+	pgOnce sync.Once
+	pg     *pgtest.Server
+	pgErr  error
+)
+
+// testDatabase returns the URL of a new database for t.
+func testDatabase(t *testing.T) string {
+	t.Helper()
+	pgOnce.Do(func() { pg, pgErr = pgtest.Start() })
+	if pgErr != nil {
+		t.Fatalf("brain on PostgreSQL: %v", pgErr)
+	}
+	return pg.NewDatabase(t)
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
+	}
+	if pg != nil {
+		pg.Close()
 	}
 	os.Exit(code)
 }
@@ -442,11 +465,21 @@ func brainBinary(t *testing.T) string {
 // listens; the process is killed at cleanup if still running.
 func startBinary(t *testing.T, cfg, dataDir string) (*exec.Cmd, client) {
 	t.Helper()
+	return startBinaryWith(t, cfg, dataDir, io.Discard, nil)
+}
+
+// startBinaryWith is startBinary with brain's log going to stderr and the
+// variables of env added to its environment.
+func startBinaryWith(t *testing.T, cfg, dataDir string, stderr io.Writer, env map[string]string) (*exec.Cmd, client) {
+	t.Helper()
 	cmd := exec.Command(brainBinary(t), "-config", cfg)
 	for k, v := range baseEnv(dataDir) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.Stderr = io.Discard
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -748,4 +781,142 @@ func TestBusyAddressLeavesNoData(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("data dir made (%v)", err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's writes and the test's
+// reads at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSIGHUP runs the real brain binary, on SQLite and on PostgreSQL:
+// SIGHUP with a changed description is visible in /catalog at once while a
+// call in flight finishes unharmed; SIGHUP with a broken config keeps the
+// running one and logs the field at fault.
+func TestSIGHUP(t *testing.T) {
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) { sighup(t, nil) })
+	t.Run("postgres", func(t *testing.T) {
+		sighup(t, map[string]string{"BRAIN_DATABASE_URL": testDatabase(t), "BRAIN_SECRETS_KEY": "sighup-test-secrets-key-0123456789abcdef"})
+	})
+}
+
+// sighup is TestSIGHUP on the store env names (nil: SQLite in the data
+// dir).
+func sighup(t *testing.T, env map[string]string) {
+	ts := newToolService(t)
+	held := func(doc map[string]any) {
+		doc["tools"] = append(doc["tools"].([]any), map[string]any{"name": "held", "description": "held", "url": ts.URL + "/tools/held",
+			"token_env": "BRAIN_TOOLS_KEY", "tenants": []string{"local"}, "input_schema": map[string]any{"type": "object"}})
+	}
+	cfg := writeConfig(t, ts.URL, held)
+	var stderr syncBuffer
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["BRAIN_CONFIG_POLL"] = "0"
+	cmd, c := startBinaryWith(t, cfg, t.TempDir(), &stderr, env)
+	sid := c.do("POST", "/sessions", `{"config":{"tools":["held","echo"]}}`, 201)["id"].(string)
+	waiter := make(chan map[string]any, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", c.base+"/sessions/"+sid+"/tool_calls", strings.NewReader(`{"tool":"held","wait_seconds":30}`))
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			waiter <- map[string]any{"err": err.Error()}
+			return
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		json.NewDecoder(res.Body).Decode(&out)
+		waiter <- out
+	}()
+	select {
+	case <-ts.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("held call did not reach the tool")
+	}
+	rewrite := func(mutate func(map[string]any)) {
+		t.Helper()
+		data, _ := os.ReadFile(writeConfig(t, ts.URL, mutate))
+		if err := os.WriteFile(cfg, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	description := func() string {
+		for _, e := range c.do("GET", "/catalog", "", 200)["tools"].([]any) {
+			if m := e.(map[string]any); m["name"] == "echo" {
+				return m["description"].(string)
+			}
+		}
+		return ""
+	}
+	// The new config drops held: the call in flight keeps its binding.
+	start := time.Now()
+	rewrite(func(doc map[string]any) {
+		doc["tools"].([]any)[0].(map[string]any)["description"] = "echo, described anew"
+	})
+	for description() != "echo, described anew" {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("catalog description still %q 5 s after SIGHUP", description())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("SIGHUP to a changed catalog: %s", time.Since(start).Round(time.Millisecond))
+	ts.release <- struct{}{}
+	select {
+	case got := <-waiter:
+		if got["status"] != "succeeded" {
+			t.Fatalf("call in flight across the reload: %v", got)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the call in flight never finished")
+	}
+	r := c.do("POST", "/sessions/"+sid+"/tool_calls", `{"tool":"held"}`, 400)
+	if msg := r["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "held") {
+		t.Errorf("a call of the binding the reload removed: %s", msg)
+	}
+
+	rewrite(func(doc map[string]any) {
+		held(doc)
+		doc["tools"].([]any)[0].(map[string]any)["timeout_seconds"] = 0
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(stderr.String(), "host config reload refused") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal logged within 5 s; log:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var refused string
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(line, "host config reload refused") {
+			refused = line
+		}
+	}
+	if !strings.Contains(refused, `tools[0] \"echo\": timeout_seconds: must be from 1 to 86400, got 0`) {
+		t.Errorf("the refusal does not name the field at fault: %s", refused)
+	}
+	if d := description(); d != "echo, described anew" {
+		t.Errorf("after a broken config the catalog says %q, want the running config's", d)
+	}
+	c.do("POST", "/sessions/"+sid+"/tool_calls", `{"tool":"echo","wait_seconds":5}`, 200)
 }

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/pkg/bufpool"
+	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -85,6 +86,7 @@ const (
 	CodeApprovalExpired      = "approval_expired"       // nobody answered an approval gate in time: not sent; known outcome
 	CodeQueueFull            = "queue_full"             // the binding's queue of waiting calls is full: not sent; known outcome
 	CodeNotInConfig          = "tool_not_in_config"     // the binding left the host config while the call waited: not sent; known outcome
+	CodeDestinationRefused   = "destination_refused"    // the SSRF guard refused a tenant-given url's address before dialing: not sent; known outcome
 )
 
 // Outcome is the classified end of one tool call.
@@ -492,6 +494,8 @@ func (c *Caller) readFailure(ctx, reqCtx context.Context, t *config.Tool, sent b
 		return o
 	case errors.Is(err, errOutputTooLarge):
 		return Failed(CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
+	case errors.Is(err, netguard.ErrRefused):
+		return GuardRefused(t, err)
 	}
 	o := Failed(CodeConnectionFailed, true, fmt.Sprintf("tool %s: connection failed: %s", t.Name, describe(err)))
 	o.Sent = sent
@@ -539,6 +543,19 @@ func RefusedRetryable(code, msg string) Outcome {
 	o := Refused(code, msg)
 	o.Retryable = true
 	return o
+}
+
+// GuardRefused is the outcome of a call whose tenant-given url the SSRF
+// guard (pkg/netguard) refused to dial: nothing was sent, so the outcome
+// is known, and the same call would be refused again.
+func GuardRefused(t *config.Tool, err error) Outcome {
+	var re *netguard.RefusedError
+	reason := err.Error()
+	if errors.As(err, &re) {
+		reason = re.Reason
+	}
+	return Refused(CodeDestinationRefused, fmt.Sprintf("tool %s: brain refused to connect to its url: %s; the call was not sent "+
+		"(a tenant's tool reaches only public addresses unless the operator allows a range in BRAIN_TENANT_URL_ALLOW)", t.Name, reason))
 }
 
 // Failed is the outcome of a call that was sent and failed; with unknown

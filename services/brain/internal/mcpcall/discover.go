@@ -44,13 +44,20 @@ type Discovery struct {
 // server that loops), or after maxPages pages (DefaultMaxPages when 0). A
 // tool listed again under the same name is kept once.
 func (c *Caller) Discover(ctx context.Context, url, token string, maxPages int) (*Discovery, error) {
+	return c.DiscoverEndpoint(ctx, Endpoint{URL: url, Token: token}, maxPages)
+}
+
+// DiscoverEndpoint is Discover for an endpoint with headers (a session's
+// MCP server).
+func (c *Caller) DiscoverEndpoint(ctx context.Context, e Endpoint, maxPages int) (*Discovery, error) {
+	url := e.URL
 	if err := tool.ValidateURL(url); err != nil {
 		return nil, fmt.Errorf("discover: url: %w", err)
 	}
 	if maxPages <= 0 {
 		maxPages = DefaultMaxPages
 	}
-	conn, err := c.pool.get(ctx, url, token)
+	conn, err := c.pool.get(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("discover %s: connect: %s", url, describe(err))
 	}

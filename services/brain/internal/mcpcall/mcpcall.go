@@ -60,6 +60,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/brain-tools/suite/pkg/mcpserver"
+	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/pkg/version"
@@ -207,7 +208,7 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 	}()
 
 	for attempt := 1; ; attempt++ {
-		conn, err := c.pool.get(callCtx, t.URL, t.Token)
+		conn, err := c.pool.get(callCtx, endpointOf(t))
 		if err != nil {
 			return c.connectFailure(ctx, callCtx, t, err)
 		}
@@ -280,6 +281,9 @@ func (c *Caller) connectFailure(ctx, callCtx context.Context, t *config.Tool, er
 		return invoke.Cancelled(t, false, context.Cause(ctx))
 	}
 	var o invoke.Outcome
+	if errors.Is(err, netguard.ErrRefused) {
+		return invoke.GuardRefused(t, err)
+	}
 	if errors.Is(context.Cause(callCtx), errCallTimeout) {
 		o = invoke.Failed(invoke.CodeTimeout, true, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s) while connecting to MCP server %s", t.Name, t.Timeout(), t.URL))
 		o.Status = invoke.StatusTimedOut

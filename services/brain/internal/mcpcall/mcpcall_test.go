@@ -246,7 +246,7 @@ func newCaller(t *testing.T) *Caller {
 // agreed returns the revision the pooled session with url settled on.
 func agreed(t *testing.T, c *Caller, url string) string {
 	t.Helper()
-	conn, err := c.pool.get(context.Background(), url, secret)
+	conn, err := c.pool.get(context.Background(), Endpoint{URL: url, Token: secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,7 +646,7 @@ func TestDeadPooledSession(t *testing.T) {
 			s := newMCPServer(t, serverOpts{stateless: k.stateless})
 			c := newCaller(t)
 			echo := bind(t, "echo", s.ts.URL, "echo", nil)
-			live, err := c.pool.get(context.Background(), s.ts.URL, secret)
+			live, err := c.pool.get(context.Background(), Endpoint{URL: s.ts.URL, Token: secret})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,18 +38,19 @@ type Unavailable struct {
 // 4xx whose message is RequiredError's.
 func (c *Caller) Probe(ctx context.Context, tools []*config.Tool, required func(*config.Tool) bool) []Unavailable {
 	type group struct {
-		url, token string
-		u          Unavailable
+		ep Endpoint
+		u  Unavailable
 	}
 	groups := map[string]*group{}
 	for _, t := range tools {
 		if t.MCPTool == "" {
 			continue
 		}
-		key := poolKey(t.URL, t.Token)
+		ep := endpointOf(t)
+		key := ep.key()
 		g := groups[key]
 		if g == nil {
-			g = &group{url: t.URL, token: t.Token, u: Unavailable{Server: t.URL}}
+			g = &group{ep: ep, u: Unavailable{Server: t.URL}}
 			groups[key] = g
 		}
 		g.u.Tools = append(g.u.Tools, t.Name)
@@ -66,7 +67,7 @@ func (c *Caller) Probe(ctx context.Context, tools []*config.Tool, required func(
 		wg.Go(func() {
 			pctx, cancel := context.WithTimeoutCause(ctx, c.opts.ProbeTimeout, fmt.Errorf("no answer within %s", c.opts.ProbeTimeout))
 			defer cancel()
-			if _, err := c.pool.get(pctx, g.url, g.token); err != nil {
+			if _, err := c.pool.get(pctx, g.ep); err != nil {
 				u := g.u
 				u.Reason = describe(err)
 				if pctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/config"
 )
 
 // defaultBodyCap caps a response body that belongs to no call (initialize,
@@ -53,9 +55,36 @@ func (c *conn) broken() bool {
 	}
 }
 
-func poolKey(url, token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return url + "\x00" + string(sum[:])
+// Endpoint is an MCP server as brain connects to it: its URL, the bearer
+// token sent as Authorization (a binding's token_env value, a session
+// server's authorization), and any other headers sent with every request
+// (a session server's headers). Token and header values are secrets.
+type Endpoint struct {
+	URL     string
+	Token   string
+	Headers http.Header
+}
+
+func endpointOf(t *config.Tool) Endpoint {
+	return Endpoint{URL: t.URL, Token: t.Token, Headers: t.Headers}
+}
+
+// key is the pool key of e: its URL and a digest of its credentials, so
+// that bindings with different credentials never share a session.
+func (e Endpoint) key() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s", len(e.Token), e.Token)
+	names := make([]string, 0, len(e.Headers))
+	for k := range e.Headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range e.Headers[k] {
+			fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(v), v)
+		}
+	}
+	return e.URL + "\x00" + string(h.Sum(nil))
 }
 
 // get returns the live session for url and token, connecting when there is
@@ -63,8 +92,8 @@ func poolKey(url, token string) string {
 // so that one call's cancellation does not fail others waiting on it; ctx
 // bounds only this caller's wait. A failed attempt is not kept: the next
 // call tries again.
-func (p *pool) get(ctx context.Context, url, token string) (*conn, error) {
-	key := poolKey(url, token)
+func (p *pool) get(ctx context.Context, e Endpoint) (*conn, error) {
+	key := e.key()
 	p.mu.Lock()
 	if p.conns == nil {
 		p.conns = map[string]*conn{}
@@ -75,9 +104,9 @@ func (p *pool) get(ctx context.Context, url, token string) (*conn, error) {
 		c = nil
 	}
 	if c == nil {
-		c = &conn{key: key, url: url, ready: make(chan struct{}), closed: make(chan struct{})}
+		c = &conn{key: key, url: e.URL, ready: make(chan struct{}), closed: make(chan struct{})}
 		p.conns[key] = c
-		go p.connect(c, token)
+		go p.connect(c, e)
 	}
 	p.mu.Unlock()
 	select {
@@ -101,7 +130,7 @@ func (c *conn) isReady() bool {
 	}
 }
 
-func (p *pool) connect(c *conn, token string) {
+func (p *pool) connect(c *conn, e Endpoint) {
 	defer close(c.ready)
 	o := p.caller.opts
 	ctx, cancel := context.WithTimeout(p.ctx, o.headerTimeout)
@@ -109,7 +138,7 @@ func (p *pool) connect(c *conn, token string) {
 	transport := &mcp.StreamableClientTransport{
 		Endpoint: c.url,
 		HTTPClient: &http.Client{
-			Transport: &roundTripper{next: o.Transport, token: token, headerTimeout: o.headerTimeout},
+			Transport: &roundTripper{next: o.Transport, token: e.Token, headers: e.Headers, headerTimeout: o.headerTimeout},
 			// The contract: brain doesn't follow redirects from tools.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
@@ -212,6 +241,7 @@ func traceFrom(ctx context.Context) *trace {
 type roundTripper struct {
 	next          http.RoundTripper
 	token         string
+	headers       http.Header // sent first; the token and the SDK's own headers win
 	headerTimeout time.Duration
 }
 
@@ -228,6 +258,11 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		})
 	}
 	out := req.Clone(ctx)
+	for k, vs := range rt.headers {
+		if out.Header.Get(k) == "" {
+			out.Header[k] = vs
+		}
+	}
 	if rt.token != "" {
 		out.Header.Set("Authorization", "Bearer "+rt.token)
 	}

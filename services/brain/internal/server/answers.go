@@ -234,7 +234,7 @@ func (s *Server) awaitAnswer(ctx context.Context, rc *running, expires time.Time
 // such tool or the call could not start (logged; the gated call can still
 // be answered through the API).
 func (s *Server) startApproval(rc *running, c store.Call) *running {
-	at := s.cfg.Approvals.Tool
+	at := s.config().Approvals.Tool
 	if at == nil || !at.Allowed(c.TenantID) {
 		return nil
 	}

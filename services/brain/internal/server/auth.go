@@ -27,7 +27,7 @@ func (s *Server) caller(r *http.Request) (tenant, keyEnv string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	k, ok := s.cfg.APIKeyFor(tok)
+	k, ok := s.config().APIKeyFor(tok)
 	if !ok {
 		return "", "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key")
 	}
@@ -149,7 +149,7 @@ func (s *Server) eventsAuth(r *http.Request, sessionID string) (string, *grant, 
 	if err != nil {
 		return "", nil, err
 	}
-	if tenant, ok := s.cfg.TenantForKey(tok); ok {
+	if tenant, ok := s.config().TenantForKey(tok); ok {
 		return tenant, nil, nil
 	}
 	g, ok, err := s.lookupToken(r.Context(), tok)

@@ -52,7 +52,7 @@ func BenchmarkGrowth(b *testing.B) {
 					srv.Close()
 					fillSQLite(b, filepath.Join(o.DataDir, "brain.db"), size.sessions)
 				case "postgres":
-					o.DatabaseURL = testDatabase(b)
+					o.DatabaseURL, o.SecretsKey = testDatabase(b), testSecretsKey
 					srv, err := New(context.Background(), o)
 					if err != nil {
 						b.Fatal(err)

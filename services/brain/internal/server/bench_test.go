@@ -226,7 +226,7 @@ func BenchmarkToolCall(b *testing.B) {
 
 	// brain on PostgreSQL: a second brain, its state in a database of the
 	// test PostgreSQL server (pkg/pgtest, over a unix socket).
-	pgSrv, err := New(context.Background(), Options{Config: cfg, DatabaseURL: testDatabase(b)})
+	pgSrv, err := New(context.Background(), Options{Config: cfg, DatabaseURL: testDatabase(b), SecretsKey: testSecretsKey})
 	if err != nil {
 		b.Fatal(err)
 	}

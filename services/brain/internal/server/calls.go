@@ -62,16 +62,14 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 	if sess.Status != store.SessionActive {
 		return conflict("session %q is %s", sess.ID, sess.Status)
 	}
-	if !slices.Contains(sess.Tools, req.Tool) {
-		return badRequest("tool: %q is not enabled in session %q (enabled: %s)", req.Tool, sess.ID, strings.Join(sess.Tools, ", "))
-	}
-	t, ok := s.cfg.Tool(req.Tool)
-	if !ok || !t.Allowed(tenant) {
-		// The session was created under a host config that had the tool.
-		return badRequest("tool: %q is not in the catalog of tenant %q", req.Tool, tenant)
+	// The binding as it is now: a call keeps it (and, for a custom tool,
+	// its revision) however the tool changes while the call is in flight.
+	t, refusal, err := s.sessionTool(r.Context(), sess, req.Tool)
+	if err != nil {
+		return err
 	}
 	rc, err := s.start(r.Context(), callSpec{
-		tenant: sess.TenantID, sessionID: sess.ID, t: t, args: args, caller: store.CallerAPI,
+		tenant: sess.TenantID, sessionID: sess.ID, t: t, args: args, caller: store.CallerAPI, refusal: refusal,
 		gated: t.Gated() || sessionGates(sess, t.Name),
 		ctx:   propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)),
 	})

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,10 @@ import (
 )
 
 const toolsKey = "tools-secret"
+
+// testSecretsKey seals tenant secrets on a shared store (every replica of
+// a test the same).
+var testSecretsKey = []byte("test-secrets-key-0123456789abcdef")
 
 // Tenants and their API keys in every test host config.
 var apiKeys = map[string]string{"t1": "key-one", "t2": "key-two"}
@@ -113,7 +118,13 @@ func (ts *toolServer) releaseAll() { close(ts.release) }
 // inspect (t1), secret (t2).
 func hostConfig(t *testing.T, toolURL string) *config.Config {
 	t.Helper()
-	data, env := hostConfigJSON(toolURL)
+	return hostConfigWith(t, toolURL, nil)
+}
+
+// hostConfigWith is hostConfig with edit applied to the document first.
+func hostConfigWith(t *testing.T, toolURL string, edit func(doc map[string]any)) *config.Config {
+	t.Helper()
+	data, env := hostConfigJSONWith(toolURL, edit)
 	cfg, err := config.Parse(data, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("host config: %v", err)
@@ -123,6 +134,11 @@ func hostConfig(t *testing.T, toolURL string) *config.Config {
 
 // hostConfigJSON is hostConfig's document and the environment it names.
 func hostConfigJSON(toolURL string) ([]byte, map[string]string) {
+	return hostConfigJSONWith(toolURL, nil)
+}
+
+// hostConfigJSONWith is hostConfigJSON with edit applied to the document.
+func hostConfigJSONWith(toolURL string, edit func(doc map[string]any)) ([]byte, map[string]string) {
 	binding := func(name string, tenants []string, extra map[string]any) map[string]any {
 		b := map[string]any{
 			"name": name, "description": name + " tool", "url": toolURL + "/tools/" + name,
@@ -152,6 +168,9 @@ func hostConfigJSON(toolURL string) ([]byte, map[string]string) {
 			map[string]string{"env": "KEY_TWO", "tenant": "t2"},
 		},
 	}
+	if edit != nil {
+		edit(doc)
+	}
 	data, _ := json.Marshal(doc)
 	return data, map[string]string{"BRAIN_TOOLS_KEY": toolsKey, "KEY_ONE": apiKeys["t1"], "KEY_TWO": apiKeys["t2"]}
 }
@@ -163,6 +182,7 @@ type brain struct {
 	srv   *Server
 	tools *toolServer
 	dir   string
+	dbURL string // the PostgreSQL database, when the store is one
 	// replicas are the brain processes behind url (startReplicas); srv is
 	// then nil.
 	replicas []*replica
@@ -175,15 +195,24 @@ func startBrain(t *testing.T, opts ...func(*Options)) *brain {
 	t.Helper()
 	ts := newToolServer(t)
 	if testStore == storeReplicas {
-		if len(opts) > 0 {
-			t.Fatal("startBrain: options are not passed to replicas; run this test with BRAIN_TEST_STORE=sqlite or postgres")
+		// Of the options, only allowLoopback reaches the replicas.
+		var o Options
+		for _, f := range opts {
+			f(&o)
 		}
-		return startReplicas(t, ts, 3)
+		allow := o.Guard == loopbackGuard
+		if allow {
+			o.Guard = nil
+		}
+		if !reflect.DeepEqual(o, Options{}) {
+			t.Fatal("startBrain: options other than allowLoopback are not passed to replicas; run this test with BRAIN_TEST_STORE=sqlite or postgres")
+		}
+		return startReplicas(t, ts, 3, allow)
 	}
 	dir := t.TempDir()
 	o := Options{Config: hostConfig(t, ts.URL), DataDir: dir, Heartbeat: 50 * time.Millisecond}
 	if testStore == storePostgres {
-		o.DataDir, o.DatabaseURL = "", testDatabase(t)
+		o.DataDir, o.DatabaseURL, o.SecretsKey = "", testDatabase(t), testSecretsKey
 	}
 	for _, f := range opts {
 		f(&o)
@@ -208,7 +237,7 @@ func startBrain(t *testing.T, opts ...func(*Options)) *brain {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return &brain{t: t, url: "http://" + ln.Addr().String(), srv: srv, tools: ts, dir: dir}
+	return &brain{t: t, url: "http://" + ln.Addr().String(), srv: srv, tools: ts, dir: o.DataDir, dbURL: o.DatabaseURL}
 }
 
 // resp is a decoded response.

@@ -103,6 +103,9 @@ type callSpec struct {
 	gated             bool   // wait for an approval before sending
 	parent            string // the gated call an approval call is made for
 	caller            string
+	// refusal, when set, is how the call ends at once, not sent (a custom
+	// tool whose secret is missing).
+	refusal *invoke.Outcome
 	// ctx carries what the call keeps of the request that made it (its
 	// trace context, for traceparent); nil means none.
 	ctx context.Context
@@ -120,6 +123,7 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	c := store.Call{
 		ID: newID("call"), SessionID: sp.sessionID, TenantID: sp.tenant, Tool: t.Name, Status: store.CallRunning,
 		Arguments: sp.args, CreatedAt: now, StartedAt: now, ParentID: sp.parent, CallerType: sp.caller,
+		RevisionID: t.RevisionID,
 	}
 	// The call outlives the request; it keeps the request's trace context
 	// so invoke sends traceparent (W3C) with it.
@@ -140,8 +144,11 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 		queued, taken bool
 		settled       <-chan struct{}
 	)
-	if o, ok := invoke.Precheck(t, sp.tenant, sp.args); !ok {
-		rc.refusal = &o
+	rc.refusal = sp.refusal
+	if rc.refusal == nil {
+		if o, ok := invoke.Precheck(t, sp.tenant, sp.args); !ok {
+			rc.refusal = &o
+		}
 	}
 	if t.MaxConcurrency > 0 && rc.refusal == nil && !sp.gated {
 		rc.q = s.queueFor(sp.tenant, t)
@@ -161,16 +168,17 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 		rc.q = s.queueFor(sp.tenant, t) // joined once approved
 	}
 	evs := []*store.Event{{Type: store.EventToolCall, SessionID: c.SessionID, CallID: c.ID, Time: now,
-		Data: mustJSON(toolCallData{Tool: t.Name, Arguments: sp.args, CallerType: sp.caller, ParentID: optString(sp.parent)})}}
+		Data: mustJSON(toolCallData{Tool: t.Name, Arguments: sp.args, CallerType: sp.caller, ParentID: optString(sp.parent),
+			RevisionID: optString(t.RevisionID)})}}
 	switch {
 	case rc.refusal != nil:
 	case sp.gated:
 		c.StartedAt = time.Time{}
-		evs = append(evs, s.waitForInput(&c, store.InputApproval, now.Add(s.cfg.Approvals.Timeout)))
+		evs = append(evs, s.waitForInput(&c, t, store.InputApproval, now.Add(s.config().Approvals.Timeout)))
 	case queued:
 		c.Status, c.StartedAt = store.CallQueued, time.Time{}
 	case t.Function():
-		evs = append(evs, s.waitForInput(&c, store.InputFunction, now.Add(t.Timeout())))
+		evs = append(evs, s.waitForInput(&c, t, store.InputFunction, now.Add(t.Timeout())))
 	}
 	rc.set(c)
 	err := s.storeCall(reqCtx, &c, evs, settled)
@@ -271,24 +279,18 @@ func (s *Server) forget(rc *running) {
 	}
 }
 
-// waitForInput makes c wait in requires_input for an answer of kind until expires,
-// and returns its tool.requires_input event.
-func (s *Server) waitForInput(c *store.Call, kind string, expires time.Time) *store.Event {
+// waitForInput makes c, a call of t, wait in requires_input for an answer
+// of kind until expires, and returns its tool.requires_input event.
+func (s *Server) waitForInput(c *store.Call, t *config.Tool, kind string, expires time.Time) *store.Event {
 	c.Status, c.InputKind, c.ResponseExpiresAt = store.CallRequiresInput, kind, expires.UTC()
 	if kind == store.InputApproval {
 		c.Prompt, c.ResponseSchema = approvalPrompt(c), approvalResponseSchema
 	} else {
-		c.Prompt, c.ResponseSchema = functionPrompt(c), functionResponseSchema(s.toolOf(c))
+		c.Prompt, c.ResponseSchema = functionPrompt(c), functionResponseSchema(t)
 	}
 	return &store.Event{Type: store.EventToolRequiresInput, SessionID: c.SessionID, CallID: c.ID, Time: time.Now().UTC(),
 		Data: mustJSON(requiresInputData{Tool: c.Tool, Kind: kind, Prompt: c.Prompt, ResponseSchema: c.ResponseSchema,
 			ResponseExpiresAt: timeString(c.ResponseExpiresAt)})}
-}
-
-// toolOf is the binding of call c; nil when the config no longer has it.
-func (s *Server) toolOf(c *store.Call) *config.Tool {
-	t, _ := s.cfg.Tool(c.Tool)
-	return t
 }
 
 // ended is how run ended a call: its outcome, the answer that decided it
@@ -421,7 +423,7 @@ func (s *Server) begin(ctx context.Context, rc *running) (ended, bool) {
 	c.StartedAt = now
 	var evs []*store.Event
 	if rc.t.Function() {
-		evs = append(evs, s.waitForInput(&c, store.InputFunction, now.Add(rc.t.Timeout())))
+		evs = append(evs, s.waitForInput(&c, rc.t, store.InputFunction, now.Add(rc.t.Timeout())))
 	} else {
 		c.Status = store.CallRunning
 	}
@@ -463,7 +465,7 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 		tok, g = s.issueToken(ctx, &c)
 		req.InspectionToken, req.BrainURL = tok, s.brainURL()
 	}
-	out := s.invoker.Call(ctx, rc.t, req, func(data json.RawMessage) {
+	out := s.invokerFor(rc.t).Call(ctx, rc.t, req, func(data json.RawMessage) {
 		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: c.SessionID, CallID: c.ID,
 			Time: time.Now().UTC(), Data: data})
 		s.notify(ctx, progressSignal(&c, data))
@@ -507,9 +509,27 @@ func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome, 
 	if err := s.store.FinishCall(ctx, &f, evs...); err != nil {
 		return &f, err
 	}
-	s.metrics.calls.WithLabelValues(c.Tool, status).Inc()
-	s.metrics.duration.WithLabelValues(c.Tool, status).Observe(dur.Seconds())
+	label := s.metricTool(c)
+	s.metrics.calls.WithLabelValues(label, status).Inc()
+	s.metrics.duration.WithLabelValues(label, status).Observe(dur.Seconds())
 	return &f, nil
+}
+
+// metricTool is call c's tool label in the metrics: the binding's name
+// for the host config's tools; for tools of a tenant's making, whose names
+// are the tenant's data (and as many as tenants make), "(custom)" or
+// "(session)".
+func (s *Server) metricTool(c *store.Call) string {
+	if c.RevisionID != "" {
+		return "(custom)"
+	}
+	if rc, ok := s.lookupRunning(c.ID); ok && !rc.t.Trusted() {
+		return "(" + rc.t.Origin + ")"
+	}
+	if _, ok := s.config().Tool(c.Tool); ok {
+		return c.Tool
+	}
+	return "(session)"
 }
 
 // errShuttingDown is the refusal of a request brain cannot answer because
@@ -561,7 +581,7 @@ func (s *Server) queuePosition(c *store.Call) *int {
 	}
 	if s.shared != nil {
 		// The queue is the store's, whichever replica runs the call.
-		t, ok := s.cfg.Tool(c.Tool)
+		t, ok := s.config().Tool(c.Tool)
 		if !ok || t.MaxConcurrency == 0 {
 			return nil
 		}
@@ -584,6 +604,45 @@ func (s *Server) queuePosition(c *store.Call) *int {
 		return &n
 	}
 	return nil
+}
+
+// toolForCall is the binding a call left waiting by a previous process
+// goes on with: the custom-tool revision it recorded, the tool of its
+// session's tool set, or the host config's binding; nil when none has it
+// any more. The refusal is a custom tool's missing secret.
+func (s *Server) toolForCall(ctx context.Context, c *store.Call) (*config.Tool, *invoke.Outcome, error) {
+	if c.RevisionID != "" {
+		rev, err := s.store.ToolRevision(ctx, c.TenantID, c.RevisionID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		t, err := s.revisionTool(rev)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.withSecret(ctx, c.TenantID, t)
+	}
+	sess, err := s.store.Session(ctx, c.TenantID, c.SessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts, err := s.toolSetOf(ctx, sess)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts.mu.Lock()
+	t, ok := ts.tools[c.Tool]
+	ts.mu.Unlock()
+	if ok {
+		return t, nil, nil
+	}
+	if h, ok := s.config().Tool(c.Tool); ok {
+		return h, nil, nil
+	}
+	return nil, nil, nil
 }
 
 // recoverCalls takes up the calls a previous process left unfinished, in
@@ -625,26 +684,32 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 				return fmt.Errorf("recover call %s: %w", c.ID, err)
 			}
 			s.log.Warn("ended call left in flight by a brain process that stopped", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
-			if t, ok := s.cfg.Tool(c.Tool); ok && t.MaxConcurrency > 0 {
+			if t, ok := s.config().Tool(c.Tool); ok && t.MaxConcurrency > 0 {
 				// Its slot is free: the next call of its queue goes on.
 				s.queueFor(c.TenantID, t).done(nil)
 			}
 			continue
 		}
-		t, ok := s.cfg.Tool(c.Tool)
-		var out *invoke.Outcome
-		if !ok {
-			o := invoke.Refused(invoke.CodeNotInConfig, fmt.Sprintf("tool %s is no longer in brain's host config; the call was not sent", c.Tool))
+		t, out, err := s.toolForCall(ctx, c)
+		if err != nil {
+			return fmt.Errorf("recover call %s: %w", c.ID, err)
+		}
+		sess, err := s.store.Session(ctx, c.TenantID, c.SessionID)
+		if err != nil {
+			return fmt.Errorf("recover call %s: %w", c.ID, err)
+		}
+		switch {
+		case out != nil:
+		case t == nil:
+			o := invoke.Refused(invoke.CodeNotInConfig, fmt.Sprintf("tool %s is no longer in brain's host config or the session's tool set; the call was not sent", c.Tool))
 			out = &o
-		} else if (c.InputKind == store.InputFunction) != t.Function() && c.Status == store.CallRequiresInput {
+		case (c.InputKind == store.InputFunction) != t.Function() && c.Status == store.CallRequiresInput:
 			// A call that waited for the application's answer is never sent
 			// to a url, nor one that waited for its approval answered as a
 			// function tool's.
 			o := invoke.Refused(invoke.CodeNotInConfig, fmt.Sprintf("tool %s changed kind in brain's host config while the call waited; the call was not sent", c.Tool))
 			out = &o
-		} else if sess, err := s.store.Session(ctx, c.TenantID, c.SessionID); err != nil {
-			return fmt.Errorf("recover call %s: %w", c.ID, err)
-		} else if sess.Status != store.SessionActive {
+		case sess.Status != store.SessionActive:
 			o := invoke.Cancelled(t, false, errSessionEnded)
 			out = &o
 		}

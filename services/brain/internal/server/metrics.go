@@ -18,6 +18,7 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	removed  *prometheus.CounterVec
 	streams  prometheus.Gauge
+	reloads  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -44,7 +45,11 @@ func newMetrics() *metrics {
 	for _, k := range []string{"session", "tool_call", "event"} {
 		m.removed.WithLabelValues(k)
 	}
-	m.reg.MustRegister(m.calls, m.duration, m.removed, m.streams, version.NewCollector("brain"),
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "brain_config_reloads_total",
+		Help: "Host config reloads (SIGHUP or a change of the file), by result: applied, or refused (the running config stayed).",
+	}, []string{"result"})
+	m.reg.MustRegister(m.calls, m.duration, m.removed, m.streams, m.reloads, version.NewCollector("brain"),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -48,6 +48,10 @@ type slots interface {
 	// position is rc's place among the waiting calls, 1 for the next to
 	// go; 0 when it is not waiting.
 	position(rc *running) int
+	// resize gives the queue the max_concurrency of a reloaded binding:
+	// more slots are handed out at once; fewer are taken back as calls
+	// leave.
+	resize(max int)
 }
 
 var (
@@ -111,12 +115,23 @@ func (s *Server) queueFor(tenant string, t *config.Tool) slots {
 			q = &queue{max: t.MaxConcurrency}
 		}
 		s.queues[key] = q
+	} else {
+		q.resize(t.MaxConcurrency)
 	}
 	return q
 }
 
 // closed is a channel that is always closed.
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (q *queue) resize(max int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if max > 0 && max != q.max {
+		q.max = max
+		q.dispatch()
+	}
+}
 
 // take gives rc a slot when one is free and no call waits (stored must
 // follow once the call is stored, or failed to be); otherwise, with fewer
@@ -238,6 +253,25 @@ type sharedQueue struct {
 // storeWait bounds one store step of the queue.
 const storeWait = 10 * time.Second
 
+// queue is the store's name of this queue, with its max_concurrency now.
+func (q *sharedQueue) queue() store.Queue {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.q
+}
+
+func (q *sharedQueue) resize(max int) {
+	q.mu.Lock()
+	changed := max > 0 && max != q.q.Max
+	if changed {
+		q.q.Max = max
+	}
+	q.mu.Unlock()
+	if changed {
+		q.admit("")
+	}
+}
+
 func (q *sharedQueue) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(q.s.callsCtx, storeWait)
 }
@@ -247,7 +281,7 @@ func (q *sharedQueue) ctx() (context.Context, context.CancelFunc) {
 func (q *sharedQueue) take(_ *running, limit int) (slot, <-chan struct{}) {
 	ctx, cancel := q.ctx()
 	defer cancel()
-	n, err := q.s.shared.Queued(ctx, q.q)
+	n, err := q.s.shared.Queued(ctx, q.queue())
 	if err != nil {
 		q.s.log.Warn("count queued calls", "tool", q.q.Tool, "err", err)
 	} else if n >= limit {
@@ -270,9 +304,15 @@ func (q *sharedQueue) join(rc *running, _ bool) {
 // admit asks the store to hand out free slots (after release gave its
 // own back) and lets this replica's calls that hold one go on.
 func (q *sharedQueue) admit(release string) {
+	if q.s.isDraining() {
+		// Shutting down: a slot given back now would go to a call that is
+		// being parked. The rows stay as they are, and the next brain
+		// hands the slots out from them.
+		return
+	}
 	ctx, cancel := q.ctx()
 	defer cancel()
-	ids, err := q.s.shared.Admit(ctx, q.q, release)
+	ids, err := q.s.shared.Admit(ctx, q.queue(), release)
 	if err != nil {
 		if q.s.callsCtx.Err() == nil {
 			q.s.log.Warn("admit queued calls; the lease loop tries again", "tool", q.q.Tool, "err", err)
@@ -337,7 +377,7 @@ func (q *sharedQueue) done(*running) { q.admit("") }
 func (q *sharedQueue) position(rc *running) int {
 	ctx, cancel := q.ctx()
 	defer cancel()
-	n, err := q.s.shared.QueuePosition(ctx, q.q, rc.id)
+	n, err := q.s.shared.QueuePosition(ctx, q.queue(), rc.id)
 	if err != nil {
 		return 0
 	}

@@ -93,6 +93,8 @@ type childConfig struct {
 	PublicURL   string            `json:"public_url"`
 	Lease       time.Duration     `json:"lease"`
 	Heartbeat   time.Duration     `json:"heartbeat"`
+	// AllowLoopback gives the replica loopbackGuard (allowLoopback).
+	AllowLoopback bool `json:"allow_loopback"`
 }
 
 // runChild is a brain replica: it serves on 127.0.0.1:0, prints "listening
@@ -110,8 +112,12 @@ func runChild(cfgJSON string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	srv, err := New(ctx, Options{Config: cfg, DatabaseURL: cc.DatabaseURL, PublicURL: cc.PublicURL,
-		Lease: cc.Lease, Heartbeat: cc.Heartbeat})
+	o := Options{Config: cfg, DatabaseURL: cc.DatabaseURL, PublicURL: cc.PublicURL,
+		Lease: cc.Lease, Heartbeat: cc.Heartbeat, SecretsKey: testSecretsKey}
+	if cc.AllowLoopback {
+		allowLoopback(&o)
+	}
+	srv, err := New(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -147,17 +153,18 @@ const testLease = 1500 * time.Millisecond
 // startReplicas starts n brain processes (this test binary, as runChild)
 // on one new database, behind a round-robin proxy on 127.0.0.1 whose URL
 // is the brain's, and stops them when t ends.
-func startReplicas(t *testing.T, ts *toolServer, n int) *brain {
+// With allowLoopback each replica has loopbackGuard (allowLoopback).
+func startReplicas(t *testing.T, ts *toolServer, n int, allowLoopback bool) *brain {
 	t.Helper()
 	doc, env := hostConfigJSON(ts.URL)
-	b := startReplicasWith(t, doc, env, n)
+	b := startReplicasWith(t, doc, env, n, allowLoopback)
 	b.tools = ts
 	return b
 }
 
 // startReplicasWith is startReplicas with host config doc and the
 // environment it names.
-func startReplicasWith(t *testing.T, doc []byte, env map[string]string, n int) *brain {
+func startReplicasWith(t *testing.T, doc []byte, env map[string]string, n int, allowLoopback bool) *brain {
 	t.Helper()
 	dbURL := testDatabase(t)
 	exe, err := os.Executable()
@@ -170,8 +177,8 @@ func startReplicasWith(t *testing.T, doc []byte, env map[string]string, n int) *
 	}
 	proxyURL := "http://" + ln.Addr().String()
 	cc, _ := json.Marshal(childConfig{Config: doc, Env: env, DatabaseURL: dbURL, PublicURL: proxyURL,
-		Lease: testLease, Heartbeat: 50 * time.Millisecond})
-	b := &brain{t: t, url: proxyURL}
+		Lease: testLease, Heartbeat: 50 * time.Millisecond, AllowLoopback: allowLoopback})
+	b := &brain{t: t, url: proxyURL, dbURL: dbURL}
 	for range n {
 		r := &replica{done: make(chan struct{})}
 		r.cmd = exec.Command(exe, "-test.run=^$")
@@ -315,7 +322,7 @@ func (l *testLog) Write(p []byte) (int, error) {
 func TestReplicaKilledMidCall(t *testing.T) {
 	t.Parallel()
 	ts := newToolServer(t)
-	b := startReplicas(t, ts, 3)
+	b := startReplicas(t, ts, 3, false)
 	s := b.session("t1", "echo", "slow")
 	if _, c := b.call("t1", s.ID, "echo", map[string]string{"text": "before"}, 5); c.Status != "succeeded" {
 		t.Fatalf("echo before the kill: %+v", c)
@@ -378,7 +385,7 @@ func TestReplicaRespondThroughAnother(t *testing.T) {
 	t.Parallel()
 	ct := newCountingTools(t)
 	doc, env := waitingConfigJSON(ct.URL, false, 300)
-	b := startReplicasWith(t, doc, env, 3)
+	b := startReplicasWith(t, doc, env, 3, false)
 	on := func(r *replica) *brain { return &brain{t: t, url: r.url} }
 	owner, other, third := on(b.replicas[0]), on(b.replicas[1]), on(b.replicas[2])
 	s := owner.session("t1", "lookup", "gated")

@@ -18,20 +18,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/hub"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
+	"github.com/brain-tools/suite/services/brain/internal/seal"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/brain-tools/suite/services/brain/internal/store/postgres"
 	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
@@ -94,7 +98,32 @@ type Options struct {
 	// MaxQueued caps the calls of one binding and tenant that wait queued
 	// under its max_concurrency; 0 means DefaultMaxQueued.
 	MaxQueued int
+	// Guard is the SSRF guard every url a tenant gives (custom tools, a
+	// session's MCP servers) is checked and dialed through; nil means
+	// netguard.New with AnyPort and no allow-list: only public addresses.
+	// The host config's own bindings are the operator's and not guarded.
+	Guard *netguard.Guard
+	// SecretsKey is the key material tenant secrets are sealed with (at
+	// least seal.MinKeyBytes bytes; BRAIN_SECRETS_KEY); nil means the key
+	// file in DataDir, created on first start.
+	SecretsKey []byte
+	// Limits cap what each tenant keeps; a zero field means its default.
+	Limits Limits
 }
+
+// Limits are the most custom tools, secrets and toolsets one tenant keeps.
+type Limits struct {
+	CustomTools int // default DefaultMaxCustomTools
+	Secrets     int // default DefaultMaxSecrets
+	Toolsets    int // default DefaultMaxToolsets
+}
+
+// Defaults of Limits.
+const (
+	DefaultMaxCustomTools = 1000
+	DefaultMaxSecrets     = 1000
+	DefaultMaxToolsets    = 1000
+)
 
 // MaxRequestBytesLimit is the largest Options.MaxRequestBytes: 64 MiB.
 const MaxRequestBytesLimit = 64 << 20
@@ -105,11 +134,16 @@ const DefaultLease = 15 * time.Second
 // Server is brain's HTTP API and call engine. Create it with New, serve it
 // with Serve (or mount Handler), and Close it.
 type Server struct {
-	cfg       *config.Config
+	cfg       atomic.Pointer[config.Config] // the host config; Reload swaps it
 	store     store.Store
 	hub       *hub.Hub
-	invoker   Invoker
+	invoker   Invoker         // the host config's bindings
+	guarded   Invoker         // tools of a tenant's making, through guard
 	mcp       *mcpcall.Caller // nil when Options.Invoker is set
+	tenantMCP *mcpcall.Caller // a session's MCP servers, through guard
+	guard     *netguard.Guard
+	sealer    *seal.Sealer
+	limits    Limits
 	log       *slog.Logger
 	heartbeat time.Duration
 	grace     time.Duration // shutdownGrace; tests shorten it
@@ -144,6 +178,12 @@ type Server struct {
 	bySession map[string]map[string]*running // session ID → call ID →
 	ending    map[string]*ending             // sessions endSession is interrupting or closing
 	queues    map[string]slots               // by tenant and binding, for max_concurrency
+	toolSets  map[string]*toolSet            // by session ID, see toolSetOf
+	toolSetMu sync.Mutex                     // serializes storing a tool set with caching it
+	// toolSetEpoch counts the drops of cached tool sets (dropToolSets): a
+	// tool set read from the store is cached only if none came meanwhile.
+	toolSetEpoch uint64
+	bindings     map[string]*config.Tool // custom tools by revision ID, see revisionTool
 	// remoteEnding are sessions another replica is ending (SignalEndSession),
 	// with when this replica stops refusing their new calls on that account.
 	remoteEnding map[string]time.Time
@@ -181,7 +221,6 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	log := discardLogger(o.Logger)
 	s := &Server{
-		cfg:       o.Config,
 		hub:       &hub.Hub{},
 		invoker:   o.Invoker,
 		log:       log,
@@ -194,9 +233,13 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		bySession: map[string]map[string]*running{},
 		ending:    map[string]*ending{},
 		queues:    map[string]slots{},
+		toolSets:  map[string]*toolSet{},
+		bindings:  map[string]*config.Tool{},
 		maxQueued: o.MaxQueued,
 		lease:     o.Lease,
 		retention: o.Retention,
+		guard:     o.Guard,
+		limits:    o.Limits,
 
 		retentionEvery: o.RetentionInterval,
 
@@ -210,6 +253,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if s.retentionEvery <= 0 {
 		s.retentionEvery = DefaultRetentionInterval
 	}
+	s.cfg.Store(o.Config)
+	if s.guard == nil {
+		s.guard = netguard.New(netguard.Options{AnyPort: true})
+	}
+	s.limits.defaults()
 	if s.maxQueued <= 0 {
 		s.maxQueued = DefaultMaxQueued
 	}
@@ -217,6 +265,13 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		// Bindings with mcp_tool go to their MCP server, the rest over HTTP.
 		s.mcp = mcpcall.New(mcpcall.Options{Logger: log})
 		s.invoker = mcpcall.Route(invoke.New(invoke.Options{Logger: log}), s.mcp)
+	}
+	// A tenant's urls are dialed only through the guard (proxies off: a
+	// proxy would dial past it), and redirects are never followed anyway.
+	s.tenantMCP = mcpcall.New(mcpcall.Options{Logger: log, Transport: s.guard.Transport()})
+	s.guarded = mcpcall.Route(invoke.New(invoke.Options{Logger: log, Transport: s.guard.Transport()}), s.tenantMCP)
+	if o.Invoker != nil {
+		s.guarded = o.Invoker
 	}
 	if s.heartbeat <= 0 {
 		s.heartbeat = DefaultHeartbeat
@@ -226,6 +281,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if o.PublicURL != "" {
 		s.publicURL.Store(&o.PublicURL)
+	}
+	if err := s.openSealer(o); err != nil {
+		return nil, fmt.Errorf("new server: %w", err)
 	}
 	s.callsCtx, s.cancelCalls = context.WithCancelCause(context.Background())
 	s.reqCtx, s.cancelReqs = context.WithCancel(context.Background())
@@ -250,6 +308,26 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		s.background.Go(func() { s.retentionLoop(bg) })
 	}
 	return s, nil
+}
+
+// openSealer makes the sealer of tenant secrets: from o.SecretsKey, or,
+// on SQLite, the key file in o.DataDir (made on first start). Replicas on
+// PostgreSQL share their secrets, so they must share the key: there it is
+// required.
+func (s *Server) openSealer(o Options) error {
+	var err error
+	switch {
+	case o.SecretsKey != nil:
+		s.sealer, err = seal.New(o.SecretsKey)
+	case o.DatabaseURL != "":
+		return errors.New("secrets key: required with a shared database (BRAIN_SECRETS_KEY, the same on every replica), so that each opens what another sealed")
+	default:
+		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		s.sealer, err = seal.FromDir(o.DataDir)
+	}
+	return err
 }
 
 // openStore opens the store o names: PostgreSQL when o.DatabaseURL is set,
@@ -316,7 +394,25 @@ func (s *Server) routes() http.Handler {
 		r.Handle(method, "/sessions/:id", s.handle(s.getSession))
 		r.Handle(method, "/tool_calls", s.handle(s.listCalls))
 		r.Handle(method, "/tool_calls/:id", s.handle(s.getCall))
+		r.Handle(method, "/sessions/:id/tools", s.handle(s.getSessionTools))
+		r.Handle(method, "/custom_tools", s.handle(s.listCustomTools))
+		r.Handle(method, "/custom_tools/:id", s.handle(s.getCustomTool))
+		r.Handle(method, "/tool_revisions/:id", s.handle(s.getRevision))
+		r.Handle(method, "/secrets", s.handle(s.listSecrets))
+		r.Handle(method, "/secrets/:name", s.handle(s.getSecret))
+		r.Handle(method, "/toolsets", s.handle(s.listToolsets))
+		r.Handle(method, "/toolsets/:id", s.handle(s.getToolset))
 	}
+	r.PUT("/sessions/:id/tools", s.handle(s.putSessionTools))
+	r.POST("/sessions/:id/tools", s.handle(s.postSessionTools))
+	r.POST("/custom_tools", s.handle(s.createCustomTool))
+	r.PUT("/custom_tools/:id", s.handle(s.updateCustomTool))
+	r.DELETE("/custom_tools/:id", s.handle(s.deleteCustomTool))
+	r.PUT("/secrets/:name", s.handle(s.putSecret))
+	r.DELETE("/secrets/:name", s.handle(s.deleteSecret))
+	r.POST("/toolsets", s.handle(s.createToolset))
+	r.PUT("/toolsets/:id", s.handle(s.updateToolset))
+	r.DELETE("/toolsets/:id", s.handle(s.deleteToolset))
 	r.POST("/sessions", s.handle(s.createSession))
 	r.DELETE("/sessions/:id", s.handle(s.closeSession))
 	r.POST("/sessions/:id/interrupt", s.handle(s.interruptSession))
@@ -421,6 +517,11 @@ func (s *Server) Close() error {
 		s.cancelReqs()
 		s.stopBackground()
 		s.background.Wait()
+		// Tenants' servers come and go on their own: a session that cannot
+		// be ended politely is the server's affair, not a failure to close.
+		if err := s.tenantMCP.Close(); err != nil {
+			s.log.Info("tenant MCP sessions not all ended at close", "err", err)
+		}
 		var mcpErr, lockErr error
 		if s.mcp != nil {
 			mcpErr = s.mcp.Close()
@@ -431,6 +532,54 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(s.store.Close(), lockErr, mcpErr)
 	})
 	return s.closeErr
+}
+
+func (l *Limits) defaults() {
+	if l.CustomTools <= 0 {
+		l.CustomTools = DefaultMaxCustomTools
+	}
+	if l.Secrets <= 0 {
+		l.Secrets = DefaultMaxSecrets
+	}
+	if l.Toolsets <= 0 {
+		l.Toolsets = DefaultMaxToolsets
+	}
+}
+
+// config is the host config in force: the one brain started with, or the
+// last that Reload took. A call keeps the binding it started with.
+func (s *Server) config() *config.Config { return s.cfg.Load() }
+
+// Reload makes cfg, already checked (config.Parse), the host config in
+// force: the catalog, new sessions and new calls see it at once; calls in
+// flight keep the binding they started with, and a binding's queue takes
+// its new max_concurrency at once (more slots are handed out now; fewer
+// are taken back as calls leave).
+func (s *Server) Reload(cfg *config.Config) {
+	s.cfg.Store(cfg)
+	s.mu.Lock()
+	queues := maps.Clone(s.queues)
+	s.mu.Unlock()
+	for key, q := range queues {
+		_, name, _ := strings.Cut(key, "\x00")
+		if t, ok := cfg.Tool(name); ok {
+			q.resize(t.MaxConcurrency)
+		}
+	}
+	s.metrics.reloads.WithLabelValues("applied").Inc()
+}
+
+// ReloadRefused counts a host config that failed its checks and was not
+// taken (the running one stays).
+func (s *Server) ReloadRefused() { s.metrics.reloads.WithLabelValues("refused").Inc() }
+
+// invokerFor is the invoker of binding t: tools of a tenant's making are
+// dialed through the SSRF guard, the host config's are the operator's.
+func (s *Server) invokerFor(t *config.Tool) Invoker {
+	if t.Trusted() {
+		return s.invoker
+	}
+	return s.guarded
 }
 
 func (s *Server) brainURL() string {

@@ -26,18 +26,6 @@ const (
 	MaxModelBytes   = 256
 )
 
-func (s *Server) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	tenant, err := s.tenant(r)
-	if err != nil {
-		return err
-	}
-	if _, err := query(r); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"tools": s.cfg.Catalog(tenant)})
-	return nil
-}
-
 // createSessionRequest is the body of POST /sessions. harness and
 // config.model are stored and returned; config.tools enables tools by name;
 // config.require_approval gates tools of the session: {"name": "always"}
@@ -52,13 +40,16 @@ type createSessionRequest struct {
 type sessionConfigBody struct {
 	Model           *string            `json:"model"`
 	Tools           []*string          `json:"tools"`
+	ToolsetID       *string            `json:"toolset_id"`
 	RequireApproval map[string]*string `json:"require_approval"`
 }
 
-// sessionConfig is config as stored and returned.
+// sessionConfig is config as stored and returned; with toolset_id, tools
+// are the toolset's as the session was created.
 type sessionConfig struct {
 	Model           *string           `json:"model,omitempty"`
 	Tools           []string          `json:"tools"`
+	ToolsetID       string            `json:"toolset_id,omitempty"`
 	RequireApproval map[string]string `json:"require_approval,omitempty"`
 }
 
@@ -73,10 +64,11 @@ func sessionGates(sess *store.Session, name string) bool {
 }
 
 // checkRequireApproval checks config.require_approval against the session's
-// tools: each name is a tool of config.tools, each value "always" or
-// "never", and none loosens its binding ("never" for a binding that says
-// "always") or gates a function tool.
-func (s *Server) checkRequireApproval(ra map[string]*string, tools []string) (map[string]string, error) {
+// tools (by name, with their bindings): each name is a tool of
+// config.tools, each value "always" or "never", and none loosens its
+// binding ("never" for a binding that says "always") or gates a function
+// tool.
+func (s *Server) checkRequireApproval(ra map[string]*string, tools []string, bindings map[string]*config.Tool) (map[string]string, error) {
 	if len(ra) == 0 {
 		return nil, nil
 	}
@@ -92,7 +84,7 @@ func (s *Server) checkRequireApproval(ra map[string]*string, tools []string) (ma
 		case *v != tool.ApprovalAlways && *v != tool.ApprovalNever:
 			return nil, badRequest(`%s: must be "always" or "never", got %q`, field, *v)
 		}
-		t, _ := s.cfg.Tool(name)
+		t := bindings[name]
 		switch {
 		case *v == tool.ApprovalNever && t.Gated():
 			return nil, badRequest(`%s: "never" would loosen the binding's require_approval "always"; a session may only tighten it`, field)
@@ -136,9 +128,31 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 	if cfg.Model != nil && len(*cfg.Model) > MaxModelBytes {
 		return badRequest("config.model: longer than %d bytes (got %d)", MaxModelBytes, len(*cfg.Model))
 	}
+	toolsField := "config.tools"
+	if req.Config != nil && req.Config.ToolsetID != nil {
+		if req.Config.Tools != nil {
+			return badRequest("config.toolset_id: give config.tools or config.toolset_id, not both")
+		}
+		id := *req.Config.ToolsetID
+		ts, err := s.store.Toolset(r.Context(), tenant, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return badRequest("config.toolset_id: no toolset %q", id)
+		}
+		if err != nil {
+			return fmt.Errorf("read toolset: %w", err)
+		}
+		cfg.ToolsetID, cfg.Tools, toolsField = id, append([]string{}, ts.Tools...), "config.toolset_id"
+	}
+	if len(cfg.Tools) > MaxSessionTools {
+		return badRequest("%s: %d tools, more than the ceiling of %d tools per session", toolsField, len(cfg.Tools), MaxSessionTools)
+	}
 	seen := map[string]int{}
+	bindings := map[string]*config.Tool{}
 	for i, name := range cfg.Tools {
 		field := fmt.Sprintf("config.tools[%d]", i)
+		if toolsField != "config.tools" {
+			field = fmt.Sprintf("config.toolset_id: toolset %q: tools[%d]", cfg.ToolsetID, i)
+		}
 		if name == "" {
 			return badRequest("%s: must be a tool name, got an empty string", field)
 		}
@@ -148,15 +162,20 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 		seen[name] = i
 		// Unknown and not-allowed read the same, so a tenant learns nothing
 		// about other tenants' tools.
-		if t, ok := s.cfg.Tool(name); !ok || !t.Allowed(tenant) {
+		t, ok, err := s.catalogTool(r.Context(), tenant, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			return badRequest("%s: unknown tool %q (not in the catalog of tenant %q)", field, name, tenant)
 		}
+		bindings[name] = t
 	}
 	// MCP servers the session's tools use are reached now: a required one
 	// that cannot be refuses the session; any other is recorded as an
 	// mcp.unavailable event and the session goes on with fewer tools.
 	if req.Config != nil {
-		if cfg.RequireApproval, err = s.checkRequireApproval(req.Config.RequireApproval, cfg.Tools); err != nil {
+		if cfg.RequireApproval, err = s.checkRequireApproval(req.Config.RequireApproval, cfg.Tools, bindings); err != nil {
 			return err
 		}
 	}
@@ -164,12 +183,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 	if s.mcp != nil {
 		tools := make([]*config.Tool, 0, len(cfg.Tools))
 		for _, name := range cfg.Tools {
-			t, _ := s.cfg.Tool(name)
-			tools = append(tools, t)
+			tools = append(tools, bindings[name])
 		}
 		unavailable = s.mcp.Probe(r.Context(), tools, func(t *config.Tool) bool { return t.Required })
 		if err := mcpcall.RequiredError(unavailable); err != nil {
-			return badRequest("config.tools: %v", err)
+			return badRequest("%s: %v", toolsField, err)
 		}
 	}
 	now := time.Now().UTC()
@@ -280,6 +298,14 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter
 	}
 	sess, err := s.session(r.Context(), tenant, p.ByName("id"))
 	if err != nil {
+		return err
+	}
+	// The tools the session has now (its tool set against the catalog).
+	ts, err := s.toolSetOf(r.Context(), sess)
+	if err != nil {
+		return err
+	}
+	if sess.Tools, err = s.toolNames(r.Context(), tenant, ts); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, sessionJSON(sess))

@@ -54,12 +54,15 @@ func (s *Server) onSignal(sig store.Signal) {
 		for _, id := range s.hub.Sessions() {
 			s.hub.Publish(store.Event{ID: hintAll, SessionID: id})
 		}
+		s.dropToolSets() // a replaced tool set may have gone unsaid
 		go func() {
 			ctx, cancel := context.WithTimeout(s.callsCtx, storeWait)
 			defer cancel()
 			s.takePendingAnswers(ctx)
 			s.admitShared()
 		}()
+	case store.SignalSessionTools:
+		s.dropToolSets(sig.SessionID)
 	case store.SignalAnswer:
 		if _, ok := s.lookupRunning(sig.CallID); ok {
 			go s.takeAnswers(sig.CallID)
@@ -229,7 +232,11 @@ func (s *Server) respondRemote(w http.ResponseWriter, r *http.Request, tenant, k
 	if err != nil {
 		return err
 	}
-	if _, err := parseAnswer(s.toolOf(c), c.InputKind, key, data); err != nil {
+	t, _, err := s.toolForCall(r.Context(), c)
+	if err != nil {
+		return fmt.Errorf("respond: the call's tool: %w", err)
+	}
+	if _, err := parseAnswer(t, c.InputKind, key, data); err != nil {
 		return err
 	}
 	ctx := r.Context()

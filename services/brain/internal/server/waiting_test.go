@@ -176,7 +176,7 @@ func startWaitingBrain(t *testing.T, approvalTool bool, approvalTimeout int, opt
 	ct := newCountingTools(t)
 	if testStore == storeReplicas && len(opts) == 0 {
 		doc, env := waitingConfigJSON(ct.URL, approvalTool, approvalTimeout)
-		return startReplicasWith(t, doc, env, 3), ct
+		return startReplicasWith(t, doc, env, 3, false), ct
 	}
 	cfg := waitingConfig(t, ct.URL, approvalTool, approvalTimeout)
 	return startBrain(t, append([]func(*Options){func(o *Options) { o.Config = cfg }}, opts...)...), ct

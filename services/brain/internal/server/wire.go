@@ -54,6 +54,10 @@ type CallJSON struct {
 	Retryable         *bool           `json:"retryable"`
 	ResultAvailable   bool            `json:"result_available"`
 	Result            json.RawMessage `json:"result"`
+	// RevisionID is the custom-tool revision the call runs with (GET
+	// /tool_revisions/{id}); null for other tools, as the peer's built-in
+	// tools have no revision.
+	RevisionID *string `json:"revision_id"`
 }
 
 // EventJSON is one session event. ID is the event's sequence number as a
@@ -112,6 +116,7 @@ func callJSON(c *store.Call, pos *int) CallJSON {
 		CreatedAt: timeString(c.CreatedAt), StartedAt: optTime(c.StartedAt),
 		FinishedAt: optTime(c.FinishedAt), ErrorCode: optString(c.ErrorCode), ErrorMessage: optString(c.ErrorMessage),
 		UnknownOutcome: c.UnknownOutcome, Retryable: c.Retryable, ResultAvailable: c.Result != nil, Result: res,
+		RevisionID: optString(c.RevisionID),
 	}
 }
 
@@ -129,6 +134,7 @@ type toolCallData struct {
 	Arguments  json.RawMessage `json:"arguments"`
 	CallerType string          `json:"caller_type,omitempty"`
 	ParentID   *string         `json:"parent_id,omitempty"`
+	RevisionID *string         `json:"revision_id,omitempty"`
 }
 
 // requiresInputData is the data of a tool.requires_input event: what the

@@ -67,6 +67,7 @@ const (
 	EventSessionInterrupted = "session.interrupted"
 	EventSessionClosed      = "session.closed"
 	EventMCPUnavailable     = "mcp.unavailable"
+	EventSessionTools       = "session.tools" // the session's tool set was replaced (PUT /sessions/{id}/tools)
 )
 
 // Session is one session of a tenant. Tools holds the tool names enabled in
@@ -126,6 +127,9 @@ type Call struct {
 	ErrorCode         string
 	ErrorMessage      string
 	UnknownOutcome    bool
+	// RevisionID is the custom-tool revision the call runs with; "" for a
+	// tool of the host config or of the session's own tool set.
+	RevisionID string
 	// Retryable is set once the call failed, was cancelled or timed out:
 	// whether the same call may be made again safely. nil otherwise.
 	Retryable *bool
@@ -194,6 +198,9 @@ const (
 	// SignalEndSession: cancel every call of SessionID (it is being
 	// interrupted or closed).
 	SignalEndSession = "end_session"
+	// SignalSessionTools: the tool set of SessionID was replaced; drop
+	// what you keep of it and read it again.
+	SignalSessionTools = "session_tools"
 	// SignalResync: the store's listener reconnected and may have missed
 	// signals; every event stream re-reads the store. Never sent, only
 	// delivered.
@@ -343,6 +350,10 @@ func Ended(status string) bool {
 // an event a later one of the same session has overtaken (readers fill such
 // a gap from Events, see the package doc).
 type Store interface {
+	// Catalog keeps tenants' custom tools, secrets, toolsets and session
+	// tool sets (catalog.go).
+	Catalog
+
 	// CreateSession inserts s and appends evs in order (session.created,
 	// then any mcp.unavailable).
 	CreateSession(ctx context.Context, s *Session, evs ...*Event) error

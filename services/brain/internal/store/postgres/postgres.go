@@ -396,8 +396,8 @@ var createCallSQL = `WITH s AS (
 	RETURNING id, last_seq
 ), c AS (
 	INSERT INTO tool_calls (id, session_id, tenant_id, tool, status, arguments, created_at, started_at, parent_id, caller_type,
-		input_kind, prompt, response_schema, response_expires_at, owner, lease_until)
-	SELECT $8, $1, $2, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $7, $20 FROM s RETURNING ord
+		input_kind, prompt, response_schema, response_expires_at, owner, lease_until, revision_id)
+	SELECT $8, $1, $2, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $7, $20, $21 FROM s RETURNING ord
 )` + fmt.Sprintf(appendEventsSQL, "$3", "$4", "$5", "$6", "$7", ", c.ord", ", c")
 
 // CreateCall implements store.Store: the call is owned by this replica,
@@ -418,7 +418,7 @@ func (db *DB) CreateCall(ctx context.Context, c *store.Call, evs ...*store.Event
 	err := db.pool.QueryRow(ctx, createCallSQL, c.SessionID, c.TenantID, types, times, datas, calls, db.o.Replica,
 		c.ID, c.Tool, c.Status, string(c.Arguments), unixNano(c.CreatedAt), unixNano(c.StartedAt), c.ParentID, caller,
 		c.InputKind, c.Prompt, nullText(c.ResponseSchema), unixNano(c.ResponseExpiresAt),
-		time.Now().Add(db.o.Lease).UnixNano()).Scan(&session, &first, &notified, &ord)
+		time.Now().Add(db.o.Lease).UnixNano(), c.RevisionID).Scan(&session, &first, &notified, &ord)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return db.sessionRefusal(ctx, c.TenantID, c.SessionID)
 	}
@@ -563,7 +563,7 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 
 const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
 	error_code, error_message, unknown_outcome, result, ord, parent_id, caller_type, input_kind, prompt, response_schema,
-	response_expires_at, retryable`
+	response_expires_at, retryable, revision_id`
 
 func scanCall(row pgx.Row) (*store.Call, error) {
 	var (
@@ -574,7 +574,7 @@ func scanCall(row pgx.Row) (*store.Call, error) {
 	)
 	if err := row.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
 		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result, &c.Ord, &c.ParentID, &c.CallerType, &c.InputKind,
-		&c.Prompt, &schema, &expires, &c.Retryable); err != nil {
+		&c.Prompt, &schema, &expires, &c.Retryable, &c.RevisionID); err != nil {
 		return nil, err
 	}
 	c.Arguments = []byte(args)
@@ -771,6 +771,10 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 				break
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM inspection_tokens WHERE session_id = $1`, id); err != nil {
+				return nil, err
+			}
+			// The session's tool set goes with it (counted as the session).
+			if _, err := tx.Exec(ctx, `DELETE FROM session_tools WHERE session_id = $1`, id); err != nil {
 				return nil, err
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {

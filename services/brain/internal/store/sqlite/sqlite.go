@@ -192,8 +192,8 @@ var writeStmts = map[string]string{
 	"lastSeq":       `SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`,
 	"insertSession": `INSERT INTO sessions (id, tenant_id, status, harness, tools, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 	"insertCall": `INSERT INTO tool_calls (id, seq, session_id, tenant_id, tool, status, arguments, created_at, started_at,
-			ord, parent_id, caller_type, input_kind, prompt, response_schema, response_expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ord, parent_id, caller_type, input_kind, prompt, response_schema, response_expires_at, revision_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	"lastOrd": `SELECT COALESCE(MAX(ord), 0) FROM tool_calls`,
 	"updateCall": `UPDATE tool_calls SET status = ?, started_at = ?, input_kind = ?, prompt = ?, response_schema = ?, response_expires_at = ?
 		WHERE id = ? AND status = ?`,
@@ -251,7 +251,8 @@ func (db *DB) writer() {
 }
 
 // commit runs batch in one transaction. An op refuses (store.ErrNotFound,
-// *store.StateError) only before it wrote anything, so refused ops need no
+// *store.StateError, and the catalog's store.ErrNameTaken,
+// *store.RevisionError, *store.LimitError) only before it wrote anything, so refused ops need no
 // savepoint. Any other error rolls the batch back and its ops are retried
 // one transaction each, so one failing op does not fail the others.
 func (db *DB) commit(batch []*op) {
@@ -285,8 +286,13 @@ func (db *DB) publish(o *op) {
 }
 
 func refusal(err error) bool {
-	var se *store.StateError
-	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCallsInFlight) || errors.As(err, &se)
+	var (
+		se *store.StateError
+		re *store.RevisionError
+		le *store.LimitError
+	)
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCallsInFlight) || errors.Is(err, store.ErrNameTaken) ||
+		errors.As(err, &se) || errors.As(err, &re) || errors.As(err, &le)
 }
 
 // runBatch runs ops in one transaction; refused ops keep their error, any
@@ -517,7 +523,7 @@ func (db *DB) CreateCall(ctx context.Context, c *store.Call, evs ...*store.Event
 		ord := db.batchOrd + 1
 		if _, err := db.stmt(tx, "insertCall").Exec(c.ID, evs[0].ID, c.SessionID, c.TenantID, c.Tool, c.Status, string(c.Arguments),
 			c.CreatedAt.UnixNano(), unixNano(c.StartedAt), ord, c.ParentID, caller, c.InputKind, c.Prompt, schema,
-			unixNano(c.ResponseExpiresAt)); err != nil {
+			unixNano(c.ResponseExpiresAt), c.RevisionID); err != nil {
 			return nil, fmt.Errorf("create tool call: %w", err)
 		}
 		db.batchOrd = ord
@@ -620,7 +626,7 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 
 const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
 	error_code, error_message, unknown_outcome, result, ord, parent_id, caller_type, input_kind, prompt, response_schema,
-	response_expires_at, retryable`
+	response_expires_at, retryable, revision_id`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -634,7 +640,7 @@ func scanCall(sc scanner) (*store.Call, error) {
 	)
 	if err := sc.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
 		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result, &c.Ord, &c.ParentID, &c.CallerType, &c.InputKind,
-		&c.Prompt, &schema, &expires, &retryable); err != nil {
+		&c.Prompt, &schema, &expires, &retryable, &c.RevisionID); err != nil {
 		return nil, err
 	}
 	c.Arguments = []byte(args)
@@ -856,6 +862,10 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 			rm.Calls += n
 			if left -= n; left <= 0 {
 				break
+			}
+			// The session's tool set goes with it (counted as the session).
+			if _, err := tx.Exec(`DELETE FROM session_tools WHERE session_id = ?`, id); err != nil {
+				return nil, fmt.Errorf("delete ended session %s: tool set: %w", id, err)
 			}
 			if _, err := tx.Exec(`DELETE FROM sessions WHERE id = ?`, id); err != nil {
 				return nil, fmt.Errorf("delete ended session %s: %w", id, err)

@@ -42,6 +42,12 @@ func Run(t *testing.T, open Opener) {
 		{"DeleteEnded", testDeleteEnded},
 		{"Refusals", testRefusals},
 		{"WaitingCall", testWaitingCall},
+		{"CustomTools", testCustomTools},
+		{"CustomToolRace", testCustomToolRace},
+		{"Secrets", testSecrets},
+		{"Toolsets", testToolsets},
+		{"SessionTools", testSessionTools},
+		{"CatalogAfterReopen", testCatalogAfterReopen},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -324,11 +324,20 @@ func (r *Result) HasStructured() bool {
 	return len(s) > 0 && !bytes.Equal(s, []byte("null"))
 }
 
+// emptyResult is ErrEmptyResult, naming the content list when one was
+// given empty.
+func emptyResult(emptyList bool) error {
+	if emptyList {
+		return fmt.Errorf("%w: content is an empty list; give it at least 1 block, or give structured_content", ErrEmptyResult)
+	}
+	return ErrEmptyResult
+}
+
 // Validate applies the contract's rules to a result: it has content or
 // structured content, and every content block is valid.
 func (r *Result) Validate() error {
 	if len(r.Content) == 0 && !r.HasStructured() {
-		return ErrEmptyResult
+		return emptyResult(r.Content != nil)
 	}
 	for i := range r.Content {
 		if err := r.Content[i].Validate(); err != nil {
@@ -371,7 +380,7 @@ func DecodeResult(data []byte) (*Result, error) {
 	// Each block was validated as it was read, and the decoder checked
 	// structured_content's JSON: what Validate adds is the empty rule.
 	if len(r.Content) == 0 && !r.HasStructured() {
-		return nil, fmt.Errorf("result: %w", ErrEmptyResult)
+		return nil, fmt.Errorf("result: %w", emptyResult(raw.Content != nil))
 	}
 	return r, nil
 }

@@ -34,7 +34,7 @@ func TestDecodeResult(t *testing.T) {
 		{name: "error flags", body: `{"content":[{"type":"text","text":"no"}],"is_error":true,"unknown_outcome":true}`,
 			want: &Result{Content: []Content{Text("no")}, IsError: true, UnknownOutcome: true}},
 		{name: "neither content nor structured", body: `{"is_error":true}`, wantErr: "neither content nor structured_content"},
-		{name: "empty content and null structured", body: `{"content":[],"structured_content":null}`, wantErr: "neither content nor structured_content"},
+		{name: "empty content and null structured", body: `{"content":[],"structured_content":null}`, wantErr: "neither content nor structured_content: content is an empty list; give it at least 1 block"},
 		{name: "unknown field", body: `{"content":[{"type":"text","text":"a"}],"extra":1}`, wantErr: `extra: unknown field`},
 		{name: "unknown content type", body: `{"content":[{"type":"audio","data":"AA=="}]}`, wantErr: `content[0].type: unknown content type "audio"`},
 		{name: "content without type", body: `{"content":[{"text":"a"}]}`, wantErr: `content[0].type: required`},

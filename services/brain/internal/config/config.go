@@ -26,8 +26,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -53,6 +53,9 @@ type Config struct {
 	Approvals Approvals
 
 	byName map[string]*Tool
+	// broken are the quoted names of bindings that failed to parse: a
+	// reference to one is not also "not a binding".
+	broken []string
 }
 
 // Approvals configures approval gates (the host config's approvals
@@ -107,19 +110,34 @@ type APIKey struct {
 func (k APIKey) Short() bool { return k.short }
 
 // CatalogEntry is what GET /catalog shows of a binding: never its url,
-// token_env or limits (the contract's "Enable tools for a session").
+// token_env, secret or limits (the contract's "Enable tools for a session").
 //
 // Type is "function" for a function tool, whose calls the application
 // answers; RequireApproval is "always" for a gated tool. Both are omitted
-// otherwise.
+// otherwise. Source says which is which: "host_config" for the operator's
+// bindings, "custom" for the tenant's own custom tools, which also carry
+// their ID and current_revision_id (null for a host-config binding, as the
+// peer's built-in tools have none). Shadowed marks a custom tool whose
+// name a host-config binding of the tenant has taken since: the binding
+// is the one a session gets by that name.
 type CatalogEntry struct {
-	Name            string          `json:"name"`
-	Description     string          `json:"description"`
-	InputSchema     json.RawMessage `json:"input_schema"`
-	OutputSchema    json.RawMessage `json:"output_schema,omitempty"`
-	Type            string          `json:"type,omitempty"`
-	RequireApproval string          `json:"require_approval,omitempty"`
+	Name              string          `json:"name"`
+	Description       string          `json:"description"`
+	InputSchema       json.RawMessage `json:"input_schema"`
+	OutputSchema      json.RawMessage `json:"output_schema,omitempty"`
+	Type              string          `json:"type,omitempty"`
+	RequireApproval   string          `json:"require_approval,omitempty"`
+	Source            string          `json:"source"`
+	ID                string          `json:"id,omitempty"`
+	CurrentRevisionID *string         `json:"current_revision_id"`
+	Shadowed          bool            `json:"shadowed,omitempty"`
 }
+
+// Catalog sources (CatalogEntry.Source).
+const (
+	SourceHostConfig = "host_config"
+	SourceCustom     = "custom"
+)
 
 type file struct {
 	Tools     []json.RawMessage `json:"tools"`
@@ -131,17 +149,9 @@ type file struct {
 // with Parse. getenv resolves token_env and api_keys variables; nil means
 // os.Getenv.
 func Load(path string, getenv func(string) string) (*Config, error) {
-	f, err := os.Open(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("load config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("load config %s: %w", path, err)
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("load config %s: larger than %d bytes", path, MaxFileBytes)
+		return nil, err
 	}
 	c, err := Parse(data, getenv)
 	if err != nil {
@@ -187,6 +197,9 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 		t, err := parseTool(raw, getenv)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("tools[%d]%s: %w", i, quotedName(raw), err))
+			if name := quotedName(raw); name != "" {
+				c.broken = append(c.broken, name)
+			}
 			continue
 		}
 		if j, dup := firstIndex[t.Name]; dup {
@@ -259,6 +272,8 @@ func (c *Config) parseApprovals(a *approvalsJSON, index map[string]int) []error 
 	switch {
 	case name == "":
 		return append(errs, errors.New("approvals: tool: must name a binding (the approval tool); omit it to answer gated calls through the API only"))
+	case !ok && slices.Contains(c.broken, fmt.Sprintf(" %q", name)):
+		return errs // the binding's own errors are reported
 	case !ok:
 		return append(errs, fmt.Errorf("approvals: tool: %q is not a binding of this config", name))
 	case t.Function():
@@ -385,6 +400,7 @@ func (c *Config) Catalog(tenant string) []CatalogEntry {
 				InputSchema:  t.InputSchema,
 				OutputSchema: t.OutputSchema,
 				Type:         t.Type,
+				Source:       SourceHostConfig,
 			}
 			if t.Gated() {
 				e.RequireApproval = tool.ApprovalAlways
@@ -400,8 +416,22 @@ func (c *Config) Catalog(tenant string) []CatalogEntry {
 type Tool struct {
 	tool.Binding
 	// Token is the value of TokenEnv, sent as a bearer token; empty when
-	// the binding has no token_env. Never logged (see LogValue).
+	// the binding has no token_env. Never logged (see LogValue). For a
+	// custom tool it is its tenant secret, for a session's MCP server its
+	// authorization.
 	Token string
+	// Origin is OriginHost, OriginCustom or OriginSession: bindings of a
+	// tenant's own making are dialed through the SSRF guard.
+	Origin string
+	// Headers are sent with every request to a session's MCP server (its
+	// headers, all secrets); nil otherwise. Never logged.
+	Headers http.Header
+	// ToolID and RevisionID name the custom tool and the revision the
+	// binding was made of (a call records the revision); SecretName is the
+	// tenant secret its Token comes from. Empty for other bindings.
+	ToolID, RevisionID, SecretName string
+	// Server names the session MCP server serving the tool ("" otherwise).
+	Server string
 
 	input   *schema.Schema
 	output  *schema.Schema // nil without output_schema
@@ -495,6 +525,26 @@ func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
 	if _, ok := present["max_concurrency"]; ok && b.MaxConcurrency == 0 {
 		return nil, fmt.Errorf("max_concurrency: must be from 1 to %d, got 0; omit it for no cap", tool.MaxConcurrencyLimit)
 	}
+	t, err := build(b)
+	if err != nil {
+		return nil, err
+	}
+	if b.TokenEnv != "" {
+		if t.Token = getenv(b.TokenEnv); t.Token == "" {
+			return nil, fmt.Errorf("token_env: %s is not set", b.TokenEnv)
+		}
+		// Such a token could not go in an Authorization header: every call
+		// of the tool would fail at the transport.
+		if err := bearer.CheckToken(t.Token); err != nil {
+			return nil, fmt.Errorf("token_env: %s %w", b.TokenEnv, err)
+		}
+	}
+	return t, nil
+}
+
+// build makes a checked binding of b, already validated: defaults
+// applied, tenants indexed (each once), schemas compiled.
+func build(b tool.Binding) (*Tool, error) {
 	t := &Tool{Binding: b, tenants: map[string]struct{}{}}
 	t.Binding.TimeoutSeconds = int(b.Timeout() / time.Second)
 	t.Binding.MaxOutputBytes = b.OutputLimit()
@@ -518,18 +568,79 @@ func parseTool(raw json.RawMessage, getenv func(string) string) (*Tool, error) {
 			return nil, err
 		}
 	}
-	if b.TokenEnv != "" {
-		if t.Token = getenv(b.TokenEnv); t.Token == "" {
-			return nil, fmt.Errorf("token_env: %s is not set", b.TokenEnv)
-		}
-		// Such a token could not go in an Authorization header: every call
-		// of the tool would fail at the transport.
-		if err := bearer.CheckToken(t.Token); err != nil {
-			return nil, fmt.Errorf("token_env: %s %w", b.TokenEnv, err)
-		}
+	return t, nil
+}
+
+// Origins of a binding (Tool.Origin).
+const (
+	// OriginHost: a binding of the operator's host config, called at its
+	// trusted url.
+	OriginHost = ""
+	// OriginCustom: a tenant's custom tool, made through brain's API; its
+	// url is the tenant's, dialed through the SSRF guard.
+	OriginCustom = "custom"
+	// OriginSession: a tool of one session's tool set — a function tool,
+	// or a tool of an MCP server the tenant named (dialed through the
+	// guard).
+	OriginSession = "session"
+)
+
+// ToolOptions are what NewTool sets beyond the binding.
+type ToolOptions struct {
+	// Origin is OriginCustom or OriginSession.
+	Origin string
+	// Name, when set, is the name the tool is called by instead of the
+	// binding's: "server.tool" for an MCP server's tool in a session,
+	// which no binding name can be (it has a dot), so it collides with
+	// nothing.
+	Name string
+	// Token is sent as Authorization: Bearer (a custom tool's secret, an
+	// MCP server's authorization).
+	Token string
+	// Headers are sent with every request to a session's MCP server.
+	Headers http.Header
+	// ToolID and RevisionID name a custom tool and the revision the
+	// binding is made of; SecretName the tenant secret of its token.
+	ToolID, RevisionID, SecretName string
+	// Server is the name of the session MCP server the tool is served by.
+	Server string
+}
+
+// NewTool checks b as a host-config binding is checked (every rule of the
+// contract's binding table; errors name the field) and returns it with o
+// applied: the bindings brain makes at run time — a tenant's custom tools
+// and the tools of a session's tool set — go through the same checks and
+// the same compiled schemas as the operator's.
+func NewTool(b tool.Binding, o ToolOptions) (*Tool, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(b.Description) == "" {
+		return nil, &strictjson.FieldError{Field: "description", Problem: "required: must not be blank"}
+	}
+	t, err := build(b)
+	if err != nil {
+		return nil, err
+	}
+	t.Origin, t.Token, t.Headers = o.Origin, o.Token, o.Headers
+	t.ToolID, t.RevisionID, t.SecretName, t.Server = o.ToolID, o.RevisionID, o.SecretName, o.Server
+	if o.Name != "" {
+		t.Name = o.Name
 	}
 	return t, nil
 }
+
+// WithToken returns a copy of t that sends token (a custom tool's secret,
+// read for each call).
+func (t *Tool) WithToken(token string) *Tool {
+	cp := *t
+	cp.Token = token
+	return &cp
+}
+
+// Trusted reports whether t's url is the operator's (a host-config
+// binding), and so is dialed without the SSRF guard.
+func (t *Tool) Trusted() bool { return t.Origin == OriginHost }
 
 // ShortToken reports whether the tool's token is shorter than
 // bearer.MinTokenBytes (16 bytes): accepted, but brain warns at start.

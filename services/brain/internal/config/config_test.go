@@ -725,4 +725,10 @@ func TestFunctionToolsAndApprovals(t *testing.T) {
 			}
 		})
 	}
+	// An approval tool whose binding is broken is reported for what is
+	// wrong with it, not also as "not a binding".
+	_, err = Parse(doc(map[string]any{"tool": "request_approval"}, approvalTool(func(b map[string]any) { b["timeout_seconds"] = 0 })), getenv)
+	if err == nil || !strings.Contains(err.Error(), `"request_approval": timeout_seconds`) || strings.Contains(err.Error(), "not a binding") {
+		t.Errorf("broken approval binding: %v", err)
+	}
 }

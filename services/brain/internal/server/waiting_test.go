@@ -250,6 +250,7 @@ func TestFunctionTool(t *testing.T) {
 		{"bad block type", `{"content":[{"type":"audio"}]}`, 400, codeInvalidRequest, `content[0].type: unknown content type "audio"`},
 		{"text block without text", `{"content":[{"type":"text"}]}`, 400, codeInvalidRequest, "content[0].text: required in a text block"},
 		{"empty result", `{}`, 400, codeInvalidRequest, "neither content nor structured_content"},
+		{"empty content list", `{"content":[]}`, 400, codeInvalidRequest, "content is an empty list; give it at least 1 block"},
 		{"output_schema mismatch", `{"structured_content":{"status":5}}`, 400, codeInvalidRequest, `structured_content: does not match tool lookup's output_schema: structured_content: at "/status"`},
 		{"not an object", `[1]`, 400, codeInvalidRequest, "body: must be a result object, got an array"},
 		{"trailing data", `{"content":[{"type":"text","text":"x"}]} {}`, 400, codeInvalidRequest, "body: unexpected data after the JSON value"},

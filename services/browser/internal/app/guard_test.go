@@ -139,6 +139,18 @@ Promise.allSettled(tries).then(() => setTimeout(() => {
 			t.Errorf("browser_open %s: %v %+v", u, err, r)
 		}
 	}
+	// An open that a redirect takes to a refused address fails, naming
+	// the redirect and the guard's reason: the proxy's refusal is not
+	// shown as a page of that address.
+	for _, u := range urls {
+		if !strings.HasPrefix(u, "http://") {
+			continue // an https redirect is a refused tunnel, a failed load
+		}
+		r, err := h.call(context.Background(), "s1", OpenName, map[string]any{"url": h.page + "/redirect?to=" + u})
+		if err != nil || !r.IsError || !strings.Contains(text(r), "redirect to "+u) || !strings.Contains(text(r), "refused") {
+			t.Errorf("browser_open through a redirect to %s: %v %s", u, err, text(r))
+		}
+	}
 	for _, u := range urls[:4] {
 		_, _ = h.call(context.Background(), "s1", ActName, map[string]any{"page_id": "p1", "actions": []map[string]any{{"action": "navigate", "url": h.page + "/redirect?to=" + u}}})
 	}

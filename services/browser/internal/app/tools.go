@@ -351,6 +351,16 @@ func (t *Tools) open(ctx context.Context, call *service.Call, a OpenArgs) *tool.
 	if err != nil {
 		return t.failure(ctx, s, fmt.Sprintf("open %s", orPage(a.URL, a.PageID)), err)
 	}
+	if reason, refused := s.Egress.RefusedURL(load.URL); refused {
+		// The page's own document was refused (a redirect to an address
+		// the guard does not allow): what shows is the proxy's refusal,
+		// not a page of that address.
+		op := "open " + orPage(a.URL, a.PageID)
+		if load.URL != a.URL {
+			op += ": redirect to " + load.URL
+		}
+		return t.failure(ctx, s, op, errors.New(reason))
+	}
 	if a.WaitFor != "" {
 		if load, err = p.Page.Act(ctx, chrome.Action{Kind: "wait", Selector: a.WaitFor}, t.cfg.ActionTimeout, t.wait); err != nil {
 			return t.failure(ctx, s, fmt.Sprintf("wait for %q on %s", a.WaitFor, load.URL), err)

@@ -87,7 +87,11 @@ type Endpoint struct {
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
 	refusals []string
-	closed   bool
+	// refusedURLs are the absolute URLs of plain-HTTP requests the guard
+	// refused since the last Refusals, with the reason: a page whose own
+	// document (after a redirect, say) is one of them was never loaded.
+	refusedURLs map[string]string
+	closed      bool
 }
 
 // Listen opens an Endpoint on 127.0.0.1:0. budget caps the bytes received
@@ -142,8 +146,29 @@ func (e *Endpoint) Refusals() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.refusals
-	e.refusals = nil
+	e.refusals, e.refusedURLs = nil, nil
 	return r
+}
+
+// RefusedURL reports whether a request for u was refused since the last
+// Refusals, and why.
+func (e *Endpoint) RefusedURL(u string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	reason, ok := e.refusedURLs[u]
+	return reason, ok
+}
+
+// refusedURL records that the request for absolute URL u was refused.
+func (e *Endpoint) refusedURL(u string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refusedURLs == nil {
+		e.refusedURLs = map[string]string{}
+	}
+	if len(e.refusedURLs) < maxRefusals {
+		e.refusedURLs[u] = err.Error()
+	}
 }
 
 // Close stops the listener and closes every connection of the session,
@@ -306,6 +331,7 @@ func (e *Endpoint) forward(w http.ResponseWriter, r *http.Request) {
 	u, err := e.p.guard.CheckURL(r.URL)
 	if err != nil {
 		e.refused(r.URL.Host, err)
+		e.refusedURL(r.URL.String(), err)
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
@@ -334,6 +360,7 @@ func (e *Endpoint) forward(w http.ResponseWriter, r *http.Request) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, netguard.ErrRefused) {
 				e.refused(r.URL.Host, err)
+				e.refusedURL(r.URL.String(), err)
 				http.Error(w, err.Error(), http.StatusForbidden)
 				return
 			}

@@ -358,11 +358,24 @@ func (r *response) startLocked() bool {
 		return false
 	}
 	r.sse = sse.NewWriter(r.w)
-	if err := r.sse.Start(); err != nil {
+	if err := startOffStack(r.sse); err != nil {
 		r.logger.Debug("sse start", "err", err)
 	}
 	r.beatTimer = time.AfterFunc(r.heartbeat, r.beat)
 	return true
+}
+
+// startOffStack sends w's headers from a goroutine of its own and waits
+// for it. Writing the headers takes net/http's chunkWriter.writeHeader, a
+// 2.8 KiB frame; at the depth where a tool reports its first progress it
+// grows the call's goroutine past 8 KiB to 16 KiB, and Go does not shrink
+// a stack whose goroutine still uses a quarter of it: a stream that then
+// waits (request_approval, for an operator) would keep 16 KiB for its
+// whole life instead of 8. The short-lived goroutine's stack is reused.
+func startOffStack(w *sse.Writer) error {
+	done := make(chan error, 1)
+	go func() { done <- w.Start() }()
+	return <-done
 }
 
 // beat sends one heartbeat comment and arms the next, under r.mu: once

@@ -83,6 +83,10 @@ type Service struct {
 	stopLife context.CancelFunc
 	wg       sync.WaitGroup
 
+	// deep carries store calls to the storeWorkers goroutines (see
+	// onStoreStack).
+	deep chan func()
+
 	mu      sync.Mutex
 	changed map[string]*watch // per approval, replaced at each change
 	streams map[string]int    // request_approval streams attached
@@ -146,6 +150,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		retention: cfg.Retention, retentionEvery: cfg.RetentionInterval, removed: newRemovedCounter(),
 		life: life, stopLife: stop,
 		changed: map[string]*watch{}, streams: map[string]int{}, subs: map[chan struct{}]func(string) bool{},
+		deep: make(chan func()),
 	}
 	if s.retentionEvery <= 0 {
 		s.retentionEvery = DefaultRetentionInterval
@@ -169,13 +174,61 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		s.store.Close()
 		return nil, fmt.Errorf("approvals: expire after restart: %w", err)
 	}
-	s.wg.Add(1)
+	s.wg.Add(1 + storeWorkers)
 	go s.sweeper()
+	for range storeWorkers {
+		go s.storeWorker()
+	}
 	if s.retention > 0 {
 		s.wg.Add(1)
 		go s.retentionLoop()
 	}
 	return s, nil
+}
+
+// storeWorkers is how many goroutines run the Service's store calls: as
+// many as the larger store has connections (PostgreSQL 10; SQLite 4, one
+// writer and three readers), so no call waits for a worker while a
+// connection is free.
+const storeWorkers = 10
+
+// onStoreStack runs f, a store call, on one of the storeWorkers goroutines
+// and waits for it; after shutdown began it runs f on the caller's
+// goroutine. A store call runs the database driver (SQLite is C translated
+// to Go, modernc.org/sqlite), whose frames take the goroutine's stack past
+// 8 KiB; Go does not shrink a stack while its goroutine still uses a
+// quarter of it, so a request_approval stream that made the call itself
+// would wait for its operator on a 16 KiB stack, 8 MB across 1,000
+// streams. Here the deep stacks are the workers'.
+func (s *Service) onStoreStack(f func()) {
+	done := make(chan struct{})
+	var panicked any
+	job := func() {
+		defer close(done)
+		defer func() { panicked = recover() }()
+		f()
+	}
+	select {
+	case s.deep <- job:
+		<-done
+		if panicked != nil {
+			panic(panicked) // on the caller's goroutine, as if f had run there
+		}
+	case <-s.life.Done():
+		f()
+	}
+}
+
+func (s *Service) storeWorker() {
+	defer s.wg.Done()
+	for {
+		select {
+		case job := <-s.deep:
+			job()
+		case <-s.life.Done():
+			return
+		}
+	}
 }
 
 // Close stops the sweeper, answers waiting streams (their approvals stay
@@ -357,7 +410,10 @@ func (s *Service) Life() context.Context { return s.life }
 // sent again with a different action or details is refused: one call, one
 // approval, for exactly what was shown.
 func (s *Service) Request(ctx context.Context, n NewApproval) (Approval, bool, error) {
-	a, created, err := s.store.Create(ctx, n, s.maxPend)
+	var a Approval
+	var created bool
+	var err error
+	s.onStoreStack(func() { a, created, err = s.store.Create(ctx, n, s.maxPend) })
 	if err != nil {
 		return Approval{}, false, err
 	}
@@ -376,7 +432,10 @@ func (s *Service) Request(ctx context.Context, n NewApproval) (Approval, bool, e
 // Decide records an operator's or the system's decision on approval id and
 // wakes its waiters. See Store.Decide for the first-answer-wins rule.
 func (s *Service) Decide(ctx context.Context, id string, decision Status, operator, comment string) (Approval, error) {
-	a, changed, err := s.store.Decide(ctx, id, decision, operator, comment)
+	var a Approval
+	var changed bool
+	var err error
+	s.onStoreStack(func() { a, changed, err = s.store.Decide(ctx, id, decision, operator, comment) })
 	if changed {
 		s.logger.Info("approval decided", "approval_id", a.ID, "tenant_id", a.TenantID, "decision", a.Status, "operator", a.Operator)
 		s.notify([]Approval{a})
@@ -388,42 +447,77 @@ func (s *Service) Decide(ctx context.Context, id string, decision Status, operat
 // service shuts down, and returns the approval as it then stands. A pending
 // approval past its expiry is expired on the way.
 func (s *Service) Wait(ctx context.Context, tenant, id string) (Approval, error) {
+	a, err := s.wait(ctx, tenant, id)
+	return *a, err
+}
+
+// wait is Wait with the approval on the heap (never nil; the zero
+// Approval with an error Wait answers so). A request_approval stream
+// spends its life in wait and sleep, so their frames are kept small: the
+// store calls run on the store's workers (onStoreStack) and the select in
+// a frame of its own.
+func (s *Service) wait(ctx context.Context, tenant, id string) (*Approval, error) {
 	w := s.watch(id)
 	defer func() { s.unwatch(id, w) }()
-	a, err := s.store.GetForTenant(ctx, tenant, id)
+	a := new(Approval)
+	var err error
+	get := func() { *a, err = s.store.GetForTenant(ctx, tenant, id) }
+	s.onStoreStack(get)
 	for {
 		if err != nil {
-			return Approval{}, err
+			return new(Approval), err
 		}
 		if a.Status.Final() {
 			return a, nil
 		}
 		if !time.Now().Before(a.ExpiresAt) {
-			a, err = s.Decide(ctx, id, Expired, SystemOperator, "no answer before the approval expired")
+			*a, err = s.Decide(ctx, id, Expired, SystemOperator, "no answer before the approval expired")
 			if errors.Is(err, ErrDecided) {
 				err = nil // a holds the approval as it stands
 			}
 			continue
 		}
-		timer := time.NewTimer(time.Until(a.ExpiresAt))
-		select {
-		case <-w.ch:
+		switch s.sleep(ctx, w, a.ExpiresAt) {
+		case woken:
 			if w.final != nil {
-				a = *w.final
+				*a = *w.final
 			} else {
 				s.unwatch(id, w)
 				w = s.watch(id)
-				a, err = s.store.GetForTenant(ctx, tenant, id)
+				s.onStoreStack(get)
 			}
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
+		case expiring:
+		case cancelled:
 			return a, ctx.Err()
-		case <-s.life.Done():
-			timer.Stop()
+		case stopping:
 			return a, errShuttingDown
 		}
-		timer.Stop()
+	}
+}
+
+// wake is why sleep returned.
+type wake int
+
+const (
+	woken     wake = iota // w changed
+	expiring              // until passed
+	cancelled             // ctx ended
+	stopping              // the service is shutting down
+)
+
+// sleep waits for a change of w, until, the end of ctx or the shutdown.
+func (s *Service) sleep(ctx context.Context, w *watch, until time.Time) wake {
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	select {
+	case <-w.ch:
+		return woken
+	case <-timer.C:
+		return expiring
+	case <-ctx.Done():
+		return cancelled
+	case <-s.life.Done():
+		return stopping
 	}
 }
 

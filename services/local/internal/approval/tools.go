@@ -164,27 +164,45 @@ func (s *Service) newApproval(call *service.Call, a Args, origin Origin) NewAppr
 
 // request is request_approval: record (or attach to) the call's approval,
 // report waiting_for_operator at once, wait for the decision, answer it.
-// If the host drops the stream, the approval is cancelled.
+// If the host drops the stream, the approval is cancelled. Its frame is
+// what every waiting stream keeps on its stack, so the work before and
+// after the wait is in openStream and streamResult.
 func (s *Service) request(ctx context.Context, call *service.Call, args streamArgs) *tool.Result {
-	a, _, err := s.Request(ctx, s.newApproval(call, args.Args, OriginStream))
+	id, r := s.openStream(ctx, call, &args.Args)
+	if r != nil {
+		return r
+	}
+	decided, err := s.wait(ctx, call.TenantID, id)
+	last := s.detach(id)
+	return s.streamResult(ctx, call, id, decided, err, last)
+}
+
+// openStream records (or finds) the call's approval and reports it
+// waiting; a result when it is already decided or cannot be recorded.
+func (s *Service) openStream(ctx context.Context, call *service.Call, args *Args) (string, *tool.Result) {
+	a, _, err := s.Request(ctx, s.newApproval(call, *args, OriginStream))
 	if err != nil {
-		return refuse(call, err)
+		return "", refuse(call, err)
 	}
 	if r := Result(a); r != nil {
-		return r
+		return "", r
 	}
 	s.attach(a.ID)
 	if err := call.Progress(Progress{Status: "waiting_for_operator", ApprovalID: a.ID, URL: s.URL(a.ID), ExpiresAt: a.ExpiresAt}); err != nil {
 		call.Logger.Warn("approval progress", "approval_id", a.ID, "err", err)
 	}
-	decided, err := s.Wait(ctx, call.TenantID, a.ID)
-	last := s.detach(a.ID)
+	return a.ID, nil
+}
+
+// streamResult answers a stream whose wait ended with decided and err
+// (ctx is the stream's); last says no other stream waits on the approval.
+func (s *Service) streamResult(ctx context.Context, call *service.Call, id string, decided *Approval, err error, last bool) *tool.Result {
 	switch {
 	case err == nil:
-		return Result(decided)
+		return Result(*decided)
 	case errors.Is(err, errShuttingDown):
 		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf(
-			"The approval service is restarting. Approval %s is still pending and keeps its place: ask approval_status with approval_id %q for the decision.", a.ID, a.ID))},
+			"The approval service is restarting. Approval %s is still pending and keeps its place: ask approval_status with approval_id %q for the decision.", id, id))},
 			IsError: true, UnknownOutcome: true}
 	case ctx.Err() != nil:
 		// The host dropped the stream (session interrupted or closed, call
@@ -192,14 +210,14 @@ func (s *Service) request(ctx context.Context, call *service.Call, args streamAr
 		if last && s.life.Err() == nil {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if _, err := s.Decide(cctx, a.ID, Cancelled, SystemOperator, "the caller stopped waiting (stream closed)"); err != nil && !errors.Is(err, ErrDecided) {
-				call.Logger.Error("cancel approval after a dropped stream", "approval_id", a.ID, "err", err)
+			if _, err := s.Decide(cctx, id, Cancelled, SystemOperator, "the caller stopped waiting (stream closed)"); err != nil && !errors.Is(err, ErrDecided) {
+				call.Logger.Error("cancel approval after a dropped stream", "approval_id", id, "err", err)
 			}
 		}
-		return tool.Errorf("approval %s: the caller stopped waiting", a.ID)
+		return tool.Errorf("approval %s: the caller stopped waiting", id)
 	default:
-		call.Logger.Error("wait for approval", "approval_id", a.ID, "err", err)
-		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("approval %s: internal error while waiting; ask approval_status with approval_id %q", a.ID, a.ID))},
+		call.Logger.Error("wait for approval", "approval_id", id, "err", err)
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("approval %s: internal error while waiting; ask approval_status with approval_id %q", id, id))},
 			IsError: true, UnknownOutcome: true}
 	}
 }

@@ -119,8 +119,10 @@ var (
 		Help: "Tool calls in requires_input, by tool and what they wait for: approval (an approval gate) or function (the application's answer)."}
 	Sessions = Def{Name: "sessions_active", Type: Gauge, ServedBy: "brain",
 		Help: "Sessions this brain holds open: created or used since it started, and neither closed nor interrupted for good."}
-	EventSubscribers = Def{Name: "event_subscribers", Type: Gauge, ServedBy: "brain",
-		Help: "Open session event streams (GET /sessions/{id}/events)."}
+	EventStreams = Def{Name: "event_streams", Type: Gauge, ServedBy: "brain",
+		Help: "Event streams (GET /sessions/{id}/events as SSE) open on this replica."}
+	RetentionRemoved = Def{Name: "retention_removed_total", Type: Counter, Labels: []string{"kind"}, ServedBy: "brain",
+		Help: "Rows removed by retention (BRAIN_RETENTION), by kind: session, tool_call, event."}
 	MCPSessions = Def{Name: "mcp_sessions", Type: Gauge, ServedBy: ToolServices,
 		Help: "Open MCP sessions at /mcp (revision 2025-11-25; stateless requests of 2026-07-28 hold none)."}
 	ApprovalsPending = Def{Name: "approvals_pending", Type: Gauge, ServedBy: "local",
@@ -136,7 +138,7 @@ var (
 // All is every metric of the suite but the Go runtime's (go_*) and the
 // process's (process_*), which every server serves too.
 var All = []Def{BuildInfo, HTTPRequests, HTTPDuration, HTTPInFlight, AuthFailures, ToolCalls, ToolDuration, ToolInFlight,
-	ToolsQueued, ToolsWaiting, Sessions, EventSubscribers, MCPSessions, ApprovalsPending, Workspaces, Jobs, WebFetches}
+	ToolsQueued, ToolsWaiting, Sessions, EventStreams, RetentionRemoved, MCPSessions, ApprovalsPending, Workspaces, Jobs, WebFetches}
 
 // Buckets are the upper bounds of every duration histogram, in seconds:
 // half a millisecond to the 300 s default of timeout_seconds.
@@ -182,6 +184,18 @@ func (s *Set) CounterVec(d Def) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: d.Name, Help: d.Help, ConstLabels: s.labels()}, d.Labels)
 	s.Registry.MustRegister(c)
 	return c
+}
+
+// Gauge registers and returns d, a Gauge without labels, with s's
+// service label.
+func (s *Set) Gauge(d Def) prometheus.Gauge {
+	mustType(d, Gauge)
+	if len(d.Labels) > 0 {
+		panic(fmt.Sprintf("metrics: %s has labels %v: use Gauges", d.Name, d.Labels))
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: d.Name, Help: d.Help, ConstLabels: s.labels()})
+	s.Registry.MustRegister(g)
+	return g
 }
 
 // GaugeFunc registers d, a Gauge without labels, whose value fn computes at
@@ -261,7 +275,7 @@ var labelDocs = [][2]string{
 	{"transport", "how the call travelled: `" + TransportHTTP + "` (POST /tools/<name>), `" + TransportMCP + "` (an MCP tools/call); brain also `" + TransportFunction + "` (a function tool, answered by the application)"},
 	{"status", "the call's final state: `" + strings.Join([]string{StatusSucceeded, StatusFailed, StatusTimedOut, StatusCancelled}, "`, `") + "` (a tool service: succeeded, failed or cancelled)"},
 	{"error_code", "empty on success; brain: the ToolCall's `error_code` (`connection_failed`, `timeout`, `header_timeout`, `http_status`, `tool_error`, `invalid_arguments`, …, see services/brain/README.md); a tool service: `" + strings.Join(serviceCodes, "`, `") + "`"},
-	{"kind", "`approval` or `function`"},
+	{"kind", "`approval` or `function` (tool_calls_waiting); `session`, `tool_call` or `event` (retention_removed_total)"},
 	{"state", "`running` or `finished`"},
 	{"outcome", "as the metric's meaning lists"},
 }

@@ -8,7 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	oteltrace "go.opentelemetry.io/otel/trace"
+
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
 	"github.com/brain-tools/suite/services/brain/internal/store"
@@ -50,6 +55,10 @@ type running struct {
 	ord      int64
 	holding  bool
 	admitted chan struct{}
+
+	// span is the call's span, ended when the call has recorded how it
+	// ended (execute); a no-op span while tracing is off.
+	span oteltrace.Span
 
 	mu       sync.Mutex
 	call     store.Call // as last stored
@@ -103,8 +112,9 @@ type callSpec struct {
 	gated             bool   // wait for an approval before sending
 	parent            string // the gated call an approval call is made for
 	caller            string
-	// ctx carries what the call keeps of the request that made it (its
-	// trace context, for traceparent); nil means none.
+	// ctx carries what the call keeps of what made it: the trace context
+	// of the request (or of the gated call) its span is a child of; nil
+	// means none.
 	ctx context.Context
 }
 
@@ -121,16 +131,24 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 		ID: newID("call"), SessionID: sp.sessionID, TenantID: sp.tenant, Tool: t.Name, Status: store.CallRunning,
 		Arguments: sp.args, CreatedAt: now, StartedAt: now, ParentID: sp.parent, CallerType: sp.caller,
 	}
-	// The call outlives the request; it keeps the request's trace context
-	// so invoke sends traceparent (W3C) with it.
-	ctx := s.callsCtx
-	if sp.ctx != nil {
-		ctx = withTrace(ctx, sp.ctx)
+	// The call outlives the request: its span, a child of the request's,
+	// goes on the calls' context, so the request to the tool is its child
+	// and carries traceparent (W3C) on.
+	parent := sp.ctx
+	if parent == nil {
+		parent = context.Background()
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	spanCtx, span := tracing.Start(parent, "tool_call "+t.Name, oteltrace.WithAttributes(
+		attribute.String("tool.name", t.Name), attribute.String("tool.transport", transportOf(t)),
+		attribute.String("brain.tenant_id", sp.tenant), attribute.String("brain.session_id", sp.sessionID),
+		attribute.String("brain.call_id", c.ID), attribute.String("brain.caller_type", sp.caller)))
+	c.SpanID = tracing.SpanID(spanCtx)
+	ctx, cancel := context.WithCancelCause(oteltrace.ContextWithSpan(s.callsCtx, span))
 	rc := newRunning(c, t, cancel)
+	rc.span = span
 	if err := s.register(rc); err != nil {
 		cancel(nil)
+		span.End()
 		return nil, err
 	}
 	// A call that could never be sent is refused here, before anybody is
@@ -184,6 +202,7 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 			rc.q.leave(rc)
 		}
 		s.unregister(rc)
+		span.End()
 		var se *store.StateError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -327,9 +346,26 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 		rc.q.done(rc)
 	}
 	rc.final = final
+	endSpan(rc.span, final)
 	s.forget(rc)
 	close(rc.done)
 	rc.cancel(nil)
+}
+
+// endSpan ends a call's span with how the call ended: its status, error
+// code and unknown_outcome, and an error status unless it succeeded.
+func endSpan(span oteltrace.Span, c *store.Call) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("tool.status", c.Status))
+		if store.Terminal(c.Status) && c.Status != store.CallSucceeded {
+			span.SetAttributes(attribute.String("tool.error_code", c.ErrorCode), attribute.Bool("tool.unknown_outcome", c.UnknownOutcome))
+			span.SetStatus(codes.Error, c.ErrorCode)
+		}
+	}
+	span.End()
 }
 
 // run takes the call through its steps (see the top of this file) and
@@ -463,6 +499,9 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 		tok, g = s.issueToken(ctx, &c)
 		req.InspectionToken, req.BrainURL = tok, s.brainURL()
 	}
+	inFlight := s.metrics.ToolInFlight.WithLabelValues(rc.t.Name, transportOf(rc.t))
+	inFlight.Inc()
+	defer inFlight.Dec()
 	out := s.invoker.Call(ctx, rc.t, req, func(data json.RawMessage) {
 		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: c.SessionID, CallID: c.ID,
 			Time: time.Now().UTC(), Data: data})
@@ -507,8 +546,7 @@ func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome, 
 	if err := s.store.FinishCall(ctx, &f, evs...); err != nil {
 		return &f, err
 	}
-	s.metrics.calls.WithLabelValues(c.Tool, status).Inc()
-	s.metrics.duration.WithLabelValues(c.Tool, status).Observe(dur.Seconds())
+	s.metrics.ToolCall(c.Tool, transportOf(s.toolOf(c)), status, out.ErrorCode, dur)
 	return &f, nil
 }
 

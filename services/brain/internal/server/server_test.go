@@ -271,12 +271,21 @@ func TestMetrics(t *testing.T) {
 	s := b.session("t1", "echo")
 	b.call("t1", s.ID, "echo", map[string]string{"text": "hi"}, 5)
 	b.call("t1", s.ID, "echo", map[string]string{}, 5) // invalid_arguments
+	if r := b.do("GET", "/catalog", "", nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("GET /catalog without a key: %d", r.status)
+	}
 	r := b.do("GET", "/metrics", "", nil)
 	v := version.Get()
 	for _, want := range []string{
-		`brain_tool_calls_total{status="succeeded",tool="echo"} 1`,
-		`brain_tool_calls_total{status="failed",tool="echo"} 1`,
-		`brain_tool_call_duration_seconds_count{status="succeeded",tool="echo"} 1`,
+		`tool_calls_total{error_code="",service="brain",status="succeeded",tool="echo",transport="http"} 1`,
+		`tool_calls_total{error_code="invalid_arguments",service="brain",status="failed",tool="echo",transport="http"} 1`,
+		`tool_call_duration_seconds_count{service="brain",status="succeeded",tool="echo",transport="http"} 1`,
+		`tool_calls_in_flight{service="brain",tool="echo",transport="http"} 0`,
+		`http_requests_total{code="401",method="GET",route="/catalog",service="brain"} 1`,
+		`http_request_duration_seconds_count{method="POST",route="/sessions",service="brain"} 1`,
+		`auth_failures_total{route="/catalog",service="brain"} 1`,
+		`http_requests_in_flight{service="brain"} 1`, // this scrape
+		`event_subscribers{service="brain"} 0`,
 		fmt.Sprintf(`build_info{goversion=%q,revision=%q,service="brain",version=%q} 1`, v.GoVersion, v.Revision, v.Version),
 	} {
 		if !strings.Contains(string(r.body), want) {

@@ -112,6 +112,9 @@ type Call struct {
 	ParentID string
 	// CallerType is CallerAPI or CallerSystem.
 	CallerType string
+	// SpanID is the call's trace span (16 hex digits), "" when brain was
+	// not tracing when the call started.
+	SpanID string
 	// InputKind is InputApproval or InputFunction for a call that waits or
 	// waited for input, "" for others. It stays set after the answer.
 	InputKind string

@@ -118,15 +118,15 @@ var (
 	ToolsWaiting = Def{Name: "tool_calls_waiting", Type: Gauge, Labels: []string{"tool", "kind"}, ServedBy: "brain",
 		Help: "Tool calls in requires_input, by tool and what they wait for: approval (an approval gate) or function (the application's answer)."}
 	Sessions = Def{Name: "sessions_active", Type: Gauge, ServedBy: "brain",
-		Help: "Sessions this brain holds open: created or used since it started, and neither closed nor interrupted for good."}
+		Help: "Sessions of every tenant that are active (neither interrupted nor closed), counted in brain's store at each scrape; -1 when the store does not answer in time."}
 	EventStreams = Def{Name: "event_streams", Type: Gauge, ServedBy: "brain",
 		Help: "Event streams (GET /sessions/{id}/events as SSE) open on this replica."}
-	RetentionRemoved = Def{Name: "retention_removed_total", Type: Counter, Labels: []string{"kind"}, ServedBy: "brain",
-		Help: "Rows removed by retention (BRAIN_RETENTION), by kind: session, tool_call, event."}
+	RetentionRemoved = Def{Name: "retention_removed_total", Type: Counter, Labels: []string{"kind"}, ServedBy: "brain, local",
+		Help: "Rows removed by retention, by kind: session, tool_call, event (brain, BRAIN_RETENTION); approval, decision (local, APPROVAL_RETENTION)."}
 	MCPSessions = Def{Name: "mcp_sessions", Type: Gauge, ServedBy: ToolServices,
 		Help: "Open MCP sessions at /mcp (revision 2025-11-25; stateless requests of 2026-07-28 hold none)."}
 	ApprovalsPending = Def{Name: "approvals_pending", Type: Gauge, ServedBy: "local",
-		Help: "Approval requests waiting for an operator's answer."}
+		Help: "Approval requests waiting for an operator's answer, counted in the approval store at each scrape; -1 when it does not answer in time."}
 	Workspaces = Def{Name: "sandbox_workspaces", Type: Gauge, ServedBy: "sandbox",
 		Help: "Sandbox workspaces open (one per session that ran a command and has not been cleaned up)."}
 	Jobs = Def{Name: "jobs", Type: Gauge, Labels: []string{"state"}, ServedBy: "sandbox, customtool",

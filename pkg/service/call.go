@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 )
@@ -37,6 +38,10 @@ type Tool struct {
 	// discards the rest of the body first (up to MaxDrainBytes), so the
 	// host, still sending, gets the answer rather than a reset.
 	TooLarge func(head []byte, limit int64) *tool.Result
+	// Metrics, when set, is called once with the server's metric Set
+	// (pkg/metrics) as the server builds its handler, to register gauges
+	// of the tool's own: pkg/jobs counts the jobs of its Manager there.
+	Metrics func(*metrics.Set)
 
 	// decodeArgs, set by NewTool and TypedTool, decodes the arguments in
 	// the same pass as the request body.

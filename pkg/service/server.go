@@ -127,6 +127,9 @@ func (s *Server) build() {
 	for i := range s.Tools {
 		t := &s.Tools[i]
 		byName[t.Binding.Name] = &toolEntry{Tool: t, core: newCore(t, s.metrics)}
+		if t.Metrics != nil {
+			t.Metrics(s.metrics)
+		}
 	}
 	r.POST("/tools/:name", httpapi.RouteHandle("/tools/:name", func(w http.ResponseWriter, req *http.Request, p httprouter.Params) {
 		// The token is checked first, so tool names cannot be probed without it.

@@ -266,6 +266,14 @@ type transport struct {
 // Unwrap returns the transport Transport wrapped.
 func (t *transport) Unwrap() http.RoundTripper { return t.base }
 
+// CloseIdleConnections closes the wrapped transport's idle connections,
+// so http.Client.CloseIdleConnections still reaches it.
+func (t *transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if Enabled() {
 		return t.traced.RoundTrip(r)

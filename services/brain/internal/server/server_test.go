@@ -286,6 +286,7 @@ func TestMetrics(t *testing.T) {
 		`auth_failures_total{route="/catalog",service="brain"} 1`,
 		`http_requests_in_flight{service="brain"} 1`, // this scrape
 		`event_subscribers{service="brain"} 0`,
+		`sessions_active{service="brain"} 1`,
 		fmt.Sprintf(`build_info{goversion=%q,revision=%q,service="brain",version=%q} 1`, v.GoVersion, v.Revision, v.Version),
 	} {
 		if !strings.Contains(string(r.body), want) {

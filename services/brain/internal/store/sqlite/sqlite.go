@@ -595,6 +595,16 @@ func (db *DB) FinishCall(ctx context.Context, c *store.Call, evs ...*store.Event
 	})
 }
 
+// ActiveSessions counts the sessions of every tenant that are active (the
+// sessions_active gauge), on the partial index of active sessions.
+func (db *DB) ActiveSessions(ctx context.Context) (int, error) {
+	var n int
+	if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE status = 'active'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count active sessions: %w", err)
+	}
+	return n, nil
+}
+
 // Session implements store.Store.
 func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session, error) {
 	var (

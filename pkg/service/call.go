@@ -88,6 +88,10 @@ type Call struct {
 	progress func(any) error
 	args     any      // the arguments already decoded (TypedTool), or nil
 	written  []func() // OnWritten's functions
+	// badArgs says the handler refused the arguments (Typed's decoding
+	// or Validate), so the call counts as invalid_arguments, as a
+	// schema refusal does.
+	badArgs bool
 }
 
 // NewCall builds a Call for a transport other than the built-in HTTP one
@@ -139,10 +143,12 @@ func typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result)
 		if p, ok := call.args.(*A); ok {
 			args = *p
 		} else if err := strictjson.Unmarshal(call.Arguments, &args); err != nil {
+			call.badArgs = true
 			return tool.Errorf("invalid arguments: %v", err)
 		}
 		if v, ok := any(&args).(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
+				call.badArgs = true
 				return tool.Errorf("invalid arguments: %v", err)
 			}
 		}

@@ -141,7 +141,10 @@ func (c *core) handle(ctx context.Context, call *Call) (result *tool.Result, cod
 		call.Logger.Error("tool returned an invalid result", "err", err)
 		return internalError("tool " + name + " returned an invalid result: " + err.Error()), metrics.CodeInvalidResult
 	}
-	if result.IsError {
+	switch {
+	case result.IsError && call.badArgs:
+		return result, metrics.CodeInvalidArguments
+	case result.IsError:
 		return result, metrics.CodeToolError
 	}
 	return result, ""

@@ -39,7 +39,9 @@ func observedTools() []service.Tool {
 		{Binding: tool.Binding{Name: "panics", Description: "Panics.", InputSchema: []byte(`{"type":"object"}`)},
 			Handler: func(context.Context, *service.Call) *tool.Result { panic("boom") }},
 		{Binding: tool.Binding{Name: "typed", Description: "Typed.", InputSchema: []byte(`{"type":"object"}`)},
-			Handler: service.Typed(func(_ context.Context, _ *service.Call, in shoutIn) *tool.Result { return tool.TextResult("%s", in.Text) })},
+			Handler: service.Typed(func(_ context.Context, _ *service.Call, in shoutIn) *tool.Result {
+				return tool.TextResult("%s", in.Text)
+			})},
 	}
 }
 

@@ -285,7 +285,7 @@ func TestMetrics(t *testing.T) {
 		`http_request_duration_seconds_count{method="POST",route="/sessions",service="brain"} 1`,
 		`auth_failures_total{route="/catalog",service="brain"} 1`,
 		`http_requests_in_flight{service="brain"} 1`, // this scrape
-		`event_subscribers{service="brain"} 0`,
+		`event_streams{service="brain"} 0`,
 		`sessions_active{service="brain"} 1`,
 		fmt.Sprintf(`build_info{goversion=%q,revision=%q,service="brain",version=%q} 1`, v.GoVersion, v.Revision, v.Version),
 	} {

@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
@@ -37,6 +39,9 @@ type Observer struct {
 	// (auth_failures_total) but logged at most about once a second.
 	unauthorized *rate.Limiter
 	suppressed   atomic.Int64
+
+	mu       sync.RWMutex
+	children map[httpKey]*httpMeters
 }
 
 // Unauthorized401PerSecond and Unauthorized401Burst bound the access-log
@@ -82,8 +87,11 @@ func (o *Observer) Observe(next http.Handler) http.Handler {
 		return r.Method + " " + RouteUnmatched
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &record{start: time.Now()}
-		sw := &statusWriter{ResponseWriter: w}
+		// One allocation holds what Observe keeps of the request: its
+		// record, the writer that sees its status, and the context that
+		// carries the record to the handlers.
+		ob := &observation{sw: statusWriter{ResponseWriter: w}, rec: record{start: time.Now()}}
+		ob.ctx = recordContext{Context: r.Context(), rec: &ob.rec}
 		if o.Metrics != nil {
 			o.Metrics.HTTPInFlight.Inc()
 		}
@@ -91,10 +99,33 @@ func (o *Observer) Observe(next http.Handler) http.Handler {
 			if o.Metrics != nil {
 				o.Metrics.HTTPInFlight.Dec()
 			}
-			o.done(sw, r, rec)
+			o.done(&ob.sw, r, &ob.rec)
 		}()
-		traced.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
+		traced.ServeHTTP(&ob.sw, r.WithContext(&ob.ctx))
 	})
+}
+
+// observation is one request's state in Observe, allocated once.
+type observation struct {
+	sw  statusWriter
+	rec record
+	ctx recordContext
+}
+
+// recordContext is the request's context with its record as the value of
+// recordKey: context.WithValue's job, in the observation's allocation.
+// Done, Err and the values of the parent (cancellation included, which
+// context.WithCancel finds through Value) come from the embedded context.
+type recordContext struct {
+	context.Context
+	rec *record
+}
+
+func (c *recordContext) Value(key any) any {
+	if _, ok := key.(recordKey); ok {
+		return c.rec
+	}
+	return c.Context.Value(key)
 }
 
 func (o *Observer) done(sw *statusWriter, r *http.Request, rec *record) {
@@ -108,10 +139,11 @@ func (o *Observer) done(sw *statusWriter, r *http.Request, rec *record) {
 		route = RouteUnmatched
 	}
 	if o.Metrics != nil {
-		o.Metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
-		o.Metrics.HTTPDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+		m := o.meters(route, r.Method, status)
+		m.requests.Inc()
+		m.duration.Observe(elapsed.Seconds())
 		if status == http.StatusUnauthorized {
-			o.Metrics.AuthFailures.WithLabelValues(route).Inc()
+			m.authFailures.Inc()
 		}
 	}
 	if o.Logger == nil {
@@ -155,6 +187,51 @@ func (o *Observer) done(sw *statusWriter, r *http.Request, rec *record) {
 		attrs = append(attrs, slog.Int64("suppressed_401", suppressed))
 	}
 	o.Logger.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// httpMeters are the metric children of one route, method and status,
+// looked up in the vectors once (a lookup hashes the label values and
+// allocates their slice on every call).
+type httpMeters struct {
+	requests     prometheus.Counter
+	duration     prometheus.Observer
+	authFailures prometheus.Counter // nil unless status is 401
+}
+
+type httpKey struct {
+	route, method string
+	status        int
+}
+
+// maxMeters bounds the children Observer keeps: past it (a client sending
+// made-up methods), lookups go to the vectors every time.
+const maxMeters = 4096
+
+func (o *Observer) meters(route, method string, status int) *httpMeters {
+	k := httpKey{route, method, status}
+	o.mu.RLock()
+	m, ok := o.children[k]
+	o.mu.RUnlock()
+	if ok {
+		return m
+	}
+	code := strconv.Itoa(status)
+	m = &httpMeters{
+		requests: o.Metrics.HTTPRequests.WithLabelValues(route, method, code),
+		duration: o.Metrics.HTTPDuration.WithLabelValues(route, method),
+	}
+	if status == http.StatusUnauthorized {
+		m.authFailures = o.Metrics.AuthFailures.WithLabelValues(route)
+	}
+	o.mu.Lock()
+	if o.children == nil {
+		o.children = map[httpKey]*httpMeters{}
+	}
+	if len(o.children) < maxMeters {
+		o.children[k] = m
+	}
+	o.mu.Unlock()
+	return m
 }
 
 // record is what Observe learns of one request while it is served.

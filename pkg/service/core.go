@@ -45,33 +45,58 @@ type core struct {
 	// metrics records the calls; nil records none (an MCPHandler built
 	// without a Server).
 	metrics *metrics.Set
+	// transport is the one transport whose calls the core runs
+	// (metrics.TransportHTTP or TransportMCP), and meters its metric
+	// children, looked up once; nil without metrics.
+	transport string
+	meters    *toolMeters
 }
 
-// newCore is the core of t over HTTP: the declared schemas, if any.
-func newCore(t *Tool, m *metrics.Set) *core {
-	c := &core{t: t, metrics: m}
+// toolMeters are the children of one tool and transport that every call
+// touches: in flight, and the counter and histogram of a success.
+type toolMeters struct {
+	inFlight  prometheus.Gauge
+	succeeded prometheus.Counter
+	duration  prometheus.Observer
+}
+
+// newCore is the core of t's calls over transport, with the declared
+// schemas, if any.
+func newCore(t *Tool, m *metrics.Set, transport string) *core {
+	c := &core{t: t, metrics: m, transport: transport}
 	if t.decl != nil {
 		c.input, c.output = t.decl.input, t.decl.output
+	}
+	if m != nil {
+		name := t.Binding.Name
+		c.meters = &toolMeters{
+			inFlight:  m.ToolInFlight.WithLabelValues(name, transport),
+			succeeded: m.ToolCalls.WithLabelValues(name, transport, metrics.StatusSucceeded, ""),
+			duration:  m.ToolDuration.WithLabelValues(name, transport, metrics.StatusSucceeded),
+		}
 	}
 	return c
 }
 
-// call runs one call that arrived over transport (metrics.TransportHTTP or
-// TransportMCP) and observes it; argErr, when set, is the arguments'
+// call runs one call and observes it; argErr, when set, is the arguments'
 // decoding failure, answered without running the tool. start is when the
 // request arrived.
-func (c *core) call(ctx context.Context, call *Call, transport string, argErr error, start time.Time) *tool.Result {
-	name := c.t.Binding.Name
-	ctx, span := tracing.Start(ctx, "tool "+name, trace.WithAttributes(
-		attribute.String("tool.name", name), attribute.String("tool.transport", transport),
-		attribute.String("brain.tenant_id", call.TenantID), attribute.String("brain.session_id", call.SessionID),
-		attribute.String("brain.call_id", call.CallID)))
-	defer span.End()
+func (c *core) call(ctx context.Context, call *Call, argErr error, start time.Time) *tool.Result {
+	name, transport := c.t.Binding.Name, c.transport
+	span := trace.SpanFromContext(ctx)
+	if tracing.Enabled() { // the attributes are not built for nothing
+		ctx, span = tracing.Start(ctx, "tool "+name, trace.WithAttributes(
+			attribute.String("tool.name", name), attribute.String("tool.transport", transport),
+			attribute.String("brain.tenant_id", call.TenantID), attribute.String("brain.session_id", call.SessionID),
+			attribute.String("brain.call_id", call.CallID)))
+		defer span.End()
+	}
+	// The call's logger marks its lines with the span, or with the
+	// caller's trace passed through.
 	call.Logger = tracing.WithSpan(call.Logger, ctx)
-	var inFlight prometheus.Gauge
-	if c.metrics != nil {
-		inFlight = c.metrics.ToolInFlight.WithLabelValues(name, transport)
-		inFlight.Inc()
+	m := c.meters
+	if m != nil {
+		m.inFlight.Inc()
 	}
 	var (
 		result *tool.Result
@@ -95,9 +120,14 @@ func (c *core) call(ctx context.Context, call *Call, transport string, argErr er
 		span.SetStatus(codes.Error, code)
 		span.SetAttributes(attribute.String("tool.error_code", code), attribute.Bool("tool.unknown_outcome", result.UnknownOutcome))
 	}
-	if c.metrics != nil {
-		inFlight.Dec()
-		c.metrics.ToolCall(name, transport, status, code, time.Since(start))
+	if m != nil {
+		m.inFlight.Dec()
+		if status == metrics.StatusSucceeded {
+			m.succeeded.Inc()
+			m.duration.Observe(time.Since(start).Seconds())
+		} else {
+			c.metrics.ToolCall(name, transport, status, code, time.Since(start))
+		}
 	}
 	return result
 }

@@ -471,7 +471,7 @@ type mcpAdapter struct {
 // newMCPAdapter builds t's core for MCP: its declared schemas, or for a
 // tool written as a literal the ones compiled from its binding.
 func newMCPAdapter(t *Tool, tenant string, logger *slog.Logger, m *metrics.Set) (*mcpAdapter, error) {
-	c := newCore(t, m)
+	c := newCore(t, m, metrics.TransportMCP)
 	if t.decl == nil {
 		var err error
 		if c.input, err = compileObject("input_schema", t.Binding.InputSchema); err != nil {
@@ -517,7 +517,7 @@ func (a *mcpAdapter) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 
 	p := &mcpProgress{session: req.Session, ctx: ctx, token: req.Params.GetProgressToken()}
 	call := NewCall(r, logger, p.send)
-	result := a.core.call(ctx, call, metrics.TransportMCP, nil, start)
+	result := a.core.call(ctx, call, nil, start)
 	logger = call.Logger
 	p.close()
 	res, err := toMCP(result)

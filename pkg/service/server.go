@@ -126,7 +126,7 @@ func (s *Server) build() {
 	byName := make(map[string]*toolEntry, len(s.Tools))
 	for i := range s.Tools {
 		t := &s.Tools[i]
-		byName[t.Binding.Name] = &toolEntry{Tool: t, core: newCore(t, s.metrics)}
+		byName[t.Binding.Name] = &toolEntry{Tool: t, core: newCore(t, s.metrics, metrics.TransportHTTP)}
 		if t.Metrics != nil {
 			t.Metrics(s.metrics)
 		}
@@ -295,7 +295,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 		// (a timer, not a goroutine per waiting call).
 		auto = time.AfterFunc(s.Config.StreamAfter, resp.startStream)
 	}
-	result := t.core.call(r.Context(), call, metrics.TransportHTTP, argErr, start)
+	result := t.core.call(r.Context(), call, argErr, start)
 	if auto != nil {
 		auto.Stop()
 	}

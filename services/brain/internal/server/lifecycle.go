@@ -138,11 +138,15 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	if parent == nil {
 		parent = context.Background()
 	}
-	spanCtx, span := tracing.Start(parent, "tool_call "+t.Name, oteltrace.WithAttributes(
-		attribute.String("tool.name", t.Name), attribute.String("tool.transport", transportOf(t)),
-		attribute.String("brain.tenant_id", sp.tenant), attribute.String("brain.session_id", sp.sessionID),
-		attribute.String("brain.call_id", c.ID), attribute.String("brain.caller_type", sp.caller)))
-	c.SpanID = tracing.SpanID(spanCtx)
+	span := oteltrace.SpanFromContext(parent)
+	if tracing.Enabled() { // the attributes are not built for nothing
+		var spanCtx context.Context
+		spanCtx, span = tracing.Start(parent, "tool_call "+t.Name, oteltrace.WithAttributes(
+			attribute.String("tool.name", t.Name), attribute.String("tool.transport", transportOf(t)),
+			attribute.String("brain.tenant_id", sp.tenant), attribute.String("brain.session_id", sp.sessionID),
+			attribute.String("brain.call_id", c.ID), attribute.String("brain.caller_type", sp.caller)))
+		c.SpanID = tracing.SpanID(spanCtx)
+	}
 	ctx, cancel := context.WithCancelCause(oteltrace.ContextWithSpan(s.callsCtx, span))
 	rc := newRunning(c, t, cancel)
 	rc.span = span

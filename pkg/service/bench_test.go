@@ -195,8 +195,8 @@ func BenchmarkEchoHandler(b *testing.B) {
 // a service runs without OTEL_* set) and on (every call a server span and
 // a tool span, batched to an exporter that drops them): what a call pays
 // for its spans, and that off pays nothing the spans would cost. Compare
-// off with BenchmarkEchoHandler of a build before tracing (scripts/bench.sh
-// -tracing runs both, interleaved).
+// off with BenchmarkEchoHandler of a build from before tracing, both test
+// binaries run in turn (go test -c of each, then benchstat).
 func BenchmarkEchoHandlerTracing(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		name := "off"

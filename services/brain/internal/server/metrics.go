@@ -57,23 +57,15 @@ func (s *Server) registerGauges() {
 			}
 		}
 	})
-	if st, ok := s.store.(activeSessionCounter); ok {
-		s.metrics.GaugeFunc(metrics.Sessions, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
-			defer cancel()
-			n, err := st.ActiveSessions(ctx)
-			if err != nil {
-				return -1 // a store that does not answer is not an empty one
-			}
-			return float64(n)
-		})
-	}
-}
-
-// activeSessionCounter is a store that counts the active sessions of every
-// tenant (store/sqlite and store/postgres do).
-type activeSessionCounter interface {
-	ActiveSessions(ctx context.Context) (int, error)
+	s.metrics.GaugeFunc(metrics.Sessions, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+		defer cancel()
+		n, err := s.store.ActiveSessions(ctx)
+		if err != nil {
+			return -1 // a store that does not answer is not an empty one
+		}
+		return float64(n)
+	})
 }
 
 // scrapeTimeout bounds what one scrape of /metrics reads from the store.

@@ -384,6 +384,9 @@ type Store interface {
 	// UnfinishedCalls lists every call left queued, running or
 	// requires_input, of every tenant, in Ord order (start-up recovery).
 	UnfinishedCalls(ctx context.Context) ([]*Call, error)
+	// ActiveSessions counts the active sessions of every tenant (brain's
+	// sessions_active gauge, read at each scrape of /metrics).
+	ActiveSessions(ctx context.Context) (int, error)
 
 	// Events lists up to limit stored events of session sessionID with ID >
 	// after, in ID order; limit is 1..MaxListLimit+1 (one more than a page

@@ -93,7 +93,7 @@ func (c *core) call(ctx context.Context, call *Call, argErr error, start time.Ti
 	}
 	// The call's logger marks its lines with the span, or with the
 	// caller's trace passed through.
-	call.Logger = tracing.WithSpan(call.Logger, ctx)
+	call.Logger = tracing.WithIDs(call.Logger, ctx)
 	m := c.meters
 	if m != nil {
 		m.inFlight.Inc()

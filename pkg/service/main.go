@@ -144,8 +144,9 @@ func printUsage(w io.Writer, fs *flag.FlagSet, o mainOptions) {
 }
 
 // NewLogger returns a JSON slog logger writing to w at level; a record
-// logged with the context of a traced request carries its trace_id and
-// span_id (tracing.LogHandler).
+// logged with the context of a request carries its request_id, and of a
+// traced request its trace_id and span_id too (tracing.LogHandler), as
+// does every line a tool logs with its call.Logger.
 func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 }

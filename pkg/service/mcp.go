@@ -511,8 +511,9 @@ func (a *mcpAdapter) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if req.Extra != nil {
 		// The MCP SDK runs the handler on a context of its own, not the
 		// HTTP request's: the trace comes in the request's headers, where
-		// the /mcp route put its server span (mountMCP).
-		ctx = tracing.Extract(ctx, req.Extra.Header)
+		// the /mcp route put its server span (mountMCP), and the request
+		// ID in X-Request-Id (httpapi.WithRequestID).
+		ctx = tracing.ContextWithRequestID(tracing.Extract(ctx, req.Extra.Header), req.Extra.Header.Get(httpapi.HeaderRequestID))
 	}
 
 	p := &mcpProgress{session: req.Session, ctx: ctx, token: req.Params.GetProgressToken()}

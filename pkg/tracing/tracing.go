@@ -3,7 +3,7 @@
 // OTEL_* variables, the spans the suite starts itself, the HTTP client
 // transport that makes a span per outgoing request and sends traceparent,
 // and a slog handler that puts the trace and span IDs in every log record
-// of a traced request.
+// of a traced request, and the request ID in every one of a request.
 //
 // Traces are exported with OTLP only when the environment says so
 // (Exporting):

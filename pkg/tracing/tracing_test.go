@@ -261,19 +261,26 @@ func TestLogHandler(t *testing.T) {
 	logger.Info("plain")
 	logger.InfoContext(context.Background(), "no span")
 	logger.InfoContext(traced, "traced", "k", "v")
-	bound := WithSpan(logger.With("call_id", "c1"), trace.ContextWithSpanContext(context.Background(), other))
+	bound := WithIDs(logger.With("call_id", "c1"), ContextWithRequestID(trace.ContextWithSpanContext(context.Background(), other), "req-1"))
 	bound.Info("bound")
-	bound.InfoContext(traced, "context wins")
-	if WithSpan(logger, context.Background()) != logger {
-		t.Error("WithSpan without a span context made a new logger")
+	bound.InfoContext(ContextWithRequestID(traced, "req-2"), "context wins")
+	logger.InfoContext(ContextWithRequestID(context.Background(), "req-3"), "request, no span")
+	WithIDs(logger, ContextWithRequestID(context.Background(), "req-4")).Info("bound request, no span")
+	if WithIDs(logger, context.Background()) != logger {
+		t.Error("WithIDs without a span context or request ID made a new logger")
+	}
+	if ContextWithRequestID(traced, "") != traced {
+		t.Error("ContextWithRequestID with no ID made a new context")
 	}
 
 	want := []map[string]string{
 		{"msg": "plain"},
 		{"msg": "no span"},
 		{"msg": "traced", "trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()},
-		{"msg": "bound", "call_id": "c1", "trace_id": other.TraceID().String(), "span_id": other.SpanID().String()},
-		{"msg": "context wins", "call_id": "c1", "trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()},
+		{"msg": "bound", "call_id": "c1", "request_id": "req-1", "trace_id": other.TraceID().String(), "span_id": other.SpanID().String()},
+		{"msg": "context wins", "call_id": "c1", "request_id": "req-2", "trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()},
+		{"msg": "request, no span", "request_id": "req-3"},
+		{"msg": "bound request, no span", "request_id": "req-4"},
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != len(want) {
@@ -289,8 +296,10 @@ func TestLogHandler(t *testing.T) {
 				t.Errorf("line %d: %s = %v, want %q\n%s", i, k, rec[k], v, l)
 			}
 		}
-		if _, ok := want[i]["trace_id"]; !ok && rec["trace_id"] != nil {
-			t.Errorf("line %d has a trace_id: %s", i, l)
+		for _, k := range []string{LogKeyTraceID, LogKeyRequestID} {
+			if _, ok := want[i][k]; !ok && rec[k] != nil {
+				t.Errorf("line %d has a %s: %s", i, k, l)
+			}
 		}
 	}
 }

@@ -335,7 +335,7 @@ func (s *Server) routes() http.Handler {
 	handle(http.MethodPost, "/tool_calls/:id/cancel", s.handle(s.cancelCall))
 	handle(http.MethodPost, "/tool_calls/:id/respond", s.handle(s.respond))
 	obs := &httpapi.Observer{Metrics: s.metrics.Set, Logger: s.log}
-	return obs.Observe(withRequestID(service.LimitBodyTime(service.BodyTimeout, r)))
+	return obs.Observe(httpapi.WithRequestID(service.LimitBodyTime(service.BodyTimeout, r)))
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {

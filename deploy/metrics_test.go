@@ -44,6 +44,8 @@ var toolServices = []struct {
 	{"search", func(string) []string { return nil }, "web_search", map[string]any{"query": "go"}, map[string]any{"query": 7}},
 	// A loopback URL: the SSRF guard refuses it (webfetch_fetches_total{outcome="refused"}).
 	{"webfetch", func(string) []string { return nil }, "web_fetch", map[string]any{"url": "http://127.0.0.1:9/"}, map[string]any{"url": 7}},
+	// browser_pages lists a session's pages: none, and no Chromium started.
+	{"browser", func(string) []string { return nil }, "browser_pages", map[string]any{}, map[string]any{"action": 7}},
 	{"customtool", func(string) []string { return nil }, "word_count", map[string]any{"text": "a b"}, map[string]any{"text": 7}},
 }
 

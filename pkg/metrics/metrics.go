@@ -131,6 +131,10 @@ var (
 		Help: "Sandbox workspaces open (one per session that ran a command and has not been cleaned up)."}
 	Jobs = Def{Name: "jobs", Type: Gauge, Labels: []string{"state"}, ServedBy: "sandbox, customtool",
 		Help: "Jobs of the job-ID + status + cancel pattern (pkg/jobs) by state: running, or finished and kept for status."}
+	BrowserSessions = Def{Name: "browser_sessions", Type: Gauge, ServedBy: "browser",
+		Help: "Browsing sessions alive (one browser context each)."}
+	BrowserMemoryPeak = Def{Name: "browser_memory_peak_bytes", Type: Gauge, ServedBy: "browser",
+		Help: "Most memory (PSS of every Chromium process) seen."}
 	WebFetches = Def{Name: "webfetch_fetches_total", Type: Counter, Labels: []string{"outcome"}, ServedBy: "webfetch",
 		Help: "web_fetch calls by outcome: ok, empty (fetched, no readable text), refused (SSRF guard), unreachable (no DNS answer, connection refused), robots, too_large, timeout, http_status, unsupported_type, error."}
 )
@@ -138,7 +142,7 @@ var (
 // All is every metric of the suite but the Go runtime's (go_*) and the
 // process's (process_*), which every server serves too.
 var All = []Def{BuildInfo, HTTPRequests, HTTPDuration, HTTPInFlight, AuthFailures, ToolCalls, ToolDuration, ToolInFlight,
-	ToolsQueued, ToolsWaiting, Sessions, EventStreams, RetentionRemoved, MCPSessions, ApprovalsPending, Workspaces, Jobs, WebFetches}
+	ToolsQueued, ToolsWaiting, Sessions, EventStreams, RetentionRemoved, MCPSessions, ApprovalsPending, Workspaces, Jobs, BrowserSessions, BrowserMemoryPeak, WebFetches}
 
 // Buckets are the upper bounds of every duration histogram, in seconds:
 // half a millisecond to the 300 s default of timeout_seconds.

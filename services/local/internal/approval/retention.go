@@ -88,7 +88,11 @@ const (
 // since the sweeper may count before.
 func newRemovedCounter() *prometheus.CounterVec {
 	d := metrics.RetentionRemoved
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: d.Name, Help: d.Help}, d.Labels)
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: d.Name, Help: d.Help}, d.Labels)
+	for _, kind := range []string{"approval", "decision"} {
+		c.WithLabelValues(kind) // served as 0 before the first sweep removes anything
+	}
+	return c
 }
 
 // retentionLoop removes approvals that ended longer ago than the

@@ -30,9 +30,10 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: lint-tools ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node, postgresql, the linters), once; the installers' output goes to bin/deps.log
+deps: lint-tools ## install what the tests and the demo need (bubblewrap, chromium, versitygw, node, postgresql, jaeger, the linters), once; the installers' output goes to bin/deps.log
 	@for d in services/*/deps.sh; do bash "$$d"; done
 	@bash scripts/mcp-deps.sh
+	@bash scripts/jaeger-deps.sh
 
 # The linters of `make lint`, pinned to versions that build on this Go
 # (1.26.8), installed from the Go module proxy into bin/tools once per

@@ -1,4 +1,5 @@
 package deploy
 
-// The environment tables of README.md, from the services' Config structs.
+// The environment tables of README.md, from the services' Config structs,
+// and its metrics table, from pkg/metrics.
 //go:generate go run ./cmd/envdoc -readme README.md

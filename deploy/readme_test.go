@@ -12,7 +12,9 @@ import (
 
 // TestReadmeEnvTables fails when the environment tables of README.md
 // differ from what the services' Config structs say (variable, default,
-// doc comment), or when a Config struct with env tags is reached by no
+// doc comment), when its metrics table differs from pkg/metrics' catalogue
+// (which TestMetricsEveryService checks against what every server
+// serves), or when a Config struct with env tags is reached by no
 // service's roots. Fix: go generate ./deploy.
 func TestReadmeEnvTables(t *testing.T) {
 	root, err := filepath.Abs("..")

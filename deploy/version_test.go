@@ -1,19 +1,15 @@
 package deploy
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // versionPkg is where the linker sets the version (pkg/version).
@@ -56,11 +52,6 @@ var binaries = []struct {
 // reports in build_info exactly what -version printed, and that a tool
 // service's /mcp answers initialize with the same serverInfo.version.
 func TestVersionEverywhere(t *testing.T) {
-	root := repoRoot(t)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build the binaries: %v", err)
-	}
 	var pkgs []string
 	for _, b := range binaries {
 		pkgs = append(pkgs, b.pkg)
@@ -76,14 +67,7 @@ func TestVersionEverywhere(t *testing.T) {
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			dir := t.TempDir()
-			cmd := exec.Command(goBin, "build", "-ldflags", v.ldflags, "-o", dir+"/")
-			cmd.Args = append(cmd.Args, pkgs...)
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work"))
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("go build: %v\n%s", err, out)
-			}
+			dir := buildSuite(t, v.ldflags, pkgs...)
 			for _, b := range binaries {
 				name := filepath.Base(b.pkg)
 				t.Run(name, func(t *testing.T) {
@@ -128,65 +112,15 @@ func parseVersionLine(t *testing.T, name, line string) (version, revision, goVer
 	return m[2], m[3], m[4]
 }
 
-// serveBinary starts bin with env on 127.0.0.1:0 and returns its base URL,
-// read from the address it logs (brain prints "brain listening on ADDR";
-// the services log "listening" with addr).
+// serveBinary starts bin with env on 127.0.0.1:0 and returns its base URL
+// (startBinary); brain gets examples/brain.json.
 func serveBinary(t *testing.T, bin string, env []string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "ADDR=127.0.0.1:0", "BRAIN_TOOLS_KEY=version-test-tools-key-01"}, env...)
+	var args []string
 	if filepath.Base(bin) == "brain" {
-		cmd.Args = append(cmd.Args, "-config", filepath.Join(repoRoot(t), "examples", "brain.json"))
+		args = []string{"-config", filepath.Join(repoRoot(t), "examples", "brain.json")}
 	}
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 10 * time.Second
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	addr := make(chan string, 2)
-	var logs strings.Builder
-	logDone := make(chan struct{})
-	go func() { // brain: "brain listening on 127.0.0.1:PORT"
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "brain listening on "); ok {
-				addr <- a
-			}
-		}
-	}()
-	go func() { // services: {"msg":"listening","addr":"127.0.0.1:PORT",...}
-		defer close(logDone)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "listening" && rec.Addr != "" {
-				addr <- rec.Addr
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case <-logDone:
-		t.Fatalf("%s exited before listening:\n%s", bin, logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: no listening address within 30 s", bin)
-	}
-	return ""
+	return startBinary(t, bin, args, append([]string{"ADDR=127.0.0.1:0", "BRAIN_TOOLS_KEY=version-test-tools-key-01"}, env...)).URL
 }
 
 // buildInfoLine is the build_info sample of a /metrics page.

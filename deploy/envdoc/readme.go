@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/brain-tools/suite/pkg/metrics"
 )
 
 // Table renders settings as a Markdown table with the columns variable,
@@ -69,10 +71,19 @@ func Markers(service string) (begin, end string) {
 	return "<!-- env:" + service + " begin -->", "<!-- env:" + service + " end -->"
 }
 
+// MetricsMarkers are the lines that open and close the metrics table in
+// deploy/README.md (metrics.Markdown, from pkg/metrics' catalogue).
+const (
+	MetricsBegin = "<!-- metrics begin -->"
+	MetricsEnd   = "<!-- metrics end -->"
+)
+
 // Render returns readme with the text between each service's markers
-// replaced by the table of its settings read from repoRoot, and
-// Check(repoRoot) passed. Every service of Services must have its markers,
-// once each, begin before end; text outside the markers is kept as is.
+// replaced by the table of its settings read from repoRoot, the text
+// between the metrics markers by the catalogue of metrics
+// (metrics.Markdown), and Check(repoRoot) passed. Every service of Services
+// must have its markers, once each, begin before end, and so must the
+// metrics; text outside the markers is kept as is.
 func Render(repoRoot string, readme []byte) ([]byte, error) {
 	settings, err := check(repoRoot, Module, Services)
 	if err != nil {
@@ -82,7 +93,11 @@ func Render(repoRoot string, readme []byte) ([]byte, error) {
 	for name, s := range settings {
 		tables[name] = Table(s)
 	}
-	return Splice(readme, tables)
+	out, err := Splice(readme, tables)
+	if err != nil {
+		return nil, err
+	}
+	return spliceBlock(out, MetricsBegin, MetricsEnd, "the metrics", metrics.Markdown())
 }
 
 // Splice replaces the text between the markers of each service in tables
@@ -97,27 +112,35 @@ func Splice(readme []byte, tables map[string]string) ([]byte, error) {
 			continue
 		}
 		begin, end := Markers(name)
-		bi, ei := bytes.Index(out, []byte(begin)), bytes.Index(out, []byte(end))
-		switch {
-		case bi < 0 || ei < 0:
-			errs = append(errs, fmt.Errorf("envdoc: README has no %q ... %q markers", begin, end))
-			continue
-		case bytes.Count(out, []byte(begin)) > 1 || bytes.Count(out, []byte(end)) > 1:
-			errs = append(errs, fmt.Errorf("envdoc: README has the markers of %s more than once", name))
-			continue
-		case ei < bi:
-			errs = append(errs, fmt.Errorf("envdoc: README has %q before %q", end, begin))
+		spliced, err := spliceBlock(out, begin, end, name, table)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		var b bytes.Buffer
-		b.Write(out[:bi+len(begin)])
-		b.WriteString("\n")
-		b.WriteString(table)
-		b.Write(out[ei:])
-		out = b.Bytes()
+		out = spliced
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// spliceBlock replaces the text between begin and end (what names the
+// block in errors) with text.
+func spliceBlock(readme []byte, begin, end, what, text string) ([]byte, error) {
+	bi, ei := bytes.Index(readme, []byte(begin)), bytes.Index(readme, []byte(end))
+	switch {
+	case bi < 0 || ei < 0:
+		return nil, fmt.Errorf("envdoc: README has no %q ... %q markers", begin, end)
+	case bytes.Count(readme, []byte(begin)) > 1 || bytes.Count(readme, []byte(end)) > 1:
+		return nil, fmt.Errorf("envdoc: README has the markers of %s more than once", what)
+	case ei < bi:
+		return nil, fmt.Errorf("envdoc: README has %q before %q", end, begin)
+	}
+	var b bytes.Buffer
+	b.Write(readme[:bi+len(begin)])
+	b.WriteString("\n")
+	b.WriteString(text)
+	b.Write(readme[ei:])
+	return b.Bytes(), nil
 }

@@ -147,8 +147,9 @@ func (rs Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 		if cause == nil {
 			cause = errors.New(e.Message)
 		}
+		// request_id comes from the context (WithRequestID).
 		logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
-			"request_id", RequestID(w), "status", e.Status, "err", cause)
+			"status", e.Status, "err", cause)
 	}
 	if rs.Render != nil {
 		rs.Render(w, r, e)

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/tracing"
 )
 
 // HeaderRequestID is the header that carries a request's ID both ways.
@@ -47,10 +49,15 @@ func ValidRequestID(id string) bool {
 	return true
 }
 
-// WithRequestID gives every response an X-Request-Id header: the caller's
-// own when ValidRequestID accepts it (so one ID follows a call from brain
-// into a tool service's log), a NewRequestID otherwise. Error bodies
-// repeat it as request_id; handlers read it with RequestID.
+// WithRequestID gives every request an ID: the caller's own X-Request-Id
+// when ValidRequestID accepts it (so one ID follows a call from brain into
+// a tool service's log), a NewRequestID otherwise. The response's
+// X-Request-Id header says it, error bodies repeat it as request_id, and
+// handlers read it with RequestID; the request's context carries it
+// (tracing.ContextWithRequestID), so every line logged with that context
+// through a tracing.LogHandler has it as request_id, and the request's own
+// X-Request-Id header is set to it, for handlers that see the headers but
+// not the context (the MCP SDK's tool handlers).
 func WithRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(HeaderRequestID)
@@ -58,7 +65,8 @@ func WithRequestID(next http.Handler) http.Handler {
 			id = NewRequestID()
 		}
 		w.Header()[HeaderRequestID] = []string{id}
-		next.ServeHTTP(w, r)
+		r.Header[HeaderRequestID] = []string{id}
+		next.ServeHTTP(w, r.WithContext(tracing.ContextWithRequestID(r.Context(), id)))
 	})
 }
 

@@ -166,6 +166,9 @@ func Tools(spec Spec) []service.Tool {
 			return answer(spec, "cancel", id, st, err, call)
 		},
 	}
+	if m, ok := spec.Backend.(*Manager); ok {
+		status.Metrics = m.Observe
+	}
 	return []service.Tool{spec.Start, status, cancel}
 }
 

@@ -13,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/tracing"
 )
 
 // bareEcho is a plain net/http handler doing the same JSON work as the echo
@@ -184,5 +188,28 @@ func BenchmarkEchoHandler(b *testing.B) {
 		if rec.Code != http.StatusOK {
 			b.Fatal(rec.Code, rec.Body.String())
 		}
+	}
+}
+
+// BenchmarkEchoHandlerTracing is BenchmarkEchoHandler with tracing off (as
+// a service runs without OTEL_* set) and on (every call a server span and
+// a tool span, batched to an exporter that drops them): what a call pays
+// for its spans, and that off pays nothing the spans would cost. Compare
+// off with BenchmarkEchoHandler of a build from before tracing, both test
+// binaries run in turn (go test -c of each, then benchstat).
+func BenchmarkEchoHandlerTracing(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			if on {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				defer tp.Shutdown(context.Background())
+				defer tracing.Install(tp)()
+			}
+			BenchmarkEchoHandler(b)
+		})
 	}
 }

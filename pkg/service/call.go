@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 )
@@ -37,6 +38,10 @@ type Tool struct {
 	// discards the rest of the body first (up to MaxDrainBytes), so the
 	// host, still sending, gets the answer rather than a reset.
 	TooLarge func(head []byte, limit int64) *tool.Result
+	// Metrics, when set, is called once with the server's metric Set
+	// (pkg/metrics) as the server builds its handler, to register gauges
+	// of the tool's own: pkg/jobs counts the jobs of its Manager there.
+	Metrics func(*metrics.Set)
 
 	// decodeArgs, set by NewTool and TypedTool, decodes the arguments in
 	// the same pass as the request body.
@@ -83,6 +88,10 @@ type Call struct {
 	progress func(any) error
 	args     any      // the arguments already decoded (TypedTool), or nil
 	written  []func() // OnWritten's functions
+	// badArgs says the handler refused the arguments (Typed's decoding
+	// or Validate), so the call counts as invalid_arguments, as a
+	// schema refusal does.
+	badArgs bool
 }
 
 // NewCall builds a Call for a transport other than the built-in HTTP one
@@ -134,10 +143,12 @@ func typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result)
 		if p, ok := call.args.(*A); ok {
 			args = *p
 		} else if err := strictjson.Unmarshal(call.Arguments, &args); err != nil {
+			call.badArgs = true
 			return tool.Errorf("invalid arguments: %v", err)
 		}
 		if v, ok := any(&args).(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
+				call.badArgs = true
 				return tool.Errorf("invalid arguments: %v", err)
 			}
 		}

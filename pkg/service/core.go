@@ -3,9 +3,17 @@ package service
 import (
 	"context"
 	"runtime/debug"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/tracing"
 )
 
 // core runs the calls of one tool, the same way for every transport: the
@@ -25,57 +33,151 @@ import (
 // transport. A tool written as a literal has none over HTTP (it checks
 // its own arguments, as before NewTool), and over MCP the ones compiled
 // from its binding.
+//
+// Every call is observed the same way on both transports (call): a span
+// "tool NAME" (pkg/tracing, when tracing is on) that the call's logger
+// marks its lines with, tool_calls_in_flight while it runs, and
+// tool_calls_total and tool_call_duration_seconds when it ends, with its
+// transport, status and error code (pkg/metrics).
 type core struct {
 	t             *Tool
 	input, output *schema.Schema
+	// metrics records the calls; nil records none (an MCPHandler built
+	// without a Server).
+	metrics *metrics.Set
+	// transport is the one transport whose calls the core runs
+	// (metrics.TransportHTTP or TransportMCP), and meters its metric
+	// children, looked up once; nil without metrics.
+	transport string
+	meters    *toolMeters
 }
 
-// newCore is the core of t over HTTP: the declared schemas, if any.
-func newCore(t *Tool) *core {
-	c := &core{t: t}
+// toolMeters are the children of one tool and transport that every call
+// touches: in flight, and the counter and histogram of a success.
+type toolMeters struct {
+	inFlight  prometheus.Gauge
+	succeeded prometheus.Counter
+	duration  prometheus.Observer
+}
+
+// newCore is the core of t's calls over transport, with the declared
+// schemas, if any.
+func newCore(t *Tool, m *metrics.Set, transport string) *core {
+	c := &core{t: t, metrics: m, transport: transport}
 	if t.decl != nil {
 		c.input, c.output = t.decl.input, t.decl.output
+	}
+	if m != nil {
+		name := t.Binding.Name
+		c.meters = &toolMeters{
+			inFlight:  m.ToolInFlight.WithLabelValues(name, transport),
+			succeeded: m.ToolCalls.WithLabelValues(name, transport, metrics.StatusSucceeded, ""),
+			duration:  m.ToolDuration.WithLabelValues(name, transport, metrics.StatusSucceeded),
+		}
 	}
 	return c
 }
 
-// run runs one call. call.Arguments must be the arguments' JSON.
-func (c *core) run(ctx context.Context, call *Call) *tool.Result {
-	if c.input != nil {
-		if err := c.input.ValidateObject("arguments", call.Arguments); err != nil {
-			return tool.Errorf("invalid %v", err)
-		}
+// call runs one call and observes it; argErr, when set, is the arguments'
+// decoding failure, answered without running the tool. start is when the
+// request arrived.
+func (c *core) call(ctx context.Context, call *Call, argErr error, start time.Time) *tool.Result {
+	name, transport := c.t.Binding.Name, c.transport
+	span := trace.SpanFromContext(ctx)
+	if tracing.Enabled() { // the attributes are not built for nothing
+		ctx, span = tracing.Start(ctx, "tool "+name, trace.WithAttributes(
+			attribute.String("tool.name", name), attribute.String("tool.transport", transport),
+			attribute.String("brain.tenant_id", call.TenantID), attribute.String("brain.session_id", call.SessionID),
+			attribute.String("brain.call_id", call.CallID)))
+		defer span.End()
 	}
-	result := c.handle(ctx, call)
-	if c.output != nil && !result.IsError && result.HasStructured() {
-		if err := c.output.Validate("structured_content", result.StructuredContent); err != nil {
-			call.Logger.Error("tool result does not match its output_schema", "err", err)
-			return internalError("tool " + c.t.Binding.Name + " returned a result that does not match its output_schema: " + err.Error())
+	// The call's logger marks its lines with the span, or with the
+	// caller's trace passed through.
+	call.Logger = tracing.WithIDs(call.Logger, ctx)
+	m := c.meters
+	if m != nil {
+		m.inFlight.Inc()
+	}
+	var (
+		result *tool.Result
+		code   string
+	)
+	if argErr != nil {
+		result, code = tool.Errorf("invalid arguments: %v", argErr), metrics.CodeInvalidArguments
+	} else {
+		result, code = c.run(ctx, call)
+	}
+	status := metrics.StatusSucceeded
+	switch {
+	case ctx.Err() != nil:
+		// The host went away (it cancelled the call, or its session
+		// ended): whatever the handler answered, nobody reads it.
+		status, code = metrics.StatusCancelled, metrics.CodeCancelled
+	case result.IsError:
+		status = metrics.StatusFailed
+	}
+	if status != metrics.StatusSucceeded {
+		span.SetStatus(codes.Error, code)
+		span.SetAttributes(attribute.String("tool.error_code", code), attribute.Bool("tool.unknown_outcome", result.UnknownOutcome))
+	}
+	if m != nil {
+		m.inFlight.Dec()
+		if status == metrics.StatusSucceeded {
+			m.succeeded.Inc()
+			m.duration.Observe(time.Since(start).Seconds())
+		} else {
+			c.metrics.ToolCall(name, transport, status, code, time.Since(start))
 		}
 	}
 	return result
 }
 
+// run runs one call and returns its result and its error code ("" on
+// success, see package metrics). call.Arguments must be the arguments'
+// JSON.
+func (c *core) run(ctx context.Context, call *Call) (*tool.Result, string) {
+	if c.input != nil {
+		if err := c.input.ValidateObject("arguments", call.Arguments); err != nil {
+			return tool.Errorf("invalid %v", err), metrics.CodeInvalidArguments
+		}
+	}
+	result, code := c.handle(ctx, call)
+	if c.output != nil && !result.IsError && result.HasStructured() {
+		if err := c.output.Validate("structured_content", result.StructuredContent); err != nil {
+			call.Logger.Error("tool result does not match its output_schema", "err", err)
+			return internalError("tool " + c.t.Binding.Name + " returned a result that does not match its output_schema: " + err.Error()), metrics.CodeOutputSchemaMismatch
+		}
+	}
+	return result, code
+}
+
 // handle calls the handler, turning a panic, a nil or an invalid result
 // into an is_error result with unknown_outcome.
-func (c *core) handle(ctx context.Context, call *Call) (result *tool.Result) {
+func (c *core) handle(ctx context.Context, call *Call) (result *tool.Result, code string) {
 	name := c.t.Binding.Name
 	defer func() {
 		if v := recover(); v != nil {
 			call.Logger.Error("tool panicked", "panic", v, "stack", string(debug.Stack()))
 			result = &tool.Result{Content: []tool.Content{tool.Text("internal error in tool " + name)}, IsError: true, UnknownOutcome: true}
+			code = metrics.CodePanic
 		}
 	}()
 	result = c.t.Handler(ctx, call)
 	if result == nil {
 		call.Logger.Error("tool returned no result")
-		return internalError("tool " + name + " returned no result")
+		return internalError("tool " + name + " returned no result"), metrics.CodeInvalidResult
 	}
 	if err := result.Validate(); err != nil {
 		call.Logger.Error("tool returned an invalid result", "err", err)
-		return internalError("tool " + name + " returned an invalid result: " + err.Error())
+		return internalError("tool " + name + " returned an invalid result: " + err.Error()), metrics.CodeInvalidResult
 	}
-	return result
+	switch {
+	case result.IsError && call.badArgs:
+		return result, metrics.CodeInvalidArguments
+	case result.IsError:
+		return result, metrics.CodeToolError
+	}
+	return result, ""
 }
 
 func internalError(what string) *tool.Result {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/pkg/version"
 )
 
@@ -116,7 +117,8 @@ func mainCode(ctx context.Context, name string, args []string, environ map[strin
 		level = slog.LevelInfo
 	}
 	logger := NewLogger(stderr, level)
-	if err := run(ctx, environ, logger); err != nil {
+	getenv := func(k string) string { return environ[k] }
+	if err := tracing.Run(ctx, name, getenv, logger, func() error { return run(ctx, environ, logger) }); err != nil {
 		logger.Error("exit", "err", err)
 		return 1
 	}
@@ -141,9 +143,12 @@ func printUsage(w io.Writer, fs *flag.FlagSet, o mainOptions) {
 	fmt.Fprintln(w, "  -h, -help\n    \tprint this help and exit")
 }
 
-// NewLogger returns a JSON slog logger writing to w at level.
+// NewLogger returns a JSON slog logger writing to w at level; a record
+// logged with the context of a request carries its request_id, and of a
+// traced request its trace_id and span_id too (tracing.LogHandler), as
+// does every line a tool logs with its call.Logger.
 func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 }
 
 // discard is the logger used when a nil one is given.

@@ -19,10 +19,14 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/brain-tools/suite/pkg/httpapi"
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/schema"
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/pkg/version"
 )
 
@@ -88,6 +92,10 @@ type MCPOptions struct {
 	// MaxRequestBytes caps a request body; larger bodies get 413. 0 means
 	// the go-sdk default of 4 MiB.
 	MaxRequestBytes int64
+	// Metrics records every call (tool_calls_total and the rest, transport
+	// mcp) and counts the open sessions (mcp_sessions); nil records
+	// nothing. A Server sets its own.
+	Metrics *metrics.Set
 	// AllowAnyHost turns off the DNS-rebinding guard, which refuses a
 	// request that arrived on a loopback address with a Host header that is
 	// not loopback. Set it only behind a reverse proxy on the same host.
@@ -154,6 +162,7 @@ func MCPCallOrigin(ctx context.Context) (o MCPOrigin, ok bool) {
 // any other value counts the reports (1, 2, ...) with its compact JSON as
 // the message and under MCPMetaProgress.
 type MCPHandler struct {
+	server       *mcp.Server
 	stateful     http.Handler
 	stateless    http.Handler
 	allowAnyHost bool
@@ -194,7 +203,7 @@ func newMCPHandler(tools []Tool, o MCPOptions, lenient bool) (*MCPHandler, error
 		if !t.OverMCP() {
 			continue
 		}
-		a, err := checkMCPTool(t, seen, o.Tenant, logger)
+		a, err := checkMCPTool(t, seen, o.Tenant, logger, o.Metrics)
 		if err != nil {
 			if lenient {
 				logger.Warn("tool not served over MCP", "tool", t.Binding.Name, "err", err)
@@ -215,6 +224,7 @@ func newMCPHandler(tools []Tool, o MCPOptions, lenient bool) (*MCPHandler, error
 	stateless.PropagateRequestCancellation = true
 	get := func(*http.Request) *mcp.Server { return srv }
 	return &MCPHandler{
+		server:       srv,
 		stateful:     mcp.NewStreamableHTTPHandler(get, &stateful),
 		stateless:    mcp.NewStreamableHTTPHandler(get, &stateless),
 		allowAnyHost: o.AllowAnyHost,
@@ -223,7 +233,7 @@ func newMCPHandler(tools []Tool, o MCPOptions, lenient bool) (*MCPHandler, error
 
 // checkMCPTool builds t's adapter, or says why t cannot be published
 // over MCP; seen holds the names published so far.
-func checkMCPTool(t *Tool, seen map[string]bool, tenant string, logger *slog.Logger) (*mcpAdapter, error) {
+func checkMCPTool(t *Tool, seen map[string]bool, tenant string, logger *slog.Logger, m *metrics.Set) (*mcpAdapter, error) {
 	name := t.Binding.Name
 	switch {
 	case !ValidMCPName(name):
@@ -233,7 +243,7 @@ func checkMCPTool(t *Tool, seen map[string]bool, tenant string, logger *slog.Log
 	case t.Handler == nil:
 		return nil, errors.New("no handler")
 	}
-	a, err := newMCPAdapter(t, tenant, logger)
+	a, err := newMCPAdapter(t, tenant, logger, m)
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +288,15 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.stateful.ServeHTTP(w, r)
 }
 
+// Sessions returns how many MCP sessions (revision 2025-11-25) are open.
+func (h *MCPHandler) Sessions() int {
+	n := 0
+	for range h.server.Sessions() {
+		n++
+	}
+	return n
+}
+
 // sameOrigin reports whether the Origin header names the host the request
 // was sent to.
 func sameOrigin(origin string, r *http.Request) bool {
@@ -302,6 +321,9 @@ func (s *Server) mcpOptions() MCPOptions {
 	}
 	if o.MaxRequestBytes == 0 {
 		o.MaxRequestBytes = s.Config.MaxRequestBytes
+	}
+	if o.Metrics == nil {
+		o.Metrics = s.Metrics()
 	}
 	return o
 }
@@ -331,7 +353,8 @@ func (s *Server) mcpTools() []Tool {
 // MCP is left out (see CheckMCP).
 func (s *Server) mountMCP(r *httprouter.Router) {
 	var h http.Handler
-	mh, err := newMCPHandler(s.mcpTools(), s.mcpOptions(), true)
+	o := s.mcpOptions()
+	mh, err := newMCPHandler(s.mcpTools(), o, true)
 	if err != nil {
 		s.Logger.Error("mcp endpoint not served", "err", err)
 		h = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -339,10 +362,24 @@ func (s *Server) mountMCP(r *httprouter.Router) {
 		})
 	} else {
 		h = jsonRefusals(mh)
+		s.metrics.GaugeFunc(metrics.MCPSessions, func() float64 { return float64(mh.Sessions()) })
 	}
 	authed := s.authed(h.ServeHTTP)
+	observed := httpapi.Route(MCPPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpapi.SetTenant(r.Context(), o.Tenant)
+		if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+			httpapi.Annotate(r.Context(), slog.String("mcp_revision", strictjson.Clip(v, 32)))
+		}
+		if trace.SpanContextFromContext(r.Context()).IsValid() {
+			// The SDK hands a tool handler the request's headers, not
+			// its context: this request's span goes there, so the
+			// call's span is its child (mcpAdapter.handle).
+			tracing.Inject(r.Context(), r.Header)
+		}
+		authed(w, r)
+	}))
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-		r.Handler(m, MCPPath, authed)
+		r.Handler(m, MCPPath, observed)
 	}
 }
 
@@ -433,8 +470,8 @@ type mcpAdapter struct {
 
 // newMCPAdapter builds t's core for MCP: its declared schemas, or for a
 // tool written as a literal the ones compiled from its binding.
-func newMCPAdapter(t *Tool, tenant string, logger *slog.Logger) (*mcpAdapter, error) {
-	c := newCore(t)
+func newMCPAdapter(t *Tool, tenant string, logger *slog.Logger, m *metrics.Set) (*mcpAdapter, error) {
+	c := newCore(t, m, metrics.TransportMCP)
 	if t.decl == nil {
 		var err error
 		if c.input, err = compileObject("input_schema", t.Binding.InputSchema); err != nil {
@@ -471,9 +508,18 @@ func (a *mcpAdapter) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		r.Arguments = json.RawMessage(`{}`)
 	}
 	logger := a.logger.With("tool", a.core.t.Binding.Name, "tenant_id", r.TenantID, "session_id", r.SessionID, "call_id", r.CallID, "transport", "mcp")
+	if req.Extra != nil {
+		// The MCP SDK runs the handler on a context of its own, not the
+		// HTTP request's: the trace comes in the request's headers, where
+		// the /mcp route put its server span (mountMCP), and the request
+		// ID in X-Request-Id (httpapi.WithRequestID).
+		ctx = tracing.ContextWithRequestID(tracing.Extract(ctx, req.Extra.Header), req.Extra.Header.Get(httpapi.HeaderRequestID))
+	}
 
 	p := &mcpProgress{session: req.Session, ctx: ctx, token: req.Params.GetProgressToken()}
-	result := a.core.run(ctx, NewCall(r, logger, p.send))
+	call := NewCall(r, logger, p.send)
+	result := a.core.call(ctx, call, nil, start)
+	logger = call.Logger
 	p.close()
 	res, err := toMCP(result)
 	if err != nil {

@@ -36,9 +36,9 @@ import (
 
 	"github.com/brain-tools/suite/pkg/bearer"
 	"github.com/brain-tools/suite/pkg/httpapi"
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
-	"github.com/brain-tools/suite/pkg/version"
 )
 
 // Server serves a service's tools over HTTP:
@@ -69,13 +69,11 @@ type Server struct {
 	// from the Server (see MCPOptions).
 	MCP MCPOptions
 
-	once     sync.Once // builds handler
-	built    atomic.Bool
-	regOnce  sync.Once // builds registry, calls and duration
-	handler  http.Handler
-	registry *prometheus.Registry
-	calls    *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	once    sync.Once // builds handler
+	built   atomic.Bool
+	regOnce sync.Once // builds metrics
+	handler http.Handler
+	metrics *metrics.Set
 }
 
 // Handler returns the service's HTTP handler. It is built once.
@@ -88,8 +86,16 @@ func (s *Server) Handler() http.Handler {
 // can register its own collectors. It does not build the handler: Routes may
 // still be changed afterwards (pkg/mcpserver.Attach does).
 func (s *Server) Registry() *prometheus.Registry {
+	return s.Metrics().Registry
+}
+
+// Metrics returns the service's metric Set (pkg/metrics), on which a
+// service registers the metrics of its own that package metrics lists
+// (sandbox_workspaces, approvals_pending, …). Like Registry it does not
+// build the handler.
+func (s *Server) Metrics() *metrics.Set {
 	s.regOnce.Do(s.initMetrics)
-	return s.registry
+	return s.metrics
 }
 
 // Built reports whether Handler has been built; Tools and Routes changed
@@ -97,18 +103,7 @@ func (s *Server) Registry() *prometheus.Registry {
 func (s *Server) Built() bool { return s.built.Load() }
 
 func (s *Server) initMetrics() {
-	s.registry = prometheus.NewRegistry()
-	s.registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	s.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tool_calls_total", Help: "Tool calls answered, by tool and outcome (ok, error, invalid_request).",
-		ConstLabels: prometheus.Labels{"service": s.Name},
-	}, []string{"tool", "outcome"})
-	s.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "tool_call_duration_seconds", Help: "Time from request to result, by tool.",
-		ConstLabels: prometheus.Labels{"service": s.Name},
-		Buckets:     prometheus.ExponentialBuckets(0.001, 4, 10),
-	}, []string{"tool"})
-	s.registry.MustRegister(s.calls, s.duration, version.NewCollector(s.Name))
+	s.metrics = metrics.New(s.Name)
 }
 
 func (s *Server) build() {
@@ -125,19 +120,18 @@ func (s *Server) build() {
 		httpapi.WriteError(w, httpapi.Errorf(http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow")))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
-		s.Logger.Error("panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+		s.Logger.ErrorContext(r.Context(), "panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 		httpapi.WriteError(w, httpapi.Internal(nil))
 	}
 	byName := make(map[string]*toolEntry, len(s.Tools))
 	for i := range s.Tools {
 		t := &s.Tools[i]
-		name := t.Binding.Name
-		// Metric children are looked up once here, not on every call.
-		byName[name] = &toolEntry{Tool: t, core: newCore(t),
-			ok: s.calls.WithLabelValues(name, "ok"), failed: s.calls.WithLabelValues(name, "error"),
-			invalid: s.calls.WithLabelValues(name, "invalid_request"), duration: s.duration.WithLabelValues(name)}
+		byName[t.Binding.Name] = &toolEntry{Tool: t, core: newCore(t, s.metrics, metrics.TransportHTTP)}
+		if t.Metrics != nil {
+			t.Metrics(s.metrics)
+		}
 	}
-	r.POST("/tools/:name", func(w http.ResponseWriter, req *http.Request, p httprouter.Params) {
+	r.POST("/tools/:name", httpapi.RouteHandle("/tools/:name", func(w http.ResponseWriter, req *http.Request, p httprouter.Params) {
 		// The token is checked first, so tool names cannot be probed without it.
 		s.authed(func(w http.ResponseWriter, req *http.Request) {
 			t, ok := byName[p.ByName("name")]
@@ -147,17 +141,17 @@ func (s *Server) build() {
 			}
 			s.serveCall(w, req, t)
 		})(w, req)
-	})
+	}))
 	// The runtime's GET routes answer HEAD too (RFC 9110 section 9.3.2);
 	// net/http sends the headers without the body. Routes a service adds
 	// (Routes) register HEAD themselves where it makes sense.
-	metrics := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+	metricsPage := httpapi.Route("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
-		r.Handle(method, "/tools", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
+		r.Handle(method, "/tools", httpapi.RouteHandle("/tools", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
 			s.authed(s.serveBindings)(w, req)
-		})
-		r.Handle(method, "/healthz", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { s.serveHealth(w, req) })
-		r.Handler(method, "/metrics", metrics)
+		}))
+		r.Handle(method, "/healthz", httpapi.RouteHandle("/healthz", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { s.serveHealth(w, req) }))
+		r.Handler(method, "/metrics", metricsPage)
 	}
 	if s.Routes != nil {
 		s.Routes(r)
@@ -165,7 +159,8 @@ func (s *Server) build() {
 	if !s.Config.DisableMCP {
 		s.mountMCP(r)
 	}
-	s.handler = httpapi.WithRequestID(httpapi.LimitBodyTime(bodyTimeout, r))
+	obs := &httpapi.Observer{Metrics: s.metrics, Logger: s.Logger}
+	s.handler = obs.Observe(httpapi.WithRequestID(httpapi.LimitBodyTime(bodyTimeout, r)))
 }
 
 // MaxDrainBytes is how much of an oversized body the runtime reads and
@@ -174,12 +169,10 @@ func (s *Server) build() {
 // anything brain can send arrives whole.
 const MaxDrainBytes = 64 << 20
 
-// toolEntry is a tool with its metric children.
+// toolEntry is a tool with its call core.
 type toolEntry struct {
 	*Tool
-	core                *core
-	ok, failed, invalid prometheus.Counter
-	duration            prometheus.Observer
+	core *core
 }
 
 // Authed wraps h with the service's bearer check (none with NoAuth), for
@@ -253,7 +246,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	start := time.Now()
 	name := t.Binding.Name
 	if e := httpapi.CheckJSON(r); e != nil {
-		t.invalid.Inc()
+		s.metrics.ToolCall(name, metrics.TransportHTTP, metrics.StatusFailed, metrics.CodeInvalidRequest, time.Since(start))
 		httpapi.WriteError(w, e)
 		return
 	}
@@ -273,17 +266,23 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 		// The tool answers an oversized body itself: read the rest of it
 		// so the answer reaches a host that is still sending.
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, MaxDrainBytes))
-		t.failed.Inc()
 		result := t.TooLarge(data, s.Config.MaxRequestBytes)
 		httpapi.WriteJSON(w, http.StatusOK, result)
-		s.Logger.Info("tool call", "tool", name, "is_error", result.IsError, "request_too_large", true, "duration_ms", time.Since(start).Milliseconds())
+		s.metrics.ToolCall(name, metrics.TransportHTTP, metrics.StatusFailed, metrics.CodeRequestTooLarge, time.Since(start))
+		s.Logger.InfoContext(r.Context(), "tool call", "tool", name, "is_error", result.IsError, "request_too_large", true, "duration_ms", time.Since(start).Milliseconds())
 		return
 	}
 	if err != nil {
-		t.invalid.Inc()
-		httpapi.WriteError(w, httpapi.Classify(r, err))
+		e := httpapi.Classify(r, err)
+		code := metrics.CodeInvalidRequest
+		if e.Code == httpapi.CodeTooLarge {
+			code = metrics.CodeRequestTooLarge
+		}
+		s.metrics.ToolCall(name, metrics.TransportHTTP, metrics.StatusFailed, code, time.Since(start))
+		httpapi.WriteError(w, e)
 		return
 	}
+	httpapi.SetTenant(r.Context(), req.TenantID)
 
 	logger := s.Logger.With("tool", name, "tenant_id", req.TenantID, "session_id", req.SessionID, "call_id", req.CallID)
 	resp := &response{w: w, canStream: acceptsSSE(r.Header.Get("Accept")), heartbeat: s.Config.Heartbeat, logger: logger}
@@ -296,12 +295,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 		// (a timer, not a goroutine per waiting call).
 		auto = time.AfterFunc(s.Config.StreamAfter, resp.startStream)
 	}
-	var result *tool.Result
-	if argErr != nil {
-		result = tool.Errorf("invalid arguments: %v", argErr)
-	} else {
-		result = t.core.run(r.Context(), call)
-	}
+	result := t.core.call(r.Context(), call, argErr, start)
 	if auto != nil {
 		auto.Stop()
 	}
@@ -309,15 +303,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	for _, f := range call.written {
 		f()
 	}
-
-	if result.IsError {
-		t.failed.Inc()
-	} else {
-		t.ok.Inc()
-	}
-	elapsed := time.Since(start)
-	t.duration.Observe(elapsed.Seconds())
-	logger.Info("tool call", "is_error", result.IsError, "streamed", resp.streamed(), "duration_ms", elapsed.Milliseconds())
+	call.Logger.Info("tool call", "is_error", result.IsError, "streamed", resp.streamed(), "duration_ms", time.Since(start).Milliseconds())
 }
 
 // response is the state of one call's HTTP answer: JSON until the first

@@ -354,7 +354,7 @@ func TestHealthToolsMetrics(t *testing.T) {
 	}
 	body := readAll(t, resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(body, `tool_calls_total{outcome="ok",service="test",tool="echo"} 1`) {
+	if !strings.Contains(body, `tool_calls_total{error_code="",service="test",status="succeeded",tool="echo",transport="http"} 1`) {
 		t.Fatalf("metrics missing the call:\n%s", body)
 	}
 	v := version.Get()

@@ -44,6 +44,7 @@ import (
 	"github.com/brain-tools/suite/pkg/bearer"
 	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/pkg/version"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
@@ -322,42 +323,51 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := service.NewLogger(stderr, level)
 	for _, w := range shortSecrets(cfg) {
 		logger.Warn("short secret: use a random one", "secret", w, "min_bytes", bearer.MinTokenBytes)
 	}
-	// Listen first: a busy or unusable address then leaves no data dir,
-	// store or lock file behind.
-	ln, err := net.Listen("tcp", ec.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on BRAIN_ADDR %q: %w", ec.Addr, err)
-	}
-	var secretsKey []byte
-	if ec.SecretsKey != "" {
-		secretsKey = []byte(ec.SecretsKey)
-	}
-	srv, err := server.New(ctx, server.Options{
-		Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
-		MaxRequestBytes: ec.MaxRequestBytes, DatabaseURL: ec.DatabaseURL, Lease: ec.Lease, Retention: ec.Retention,
-		Guard: ec.guard(), SecretsKey: secretsKey,
-	})
-	if err != nil {
-		return errors.Join(err, ln.Close())
-	}
-	watcher.Logger, watcher.Refused = logger, func(error) { srv.ReloadRefused() }
-	watcher.Apply = func(c *config.Config) {
-		for _, w := range shortSecrets(c) {
-			logger.Warn("short secret: use a random one", "secret", w, "min_bytes", bearer.MinTokenBytes)
+	// Traces go where the OTEL_* variables say (pkg/tracing), or nowhere.
+	return tracing.Run(ctx, "brain", getenv, logger, func() error {
+		// Listen first: a busy or unusable address then leaves no data
+		// dir, store or lock file behind.
+		ln, err := net.Listen("tcp", ec.Addr)
+		if err != nil {
+			return fmt.Errorf("listen on BRAIN_ADDR %q: %w", ec.Addr, err)
 		}
-		srv.Reload(c)
-	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go watcher.Run(watchCtx)
-	fmt.Fprintf(stdout, "brain listening on %s\n", ln.Addr())
-	logger.Info("brain listening", "addr", ln.Addr().String(), "store", storeName(ec), "tools", len(cfg.Tools))
-	err = srv.Serve(ctx, ln)
-	return errors.Join(err, srv.Close())
+		var secretsKey []byte
+		if ec.SecretsKey != "" {
+			secretsKey = []byte(ec.SecretsKey)
+		}
+		srv, err := server.New(ctx, server.Options{
+			Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
+			MaxRequestBytes: ec.MaxRequestBytes, DatabaseURL: ec.DatabaseURL, Lease: ec.Lease, Retention: ec.Retention,
+			Guard: ec.guard(), SecretsKey: secretsKey,
+		})
+		if err != nil {
+			return errors.Join(err, ln.Close())
+		}
+		watcher.Logger, watcher.Refused = logger, func(error) { srv.ReloadRefused() }
+		watcher.Apply = func(c *config.Config) {
+			for _, w := range shortSecrets(c) {
+				logger.Warn("short secret: use a random one", "secret", w, "min_bytes", bearer.MinTokenBytes)
+			}
+			srv.Reload(c)
+		}
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go watcher.Run(watchCtx)
+		fmt.Fprintf(stdout, "brain listening on %s\n", ln.Addr())
+		logger.Info("brain listening", "addr", ln.Addr().String(), "store", storeName(ec), "tools", len(cfg.Tools), "tracing", tracing.Enabled())
+		err = srv.Serve(ctx, ln)
+		err = errors.Join(err, srv.Close())
+		if err != nil {
+			logger.Error("brain stopped", "err", err)
+		} else {
+			logger.Info("brain stopped")
+		}
+		return err
+	})
 }
 
 // runMigrate is `brain migrate`: it applies the schema versions the store

@@ -88,7 +88,7 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 		Routes: page.Routes,
 		Health: approvals.Health,
 	}
-	srv.Registry().MustRegister(approvals.Collectors()...)
+	approvals.Observe(srv.Metrics())
 	// The same tools, for MCP clients, at /mcp behind the same bearer check.
 	if err := mcpserver.Attach(srv, mcpserver.Options{Logger: logger}); err != nil {
 		return errors.Join(err, ln.Close())

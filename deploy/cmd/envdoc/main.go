@@ -1,6 +1,7 @@
 // Command envdoc rewrites the environment tables of deploy/README.md from
-// the services' Config structs (see package envdoc), or with -check only
-// reports whether the file is up to date.
+// the services' Config structs (see package envdoc), and its metrics table
+// from pkg/metrics' catalogue, or with -check only reports whether the
+// file is up to date.
 //
 //	go run ./deploy/cmd/envdoc [-root .] [-readme deploy/README.md] [-check]
 //	go run ./deploy/cmd/envdoc -list SERVICE   print one service's settings, tab-separated

@@ -49,8 +49,8 @@ import (
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/services/brain/internal/config"
-	"go.opentelemetry.io/otel/propagation"
 )
 
 // Status values of an Outcome; they match the ToolCall lifecycle's final
@@ -127,9 +127,8 @@ type Options struct {
 
 // Caller sends tool calls. It is safe for concurrent use.
 type Caller struct {
-	client     *http.Client
-	logger     *slog.Logger
-	propagator propagation.TextMapPropagator
+	client *http.Client
+	logger *slog.Logger
 	// headerTimeout is the contract's response-header limit
 	// (tool.HeaderTimeout); tests shorten it.
 	headerTimeout time.Duration
@@ -149,13 +148,14 @@ func New(o Options) *Caller {
 	}
 	return &Caller{
 		client: &http.Client{
-			Transport: rt,
+			// A client span per request ("tool POST"), and traceparent on
+			// it whether brain traces or only passes a trace on.
+			Transport: tracing.Transport(rt, "tool"),
 			// The contract: brain doesn't follow redirects from tools. The
 			// 3xx comes back as the response and counts as non-2xx.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		logger:        logger,
-		propagator:    propagation.TraceContext{},
 		headerTimeout: tool.HeaderTimeout,
 		resultGrace:   ResultGrace,
 	}
@@ -300,7 +300,6 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 	if t.Token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+t.Token)
 	}
-	c.propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
 
 	headerTimer := time.AfterFunc(c.headerTimeout, func() { cancelReq(errHeaderTimeout) })
 	resp, err := c.client.Do(hreq)

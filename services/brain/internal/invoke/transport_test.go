@@ -67,9 +67,13 @@ func envProxy(env map[string]string) func(*http.Request) (*url.URL, error) {
 // TestDefaultTransportProxy pins the default: the proxy comes from the
 // environment.
 func TestDefaultTransportProxy(t *testing.T) {
-	tr, ok := New(Options{}).client.Transport.(*http.Transport)
+	rt := New(Options{}).client.Transport
+	if u, ok := rt.(interface{ Unwrap() http.RoundTripper }); ok {
+		rt = u.Unwrap() // pkg/tracing's client spans
+	}
+	tr, ok := rt.(*http.Transport)
 	if !ok {
-		t.Fatalf("default transport is %T", New(Options{}).client.Transport)
+		t.Fatalf("default transport is %T", rt)
 	}
 	if reflect.ValueOf(tr.Proxy).Pointer() != reflect.ValueOf(http.ProxyFromEnvironment).Pointer() {
 		t.Error("default transport does not use http.ProxyFromEnvironment")

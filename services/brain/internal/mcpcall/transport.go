@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 )
 
@@ -138,7 +138,8 @@ func (p *pool) connect(c *conn, e Endpoint) {
 	transport := &mcp.StreamableClientTransport{
 		Endpoint: c.url,
 		HTTPClient: &http.Client{
-			Transport: &roundTripper{next: o.Transport, token: e.Token, headers: e.Headers, headerTimeout: o.headerTimeout},
+			// A client span per request ("mcp POST"), with traceparent.
+			Transport: &roundTripper{next: tracing.Transport(o.Transport, "mcp"), token: e.Token, headers: e.Headers, headerTimeout: o.headerTimeout},
 			// The contract: brain doesn't follow redirects from tools.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
@@ -235,7 +236,7 @@ func traceFrom(ctx context.Context) *trace {
 	return t
 }
 
-// roundTripper adds the bearer token and traceparent, enforces the
+// roundTripper adds the bearer token, enforces the
 // response-header limit on requests that are not a tool call, caps response
 // bodies and reports to the call's trace.
 type roundTripper struct {
@@ -244,8 +245,6 @@ type roundTripper struct {
 	headers       http.Header // sent first; the token and the SDK's own headers win
 	headerTimeout time.Duration
 }
-
-var propagator = propagation.TraceContext{}
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	tr := traceFrom(req.Context())
@@ -266,7 +265,6 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt.token != "" {
 		out.Header.Set("Authorization", "Bearer "+rt.token)
 	}
-	propagator.Inject(req.Context(), propagation.HeaderCarrier(out.Header))
 
 	// The contract's response-header limit holds for the handshake and
 	// listing requests. A tools/call is bounded by timeout_seconds alone:

@@ -149,7 +149,7 @@ var errAnswered = errors.New("the gated call no longer waits for this approval")
 // cancelled, or parked at shutdown — none of them sent.
 func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 	c := rc.snapshot()
-	child := s.startApproval(rc, c)
+	child := s.startApproval(ctx, rc, c)
 	if child != nil {
 		defer child.cancel(errAnswered)
 	}
@@ -233,7 +233,7 @@ func (s *Server) awaitAnswer(ctx context.Context, rc *running, expires time.Time
 // arguments and the time left to answer. It returns nil when there is no
 // such tool or the call could not start (logged; the gated call can still
 // be answered through the API).
-func (s *Server) startApproval(rc *running, c store.Call) *running {
+func (s *Server) startApproval(ctx context.Context, rc *running, c store.Call) *running {
 	at := s.config().Approvals.Tool
 	if at == nil || !at.Allowed(c.TenantID) {
 		return nil
@@ -244,7 +244,7 @@ func (s *Server) startApproval(rc *running, c store.Call) *running {
 	}
 	args := mustJSON(map[string]any{"action": "Call tool " + c.Tool, "details": approvalDetails(&c), "timeout_seconds": secs})
 	child, err := s.start(context.Background(), callSpec{tenant: c.TenantID, sessionID: c.SessionID, t: at, args: args,
-		parent: c.ID, caller: store.CallerSystem})
+		parent: c.ID, caller: store.CallerSystem, ctx: ctx})
 	if err != nil {
 		s.log.Warn("approval call not started; the gated call waits for an answer through the API", "call_id", c.ID, "tool", c.Tool, "err", err)
 		return nil

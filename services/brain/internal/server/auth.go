@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/brain-tools/suite/pkg/bearer"
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 )
 
@@ -31,6 +32,7 @@ func (s *Server) caller(r *http.Request) (tenant, keyEnv string, err error) {
 	if !ok {
 		return "", "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key")
 	}
+	httpapi.SetTenant(r.Context(), k.Tenant)
 	return k.Tenant, k.Env, nil
 }
 
@@ -150,6 +152,7 @@ func (s *Server) eventsAuth(r *http.Request, sessionID string) (string, *grant, 
 		return "", nil, err
 	}
 	if tenant, ok := s.config().TenantForKey(tok); ok {
+		httpapi.SetTenant(r.Context(), tenant)
 		return tenant, nil, nil
 	}
 	g, ok, err := s.lookupToken(r.Context(), tok)
@@ -162,5 +165,6 @@ func (s *Server) eventsAuth(r *http.Request, sessionID string) (string, *grant, 
 	if g.sessionID != sessionID {
 		return "", nil, notFound("session %q not found", sessionID)
 	}
+	httpapi.SetTenant(r.Context(), g.tenant)
 	return g.tenant, g, nil
 }

@@ -13,8 +13,6 @@ import (
 
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/julienschmidt/httprouter"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // createCallRequest is the body of POST /sessions/{id}/tool_calls.
@@ -71,7 +69,7 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 	rc, err := s.start(r.Context(), callSpec{
 		tenant: sess.TenantID, sessionID: sess.ID, t: t, args: args, caller: store.CallerAPI, refusal: refusal,
 		gated: t.Gated() || sessionGates(sess, t.Name),
-		ctx:   propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)),
+		ctx:   r.Context(),
 	})
 	if err != nil {
 		return err
@@ -97,14 +95,6 @@ func writeCall(w http.ResponseWriter, c *store.Call, pos *int) {
 		status = http.StatusAccepted
 	}
 	writeJSON(w, status, callJSON(c, pos))
-}
-
-// withTrace gives ctx the remote span context traced carries, if any.
-func withTrace(ctx, traced context.Context) context.Context {
-	if sc := trace.SpanContextFromContext(traced); sc.IsValid() {
-		return trace.ContextWithRemoteSpanContext(ctx, sc)
-	}
-	return ctx
 }
 
 // call returns the tenant's call id, or 404.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/json"
@@ -13,12 +12,12 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/julienschmidt/httprouter"
@@ -91,19 +90,6 @@ func unavailable(format string, args ...any) *apiError {
 	return errorf(http.StatusServiceUnavailable, codeUnavailable, format, args...)
 }
 
-type ctxKey int
-
-const requestIDKey ctxKey = 0
-
-// requestIDRE is what an incoming X-Request-Id must look like to be kept;
-// anything else is replaced by a fresh ID.
-var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
-
 // idEncoding is lower-case base32 with its alphabet in byte order, so that
 // IDs sort as the bytes they encode.
 var idEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadding(base32.NoPadding)
@@ -123,20 +109,6 @@ func newID(prefix string) string {
 	return prefix + "_" + idEncoding.EncodeToString(b[:])
 }
 
-// withRequestID gives every request an ID (kept from X-Request-Id when it is
-// well-formed), echoes it in the X-Request-Id response header and puts it in
-// the context for error bodies and logs.
-func withRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if !requestIDRE.MatchString(id) {
-			id = newID("req")
-		}
-		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
-	})
-}
-
 // handle adapts a handler that returns an error: *apiError is written as is,
 // anything else becomes a 500 "internal error" with the cause only logged.
 func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request, p httprouter.Params) error) httprouter.Handle {
@@ -153,8 +125,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error", cause: err}
 	}
 	if ae.status >= 500 {
+		// request_id comes from the context (httpapi.WithRequestID).
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
-			"request_id", requestID(r.Context()), "status", ae.status, "err", ae.cause)
+			"status", ae.status, "err", ae.cause)
 	}
 	if ae.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
@@ -164,7 +137,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		Message   string `json:"message"`
 		RequestID string `json:"request_id"`
 	}
-	writeJSON(w, ae.status, map[string]body{"error": {ae.code, ae.message, requestID(r.Context())}})
+	writeJSON(w, ae.status, map[string]body{"error": {ae.code, ae.message, httpapi.RequestID(w)}})
 }
 
 // writeJSON encodes v before writing the status, so an encoding failure is

@@ -8,7 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	oteltrace "go.opentelemetry.io/otel/trace"
+
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
 	"github.com/brain-tools/suite/services/brain/internal/store"
@@ -50,6 +55,10 @@ type running struct {
 	ord      int64
 	holding  bool
 	admitted chan struct{}
+
+	// span is the call's span, ended when the call has recorded how it
+	// ended (execute); a no-op span while tracing is off.
+	span oteltrace.Span
 
 	mu       sync.Mutex
 	call     store.Call // as last stored
@@ -106,8 +115,9 @@ type callSpec struct {
 	// refusal, when set, is how the call ends at once, not sent (a custom
 	// tool whose secret is missing).
 	refusal *invoke.Outcome
-	// ctx carries what the call keeps of the request that made it (its
-	// trace context, for traceparent); nil means none.
+	// ctx carries what the call keeps of what made it: the trace context
+	// of the request (or of the gated call) its span is a child of; nil
+	// means none.
 	ctx context.Context
 }
 
@@ -125,16 +135,28 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 		Arguments: sp.args, CreatedAt: now, StartedAt: now, ParentID: sp.parent, CallerType: sp.caller,
 		RevisionID: t.RevisionID,
 	}
-	// The call outlives the request; it keeps the request's trace context
-	// so invoke sends traceparent (W3C) with it.
-	ctx := s.callsCtx
-	if sp.ctx != nil {
-		ctx = withTrace(ctx, sp.ctx)
+	// The call outlives the request: its span, a child of the request's,
+	// goes on the calls' context, so the request to the tool is its child
+	// and carries traceparent (W3C) on.
+	parent := sp.ctx
+	if parent == nil {
+		parent = context.Background()
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	span := oteltrace.SpanFromContext(parent)
+	if tracing.Enabled() { // the attributes are not built for nothing
+		var spanCtx context.Context
+		spanCtx, span = tracing.Start(parent, "tool_call "+t.Name, oteltrace.WithAttributes(
+			attribute.String("tool.name", t.Name), attribute.String("tool.transport", transportOf(t)),
+			attribute.String("brain.tenant_id", sp.tenant), attribute.String("brain.session_id", sp.sessionID),
+			attribute.String("brain.call_id", c.ID), attribute.String("brain.caller_type", sp.caller)))
+		c.SpanID = tracing.SpanID(spanCtx)
+	}
+	ctx, cancel := context.WithCancelCause(oteltrace.ContextWithSpan(s.callsCtx, span))
 	rc := newRunning(c, t, cancel)
+	rc.span = span
 	if err := s.register(rc); err != nil {
 		cancel(nil)
+		span.End()
 		return nil, err
 	}
 	// A call that could never be sent is refused here, before anybody is
@@ -192,6 +214,7 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 			rc.q.leave(rc)
 		}
 		s.unregister(rc)
+		span.End()
 		var se *store.StateError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -329,9 +352,26 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 		rc.q.done(rc)
 	}
 	rc.final = final
+	endSpan(rc.span, final)
 	s.forget(rc)
 	close(rc.done)
 	rc.cancel(nil)
+}
+
+// endSpan ends a call's span with how the call ended: its status, error
+// code and unknown_outcome, and an error status unless it succeeded.
+func endSpan(span oteltrace.Span, c *store.Call) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("tool.status", c.Status))
+		if store.Terminal(c.Status) && c.Status != store.CallSucceeded {
+			span.SetAttributes(attribute.String("tool.error_code", c.ErrorCode), attribute.Bool("tool.unknown_outcome", c.UnknownOutcome))
+			span.SetStatus(codes.Error, c.ErrorCode)
+		}
+	}
+	span.End()
 }
 
 // run takes the call through its steps (see the top of this file) and
@@ -374,6 +414,13 @@ func (s *Server) admit(ctx context.Context, rc *running) (ended, bool) {
 	}
 	if rc.q.holds(rc) {
 		if c.Status == store.CallQueued {
+			if s.isDraining() {
+				// Given a slot a shutdown freed before this call was
+				// told of the shutdown: it stays queued for the next
+				// brain.
+				rc.q.leave(rc)
+				return ended{park: true}, false
+			}
 			// Stored queued and given a slot at once (a shared queue
 			// hands slots out only to stored calls).
 			e, ok := s.begin(ctx, rc)
@@ -465,6 +512,10 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 		tok, g = s.issueToken(ctx, &c)
 		req.InspectionToken, req.BrainURL = tok, s.brainURL()
 	}
+	snap := rc.snapshot()
+	inFlight := s.metrics.ToolInFlight.WithLabelValues(s.metricTool(&snap), transportOf(rc.t))
+	inFlight.Inc()
+	defer inFlight.Dec()
 	out := s.invokerFor(rc.t).Call(ctx, rc.t, req, func(data json.RawMessage) {
 		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: c.SessionID, CallID: c.ID,
 			Time: time.Now().UTC(), Data: data})
@@ -509,10 +560,18 @@ func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome, 
 	if err := s.store.FinishCall(ctx, &f, evs...); err != nil {
 		return &f, err
 	}
-	label := s.metricTool(c)
-	s.metrics.calls.WithLabelValues(label, status).Inc()
-	s.metrics.duration.WithLabelValues(label, status).Observe(dur.Seconds())
+	s.metrics.ToolCall(s.metricTool(c), transportOf(s.callTool(c)), status, out.ErrorCode, dur)
 	return &f, nil
+}
+
+// callTool is the binding call c runs with: its own while in flight, else
+// the host config's; nil when neither has it.
+func (s *Server) callTool(c *store.Call) *config.Tool {
+	if rc, ok := s.lookupRunning(c.ID); ok {
+		return rc.t
+	}
+	t, _ := s.config().Tool(c.Tool)
+	return t
 }
 
 // metricTool is call c's tool label in the metrics: the binding's name

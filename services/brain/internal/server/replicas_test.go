@@ -255,7 +255,7 @@ func (b *brain) waitStreams() {
 			}
 		} else {
 			for _, r := range b.liveReplicas() {
-				if metricValue(b.t, r.url, "brain_event_streams") > 0 {
+				if metricValue(b.t, r.url, "event_streams") > 0 {
 					return
 				}
 			}
@@ -267,7 +267,8 @@ func (b *brain) waitStreams() {
 
 func (s *Server) metricStreams() float64 { return testutil.ToFloat64(s.metrics.streams) }
 
-// metricValue reads one unlabelled metric of the brain at base.
+// metricValue reads one metric of the brain at base that has one sample
+// (its only label the const service).
 func metricValue(t *testing.T, base, name string) float64 {
 	t.Helper()
 	res, err := http.Get(base + "/metrics")
@@ -277,8 +278,9 @@ func metricValue(t *testing.T, base, name string) float64 {
 	defer res.Body.Close()
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
+		line := sc.Text()
+		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 			return f
 		}
 	}

@@ -36,7 +36,7 @@ func (s *Server) retentionLoop(ctx context.Context) {
 }
 
 // sweep removes, batch after batch, what ended before now less the
-// retention, counting it in brain_retention_removed_total.
+// retention, counting it in retention_removed_total.
 func (s *Server) sweep(ctx context.Context) {
 	before := time.Now().Add(-s.retention)
 	for ctx.Err() == nil {

@@ -126,10 +126,10 @@ func TestRetentionUnderLoad(t *testing.T) {
 	// since that are past the retention too (no call, two events each).
 	gone := int(got["session"]) - len(old)
 	if gone < before || gone > after {
-		t.Errorf("brain_retention_removed_total{kind=session} = %v, want %d old and %d..%d ended since", got["session"], len(old), before, after)
+		t.Errorf("retention_removed_total{kind=session} = %v, want %d old and %d..%d ended since", got["session"], len(old), before, after)
 	}
 	if want := map[string]float64{"session": float64(len(old) + gone), "tool_call": wantCalls, "event": wantEvents + float64(2*gone)}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("brain_retention_removed_total = %v, want %v", got, want)
+		t.Errorf("retention_removed_total = %v, want %v", got, want)
 	}
 	t.Logf("%d calls by 32 callers while retention ran, %d failed; %d sessions ended since, %d of them past the retention and removed by the end", calls.Load(), failed.Load(), len(young), after)
 }

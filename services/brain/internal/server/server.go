@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -41,6 +42,7 @@ import (
 	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
 	"github.com/julienschmidt/httprouter"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // DefaultHeartbeat is how often an idle SSE event stream gets a comment line,
@@ -150,7 +152,7 @@ type Server struct {
 	maxBody   int64         // Options.MaxRequestBytes
 	maxQueued int           // Options.MaxQueued
 	publicURL atomic.Pointer[string]
-	metrics   *metrics
+	metrics   *brainMetrics
 	tokens    inspections
 	handler   http.Handler
 	lock      *os.File     // flock on the data dir; nil on PostgreSQL
@@ -290,6 +292,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err := s.openStore(ctx, o); err != nil {
 		return nil, fmt.Errorf("new server: %w", err)
 	}
+	s.registerGauges()
 	s.handler = s.routes()
 	if s.shared == nil {
 		if err := s.recoverCalls(ctx); err != nil {
@@ -367,7 +370,7 @@ func (s *Server) openStore(ctx context.Context, o Options) error {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Registry returns the Prometheus registry served at GET /metrics.
-func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.Registry }
 
 func (s *Server) routes() http.Handler {
 	r := httprouter.New()
@@ -384,44 +387,51 @@ func (s *Server) routes() http.Handler {
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.writeError(w, req, fmt.Errorf("panic: %v", v))
 	}
+	// Every route is registered under its pattern, which names it in the
+	// metrics, the access log and its span (httpapi.Observe).
+	handle := func(method, path string, h httprouter.Handle) {
+		r.Handle(method, path, httpapi.RouteHandle(path, h))
+	}
 	// Each GET route but the event stream answers HEAD as GET with no body
 	// (net/http drops it; RFC 9110 section 9.3.2), for load balancers,
 	// probes and clients that check with HEAD.
+	metricsPage := httpapi.Route("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
-		r.Handle(method, "/healthz", s.handle(s.healthz))
-		r.Handler(method, "/metrics", s.metrics.handler())
-		r.Handle(method, "/catalog", s.handle(s.catalog))
-		r.Handle(method, "/sessions/:id", s.handle(s.getSession))
-		r.Handle(method, "/tool_calls", s.handle(s.listCalls))
-		r.Handle(method, "/tool_calls/:id", s.handle(s.getCall))
-		r.Handle(method, "/sessions/:id/tools", s.handle(s.getSessionTools))
-		r.Handle(method, "/custom_tools", s.handle(s.listCustomTools))
-		r.Handle(method, "/custom_tools/:id", s.handle(s.getCustomTool))
-		r.Handle(method, "/tool_revisions/:id", s.handle(s.getRevision))
-		r.Handle(method, "/secrets", s.handle(s.listSecrets))
-		r.Handle(method, "/secrets/:name", s.handle(s.getSecret))
-		r.Handle(method, "/toolsets", s.handle(s.listToolsets))
-		r.Handle(method, "/toolsets/:id", s.handle(s.getToolset))
+		handle(method, "/healthz", s.handle(s.healthz))
+		r.Handler(method, "/metrics", metricsPage)
+		handle(method, "/catalog", s.handle(s.catalog))
+		handle(method, "/sessions/:id", s.handle(s.getSession))
+		handle(method, "/tool_calls", s.handle(s.listCalls))
+		handle(method, "/tool_calls/:id", s.handle(s.getCall))
+		handle(method, "/sessions/:id/tools", s.handle(s.getSessionTools))
+		handle(method, "/custom_tools", s.handle(s.listCustomTools))
+		handle(method, "/custom_tools/:id", s.handle(s.getCustomTool))
+		handle(method, "/tool_revisions/:id", s.handle(s.getRevision))
+		handle(method, "/secrets", s.handle(s.listSecrets))
+		handle(method, "/secrets/:name", s.handle(s.getSecret))
+		handle(method, "/toolsets", s.handle(s.listToolsets))
+		handle(method, "/toolsets/:id", s.handle(s.getToolset))
 	}
-	r.PUT("/sessions/:id/tools", s.handle(s.putSessionTools))
-	r.POST("/sessions/:id/tools", s.handle(s.postSessionTools))
-	r.POST("/custom_tools", s.handle(s.createCustomTool))
-	r.PUT("/custom_tools/:id", s.handle(s.updateCustomTool))
-	r.DELETE("/custom_tools/:id", s.handle(s.deleteCustomTool))
-	r.PUT("/secrets/:name", s.handle(s.putSecret))
-	r.DELETE("/secrets/:name", s.handle(s.deleteSecret))
-	r.POST("/toolsets", s.handle(s.createToolset))
-	r.PUT("/toolsets/:id", s.handle(s.updateToolset))
-	r.DELETE("/toolsets/:id", s.handle(s.deleteToolset))
-	r.POST("/sessions", s.handle(s.createSession))
-	r.DELETE("/sessions/:id", s.handle(s.closeSession))
-	r.POST("/sessions/:id/interrupt", s.handle(s.interruptSession))
-	r.POST("/sessions/:id/close", s.handle(s.closeSession))
-	r.GET("/sessions/:id/events", s.handle(s.events))
-	r.POST("/sessions/:id/tool_calls", s.handle(s.createCall))
-	r.POST("/tool_calls/:id/cancel", s.handle(s.cancelCall))
-	r.POST("/tool_calls/:id/respond", s.handle(s.respond))
-	return withRequestID(service.LimitBodyTime(service.BodyTimeout, r))
+	handle(http.MethodPut, "/sessions/:id/tools", s.handle(s.putSessionTools))
+	handle(http.MethodPost, "/sessions/:id/tools", s.handle(s.postSessionTools))
+	handle(http.MethodPost, "/custom_tools", s.handle(s.createCustomTool))
+	handle(http.MethodPut, "/custom_tools/:id", s.handle(s.updateCustomTool))
+	handle(http.MethodDelete, "/custom_tools/:id", s.handle(s.deleteCustomTool))
+	handle(http.MethodPut, "/secrets/:name", s.handle(s.putSecret))
+	handle(http.MethodDelete, "/secrets/:name", s.handle(s.deleteSecret))
+	handle(http.MethodPost, "/toolsets", s.handle(s.createToolset))
+	handle(http.MethodPut, "/toolsets/:id", s.handle(s.updateToolset))
+	handle(http.MethodDelete, "/toolsets/:id", s.handle(s.deleteToolset))
+	handle(http.MethodPost, "/sessions", s.handle(s.createSession))
+	handle(http.MethodDelete, "/sessions/:id", s.handle(s.closeSession))
+	handle(http.MethodPost, "/sessions/:id/interrupt", s.handle(s.interruptSession))
+	handle(http.MethodPost, "/sessions/:id/close", s.handle(s.closeSession))
+	handle(http.MethodGet, "/sessions/:id/events", s.handle(s.events))
+	handle(http.MethodPost, "/sessions/:id/tool_calls", s.handle(s.createCall))
+	handle(http.MethodPost, "/tool_calls/:id/cancel", s.handle(s.cancelCall))
+	handle(http.MethodPost, "/tool_calls/:id/respond", s.handle(s.respond))
+	obs := &httpapi.Observer{Metrics: s.metrics.Set, Logger: s.log}
+	return obs.Observe(httpapi.WithRequestID(service.LimitBodyTime(service.BodyTimeout, r)))
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
@@ -463,6 +473,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	s.mu.Lock()
+	inflight := len(s.inflight)
+	s.mu.Unlock()
+	s.log.Info("brain shutting down: new calls are refused, calls in flight are cancelled",
+		"calls_in_flight", inflight, "grace", s.grace.String())
 	s.drain(s.grace)
 	s.cancelReqs()
 	sctx, cancel := context.WithTimeout(context.Background(), s.grace)

@@ -1,18 +1,22 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/version"
 )
 
@@ -271,12 +275,22 @@ func TestMetrics(t *testing.T) {
 	s := b.session("t1", "echo")
 	b.call("t1", s.ID, "echo", map[string]string{"text": "hi"}, 5)
 	b.call("t1", s.ID, "echo", map[string]string{}, 5) // invalid_arguments
+	if r := b.do("GET", "/catalog", "", nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("GET /catalog without a key: %d", r.status)
+	}
 	r := b.do("GET", "/metrics", "", nil)
 	v := version.Get()
 	for _, want := range []string{
-		`brain_tool_calls_total{status="succeeded",tool="echo"} 1`,
-		`brain_tool_calls_total{status="failed",tool="echo"} 1`,
-		`brain_tool_call_duration_seconds_count{status="succeeded",tool="echo"} 1`,
+		`tool_calls_total{error_code="",service="brain",status="succeeded",tool="echo",transport="http"} 1`,
+		`tool_calls_total{error_code="invalid_arguments",service="brain",status="failed",tool="echo",transport="http"} 1`,
+		`tool_call_duration_seconds_count{service="brain",status="succeeded",tool="echo",transport="http"} 1`,
+		`tool_calls_in_flight{service="brain",tool="echo",transport="http"} 0`,
+		`http_requests_total{code="401",method="GET",route="/catalog",service="brain"} 1`,
+		`http_request_duration_seconds_count{method="POST",route="/sessions",service="brain"} 1`,
+		`auth_failures_total{route="/catalog",service="brain"} 1`,
+		`http_requests_in_flight{service="brain"} 1`, // this scrape
+		`event_streams{service="brain"} 0`,
+		`sessions_active{service="brain"} 1`,
 		fmt.Sprintf(`build_info{goversion=%q,revision=%q,service="brain",version=%q} 1`, v.GoVersion, v.Revision, v.Version),
 	} {
 		if !strings.Contains(string(r.body), want) {
@@ -375,5 +389,85 @@ func TestMaxRequestBytes(t *testing.T) {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("MaxRequestBytes %d: data dir made (%v)", n, err)
 		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer a server's goroutines write to at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestLogs: one access-log line per request with its request ID (the
+// caller's X-Request-Id when it sent one), route, status, duration and
+// tenant, a 401 included, and never the key; brain logs its shutdown. (That
+// every line logged with a request's context carries its ID is
+// tracing.LogHandler's, shown over HTTP and MCP in pkg/service.)
+func TestLogs(t *testing.T) {
+	t.Parallel()
+	buf := &syncBuffer{}
+	// Registered before startBrain, this runs after its cleanup has
+	// stopped the server.
+	t.Cleanup(func() {
+		if !strings.Contains(buf.String(), `"msg":"brain shutting down: new calls are refused, calls in flight are cancelled"`) {
+			t.Errorf("no shutdown line in the log:\n%s", buf.String())
+		}
+	})
+	b := startBrain(t, func(o *Options) { o.Logger = service.NewLogger(buf, slog.LevelDebug) })
+	s := b.session("t1", "echo")
+	b.call("t1", s.ID, "echo", map[string]string{"text": "hi"}, 5)
+	if r := b.do("GET", "/sessions/"+s.ID, "t1", nil, "X-Request-Id", "caller-get-1"); r.status != http.StatusOK {
+		t.Fatalf("GET session: %d", r.status)
+	}
+	if r := b.do("GET", "/catalog", "", nil, "X-Request-Id", "caller-401", "Authorization", "Bearer wrong-key-123456789"); r.status != http.StatusUnauthorized {
+		t.Fatalf("GET /catalog with a wrong key: %d", r.status)
+	}
+
+	var requests []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if rec["msg"] != "request" {
+			continue
+		}
+		requests = append(requests, rec)
+		if id, _ := rec["request_id"].(string); id == "" {
+			t.Errorf("access-log line without request_id: %s", l)
+		}
+		for _, k := range []string{"route", "status", "duration_ms", "method", "path"} {
+			if rec[k] == nil {
+				t.Errorf("access-log line without %s: %s", k, l)
+			}
+		}
+	}
+	byID := map[string]map[string]any{}
+	for _, r := range requests {
+		byID[r["request_id"].(string)] = r
+	}
+	if r := byID["caller-get-1"]; r == nil || r["route"] != "/sessions/:id" || r["status"] != float64(200) || r["tenant"] != "t1" {
+		t.Errorf("the GET session's line: %v", r)
+	}
+	if r := byID["caller-401"]; r == nil || r["route"] != "/catalog" || r["status"] != float64(401) {
+		t.Errorf("the 401's line: %v", r)
+	}
+	if strings.Contains(buf.String(), "wrong-key-123456789") || strings.Contains(buf.String(), apiKeys["t1"]) {
+		t.Errorf("a key reached the log:\n%s", buf.String())
+	}
+	if n := len(requests); n < 4 {
+		t.Errorf("%d access-log lines for 4 requests:\n%s", n, buf.String())
 	}
 }

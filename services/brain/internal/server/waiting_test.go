@@ -738,7 +738,8 @@ func TestShutdownLeavesWaitingCalls(t *testing.T) {
 			t.Fatalf("the tool got %s, want the queued call", req.CallID)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the queued call did not run after the restart")
+		_, got := b.getCall("t1", held[2].ID, 0)
+		t.Fatalf("the queued call did not run after the restart: %+v", got)
 	}
 	ct.release <- struct{}{}
 	r := b.respond("t1", fn.ID, `{"structured_content":{"status":"shipped"}}`)

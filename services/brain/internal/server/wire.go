@@ -29,7 +29,9 @@ type SessionJSON struct {
 // requires_input waits for; queue_position is 1 for the next queued call of
 // its binding to run, null when the call is not queued; parent_id is the
 // gated call an approval call was made for; span_id is the call's trace
-// span, null while brain records no traces; caller_type is api (an
+// span (16 hex digits; its trace is in the access log and the span's
+// export), null when brain was not tracing when the call started;
+// caller_type is api (an
 // application) or system (brain's own approval calls).
 type CallJSON struct {
 	ID                string          `json:"id"`
@@ -111,7 +113,7 @@ func callJSON(c *store.Call, pos *int) CallJSON {
 	}
 	return CallJSON{
 		ID: c.ID, SessionID: c.SessionID, TenantID: c.TenantID, Tool: c.Tool, Status: c.Status,
-		Arguments: c.Arguments, ParentID: optString(c.ParentID), CallerType: caller, Prompt: optString(c.Prompt),
+		Arguments: c.Arguments, ParentID: optString(c.ParentID), SpanID: optString(c.SpanID), CallerType: caller, Prompt: optString(c.Prompt),
 		ResponseSchema: schema, ResponseExpiresAt: optTime(c.ResponseExpiresAt), QueuePosition: pos,
 		CreatedAt: timeString(c.CreatedAt), StartedAt: optTime(c.StartedAt),
 		FinishedAt: optTime(c.FinishedAt), ErrorCode: optString(c.ErrorCode), ErrorMessage: optString(c.ErrorMessage),

@@ -113,6 +113,9 @@ type Call struct {
 	ParentID string
 	// CallerType is CallerAPI or CallerSystem.
 	CallerType string
+	// SpanID is the call's trace span (16 hex digits), "" when brain was
+	// not tracing when the call started.
+	SpanID string
 	// InputKind is InputApproval or InputFunction for a call that waits or
 	// waited for input, "" for others. It stays set after the answer.
 	InputKind string
@@ -392,6 +395,9 @@ type Store interface {
 	// UnfinishedCalls lists every call left queued, running or
 	// requires_input, of every tenant, in Ord order (start-up recovery).
 	UnfinishedCalls(ctx context.Context) ([]*Call, error)
+	// ActiveSessions counts the active sessions of every tenant (brain's
+	// sessions_active gauge, read at each scrape of /metrics).
+	ActiveSessions(ctx context.Context) (int, error)
 
 	// Events lists up to limit stored events of session sessionID with ID >
 	// after, in ID order; limit is 1..MaxListLimit+1 (one more than a page

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/brain-tools/suite/pkg/extract"
 	"github.com/brain-tools/suite/pkg/mcpserver"
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -90,12 +90,8 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Service, error) {
 			})
 		},
 	}
-	srv.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "browser_sessions", Help: "Browsing sessions alive (one browser context each).",
-	}, func() float64 { return float64(m.Count()) }))
-	srv.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "browser_memory_peak_bytes", Help: "Most memory (PSS of every Chromium process) seen.",
-	}, func() float64 { return float64(m.Peak()) }))
+	srv.Metrics().GaugeFunc(metrics.BrowserSessions, func() float64 { return float64(m.Count()) })
+	srv.Metrics().GaugeFunc(metrics.BrowserMemoryPeak, func() float64 { return float64(m.Peak()) })
 	svc.Server = srv
 	return svc, nil
 }

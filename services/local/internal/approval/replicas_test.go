@@ -115,7 +115,7 @@ func TestReplicasExpireOnce(t *testing.T) {
 
 // TestReplicasRetention: with APPROVAL_RETENTION on two replicas, the
 // approvals that ended before the limit are removed once, in batches,
-// counted by the replicas' approval_retention_removed_total together;
+// counted by the replicas' retention_removed_total together;
 // pending and recent ones stay.
 func TestReplicasRetention(t *testing.T) {
 	url := pg.NewDatabase(t)

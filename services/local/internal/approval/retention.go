@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brain-tools/suite/pkg/metrics"
 )
 
 // Removed counts what one DeleteEnded removed.
@@ -81,16 +83,17 @@ const (
 	retentionBatch           = 500
 )
 
+// newRemovedCounter is the catalogue's retention_removed_total (kind:
+// approval, decision), made with the service before Observe registers it,
+// since the sweeper may count before.
 func newRemovedCounter() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "approval_retention_removed_total",
-		Help: "Rows removed by retention (APPROVAL_RETENTION), by kind: approval, decision.",
-	}, []string{"kind"})
+	d := metrics.RetentionRemoved
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: d.Name, Help: d.Help}, d.Labels)
+	for _, kind := range []string{"approval", "decision"} {
+		c.WithLabelValues(kind) // served as 0 before the first sweep removes anything
+	}
+	return c
 }
-
-// Collectors are the approval service's own metrics, for the service's
-// /metrics registry.
-func (s *Service) Collectors() []prometheus.Collector { return []prometheus.Collector{s.removed} }
 
 // retentionLoop removes approvals that ended longer ago than the
 // retention, a batch per transaction until none is left, every

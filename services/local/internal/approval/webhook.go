@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/tracing"
 )
 
 // WebhookTimeout bounds one webhook POST.
@@ -63,7 +65,8 @@ func newWebhook(rawURL, secret string, logger *slog.Logger) (*webhook, error) {
 		url:    rawURL,
 		secret: []byte(secret),
 		client: &http.Client{
-			Timeout: WebhookTimeout,
+			Timeout:   WebhookTimeout,
+			Transport: tracing.Transport(nil, "webhook"),
 			// A webhook endpoint that redirects is misconfigured; following
 			// it would send approval details somewhere nobody configured.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -25,6 +25,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/pkg/tracing"
 )
 
 // Limits of one inspection.
@@ -167,14 +168,14 @@ func Tool(opts Options) service.Tool {
 	if opts.Client == nil {
 		opts.Client = &http.Client{
 			Timeout: 30 * time.Second,
-			Transport: &http.Transport{
+			Transport: tracing.Transport(&http.Transport{
 				// The token goes to brain and nowhere else: no proxy.
 				Proxy:                 nil,
 				DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 				ResponseHeaderTimeout: 30 * time.Second,
 				MaxIdleConnsPerHost:   4,
 				IdleConnTimeout:       30 * time.Second,
-			},
+			}, "brain"),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/jobs"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/sse"
@@ -248,23 +249,26 @@ func New(ctx context.Context, cfg Config, svc *approval.Service, logger *slog.Lo
 func (p *Page) Routes(r *httprouter.Router) {
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.StripPrefix("/operator/static/", http.FileServer(http.FS(static)))
+	// Each route under its pattern, for the metrics, access log and span
+	// (httpapi.Observe).
+	handle := func(method, path string, h httprouter.Handle) { r.Handle(method, path, httpapi.RouteHandle(path, h)) }
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
-		r.Handle(method, "/approvals", p.wrap(p.list))
-		r.Handle(method, "/approvals/rows", p.wrap(p.rows))
-		r.Handle(method, "/approval/:id", p.wrap(p.detail))
-		r.Handle(method, "/operator/signin", p.wrap(p.signinForm))
-		r.Handle(method, "/operator/audit", p.wrap(p.audit))
-		r.Handle(method, "/operator/audit.csv", p.wrap(p.auditCSV))
-		r.Handle(method, "/operator/static/*file", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		handle(method, "/approvals", p.wrap(p.list))
+		handle(method, "/approvals/rows", p.wrap(p.rows))
+		handle(method, "/approval/:id", p.wrap(p.detail))
+		handle(method, "/operator/signin", p.wrap(p.signinForm))
+		handle(method, "/operator/audit", p.wrap(p.audit))
+		handle(method, "/operator/audit.csv", p.wrap(p.auditCSV))
+		handle(method, "/operator/static/*file", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 			w.Header().Set("Cache-Control", "no-cache")
 			files.ServeHTTP(w, r)
 		})
 	}
-	r.GET("/approvals/live", p.wrap(p.live))
-	r.POST("/approval/:id/decision", p.wrap(p.decide))
-	r.POST("/operator/signin", p.wrap(p.signin))
-	r.POST("/operator/signout", p.wrap(p.signout))
+	handle(http.MethodGet, "/approvals/live", p.wrap(p.live))
+	handle(http.MethodPost, "/approval/:id/decision", p.wrap(p.decide))
+	handle(http.MethodPost, "/operator/signin", p.wrap(p.signin))
+	handle(http.MethodPost, "/operator/signout", p.wrap(p.signout))
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params)

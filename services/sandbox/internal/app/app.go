@@ -14,6 +14,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/daytona"
@@ -274,6 +275,8 @@ func Build(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, erro
 		wsm.Close()
 		return nil, err
 	}
+	srv.Metrics().GaugeFunc(metrics.Workspaces, func() float64 { return float64(wsm.Count()) })
+	ts.Observe(srv.Metrics())
 	return &Service{Server: srv, Tools: ts, Workspaces: wsm, Backend: be}, nil
 }
 

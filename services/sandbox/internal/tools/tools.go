@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
@@ -160,6 +161,9 @@ func (s *Service) Limits() Limits { return s.lim }
 
 // Close kills every running job and waits for them, or for ctx.
 func (s *Service) Close(ctx context.Context) error { return s.jobs.Close(ctx) }
+
+// Observe counts the service's jobs in the jobs gauge of m.
+func (s *Service) Observe(m *metrics.Set) { s.jobs.Observe(m) }
 
 // Tools returns the service's tools, as POST /tools/<name> serves them.
 // Each refuses a tenant outside Limits.Tenants.

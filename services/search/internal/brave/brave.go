@@ -66,7 +66,7 @@ func New(cfg Config, httpClient *http.Client) (*Client, error) {
 		return nil, fmt.Errorf("BRAVE_TIMEOUT must be positive and BRAVE_MAX_WAIT not negative")
 	}
 	if httpClient == nil {
-		httpClient = search.NewHTTPClient(cfg.Timeout)
+		httpClient = search.NewHTTPClient("brave", cfg.Timeout)
 	}
 	return &Client{
 		timeout:  cfg.Timeout,

@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/tracing"
 )
 
 // Query is one web search, already validated (see Args.Validate).
@@ -165,9 +167,13 @@ func roundUp(d time.Duration) time.Duration {
 // and redirects never followed. Go strips only Authorization and Cookie
 // when a redirect leaves the host, so a key in another header (Brave's
 // X-Subscription-Token) would travel to wherever a redirect points.
-func NewHTTPClient(timeout time.Duration) *http.Client {
+//
+// Each request gets a client span named after provider ("brave GET") and
+// carries traceparent (pkg/tracing).
+func NewHTTPClient(provider string, timeout time.Duration) *http.Client {
 	return &http.Client{
 		Timeout:       timeout,
+		Transport:     tracing.Transport(nil, provider),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

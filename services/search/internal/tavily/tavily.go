@@ -73,7 +73,7 @@ func New(cfg Config, httpClient *http.Client) (*Client, error) {
 		return nil, fmt.Errorf("TAVILY_TIMEOUT must be positive and TAVILY_MAX_WAIT not negative")
 	}
 	if httpClient == nil {
-		httpClient = search.NewHTTPClient(cfg.Timeout)
+		httpClient = search.NewHTTPClient("tavily", cfg.Timeout)
 	}
 	return &Client{
 		timeout:  cfg.Timeout,

@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/brain-tools/suite/pkg/tracing"
 )
 
 // Providers the store can talk to (env STORAGE_PROVIDER).
@@ -200,9 +203,14 @@ func newClients(ctx context.Context, r resolved, httpClient *http.Client) (*clie
 			return nil, fmt.Errorf("load aws config: %w", err)
 		}
 	}
-	if httpClient != nil {
-		cfg.HTTPClient = httpClient
+	// A client span per S3 request ("s3 PUT"), with traceparent
+	// (pkg/tracing), over the SDK's default transport or the one given.
+	if httpClient == nil {
+		httpClient = &http.Client{Transport: awshttp.NewBuildableClient().GetTransport()}
 	}
+	traced := *httpClient
+	traced.Transport = tracing.Transport(httpClient.Transport, "s3")
+	cfg.HTTPClient = &traced
 	if !r.aws {
 		cfg.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired

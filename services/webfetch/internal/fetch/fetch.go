@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/brain-tools/suite/pkg/netguard"
+	"github.com/brain-tools/suite/pkg/tracing"
 )
 
 // Defaults for Options fields left zero.
@@ -164,7 +165,9 @@ func New(o Options) *Client {
 	c := &Client{
 		o: o,
 		http: &http.Client{
-			Transport: tr,
+			// A client span per request ("fetch GET"), every redirect hop
+			// its own; the guard still dials each one.
+			Transport: tracing.Transport(tr, "fetch"),
 			// Redirects are followed by hand so every hop is checked.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},

@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/tracing"
 )
 
 // MaxResponseBytes caps the browser's answer: the rendered DOM (at most
@@ -44,7 +46,7 @@ type Client struct {
 // ("http://127.0.0.1:8086"), sending token as the bearer token, each
 // render bounded by timeout.
 func New(base, token string, timeout time.Duration) *Client {
-	return &Client{endpoint: strings.TrimRight(base, "/") + "/render", token: token, http: &http.Client{Timeout: timeout}}
+	return &Client{endpoint: strings.TrimRight(base, "/") + "/render", token: token, http: &http.Client{Timeout: timeout, Transport: tracing.Transport(http.DefaultTransport, "browser")}}
 }
 
 // Render asks for url rendered. Errors name what failed: the browser's own

@@ -390,7 +390,7 @@ func TestUnreachableHostIsNotARobotsRefusal(t *testing.T) {
 				}
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if want := `webfetch_fetches_total{outcome="` + tc.outcome + `"} 1`; !strings.Contains(string(body), want) {
+				if want := `webfetch_fetches_total{outcome="` + tc.outcome + `",service="webfetch"} 1`; !strings.Contains(string(body), want) {
 					t.Fatalf("metrics lack %s", want)
 				}
 			})

@@ -131,7 +131,7 @@ func TestOtherEndpoints(t *testing.T) {
 		t.Fatalf("healthz: %d %s", resp.StatusCode, body)
 	}
 	h.call(map[string]any{"url": "http://10.0.0.1/"})
-	if resp, body := get("/metrics", ""); resp.StatusCode != 200 || !strings.Contains(string(body), `webfetch_fetches_total{outcome="refused"} 1`) {
+	if resp, body := get("/metrics", ""); resp.StatusCode != 200 || !strings.Contains(string(body), `webfetch_fetches_total{outcome="refused",service="webfetch"} 1`) {
 		t.Fatalf("metrics: %d", resp.StatusCode)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/brain-tools/suite/pkg/mcpserver"
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/service"
 )
 
@@ -21,7 +22,9 @@ func NewServer(cfg Config, deps Deps, logger *slog.Logger) (*service.Server, *Fe
 		Logger: logger,
 		Tools:  []service.Tool{f.Tool()},
 	}
-	srv.Registry().MustRegister(f.outcomes)
+	// The outcomes counter, with the service label every metric of the
+	// suite carries (pkg/metrics).
+	f.outcomes = srv.Metrics().CounterVec(metrics.WebFetches)
 	return srv, f, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/brain-tools/suite/pkg/extract"
+	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -182,10 +183,8 @@ func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
 		slots:   make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
 		// The same limit as a whole fetch.
 		extractTimeout: cfg.Timeout,
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "webfetch_fetches_total",
-			Help: "web_fetch calls by outcome: ok, empty (fetched, no readable text), refused (SSRF guard), unreachable (no DNS answer, connection refused), robots, too_large, timeout, http_status, unsupported_type, error.",
-		}, []string{"outcome"}),
+		// Unregistered until NewServer puts it on the service's metrics.
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.WebFetches.Name, Help: metrics.WebFetches.Help}, metrics.WebFetches.Labels),
 	}, nil
 }
 

@@ -396,8 +396,8 @@ var createCallSQL = `WITH s AS (
 	RETURNING id, last_seq
 ), c AS (
 	INSERT INTO tool_calls (id, session_id, tenant_id, tool, status, arguments, created_at, started_at, parent_id, caller_type,
-		input_kind, prompt, response_schema, response_expires_at, owner, lease_until, revision_id)
-	SELECT $8, $1, $2, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $7, $20, $21 FROM s RETURNING ord
+		input_kind, prompt, response_schema, response_expires_at, owner, lease_until, revision_id, span_id)
+	SELECT $8, $1, $2, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $7, $20, $21, $22 FROM s RETURNING ord
 )` + fmt.Sprintf(appendEventsSQL, "$3", "$4", "$5", "$6", "$7", ", c.ord", ", c")
 
 // CreateCall implements store.Store: the call is owned by this replica,
@@ -418,7 +418,7 @@ func (db *DB) CreateCall(ctx context.Context, c *store.Call, evs ...*store.Event
 	err := db.pool.QueryRow(ctx, createCallSQL, c.SessionID, c.TenantID, types, times, datas, calls, db.o.Replica,
 		c.ID, c.Tool, c.Status, string(c.Arguments), unixNano(c.CreatedAt), unixNano(c.StartedAt), c.ParentID, caller,
 		c.InputKind, c.Prompt, nullText(c.ResponseSchema), unixNano(c.ResponseExpiresAt),
-		time.Now().Add(db.o.Lease).UnixNano(), c.RevisionID).Scan(&session, &first, &notified, &ord)
+		time.Now().Add(db.o.Lease).UnixNano(), c.RevisionID, c.SpanID).Scan(&session, &first, &notified, &ord)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return db.sessionRefusal(ctx, c.TenantID, c.SessionID)
 	}
@@ -537,6 +537,16 @@ func nullText(raw json.RawMessage) *string {
 	return &s
 }
 
+// ActiveSessions counts the sessions of every tenant that are active (the
+// sessions_active gauge), on the partial index of active sessions.
+func (db *DB) ActiveSessions(ctx context.Context) (int, error) {
+	var n int
+	if err := db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM sessions WHERE status = 'active'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count active sessions: %w", err)
+	}
+	return n, nil
+}
+
 // Session implements store.Store.
 func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session, error) {
 	var (
@@ -563,7 +573,7 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 
 const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
 	error_code, error_message, unknown_outcome, result, ord, parent_id, caller_type, input_kind, prompt, response_schema,
-	response_expires_at, retryable, revision_id`
+	response_expires_at, retryable, revision_id, span_id`
 
 func scanCall(row pgx.Row) (*store.Call, error) {
 	var (
@@ -574,7 +584,7 @@ func scanCall(row pgx.Row) (*store.Call, error) {
 	)
 	if err := row.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
 		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result, &c.Ord, &c.ParentID, &c.CallerType, &c.InputKind,
-		&c.Prompt, &schema, &expires, &c.Retryable, &c.RevisionID); err != nil {
+		&c.Prompt, &schema, &expires, &c.Retryable, &c.RevisionID, &c.SpanID); err != nil {
 		return nil, err
 	}
 	c.Arguments = []byte(args)

@@ -192,8 +192,8 @@ var writeStmts = map[string]string{
 	"lastSeq":       `SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`,
 	"insertSession": `INSERT INTO sessions (id, tenant_id, status, harness, tools, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 	"insertCall": `INSERT INTO tool_calls (id, seq, session_id, tenant_id, tool, status, arguments, created_at, started_at,
-			ord, parent_id, caller_type, input_kind, prompt, response_schema, response_expires_at, revision_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ord, parent_id, caller_type, input_kind, prompt, response_schema, response_expires_at, revision_id, span_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	"lastOrd": `SELECT COALESCE(MAX(ord), 0) FROM tool_calls`,
 	"updateCall": `UPDATE tool_calls SET status = ?, started_at = ?, input_kind = ?, prompt = ?, response_schema = ?, response_expires_at = ?
 		WHERE id = ? AND status = ?`,
@@ -523,7 +523,7 @@ func (db *DB) CreateCall(ctx context.Context, c *store.Call, evs ...*store.Event
 		ord := db.batchOrd + 1
 		if _, err := db.stmt(tx, "insertCall").Exec(c.ID, evs[0].ID, c.SessionID, c.TenantID, c.Tool, c.Status, string(c.Arguments),
 			c.CreatedAt.UnixNano(), unixNano(c.StartedAt), ord, c.ParentID, caller, c.InputKind, c.Prompt, schema,
-			unixNano(c.ResponseExpiresAt), c.RevisionID); err != nil {
+			unixNano(c.ResponseExpiresAt), c.RevisionID, c.SpanID); err != nil {
 			return nil, fmt.Errorf("create tool call: %w", err)
 		}
 		db.batchOrd = ord
@@ -601,6 +601,16 @@ func (db *DB) FinishCall(ctx context.Context, c *store.Call, evs ...*store.Event
 	})
 }
 
+// ActiveSessions counts the sessions of every tenant that are active (the
+// sessions_active gauge), on the partial index of active sessions.
+func (db *DB) ActiveSessions(ctx context.Context) (int, error) {
+	var n int
+	if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE status = 'active'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count active sessions: %w", err)
+	}
+	return n, nil
+}
+
 // Session implements store.Store.
 func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session, error) {
 	var (
@@ -626,7 +636,7 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 
 const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
 	error_code, error_message, unknown_outcome, result, ord, parent_id, caller_type, input_kind, prompt, response_schema,
-	response_expires_at, retryable, revision_id`
+	response_expires_at, retryable, revision_id, span_id`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -640,7 +650,7 @@ func scanCall(sc scanner) (*store.Call, error) {
 	)
 	if err := sc.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
 		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result, &c.Ord, &c.ParentID, &c.CallerType, &c.InputKind,
-		&c.Prompt, &schema, &expires, &retryable, &c.RevisionID); err != nil {
+		&c.Prompt, &schema, &expires, &retryable, &c.RevisionID, &c.SpanID); err != nil {
 		return nil, err
 	}
 	c.Arguments = []byte(args)

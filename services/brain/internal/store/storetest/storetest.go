@@ -82,6 +82,14 @@ func Finish(c *store.Call, status string, at time.Time) (*store.Call, *store.Eve
 	return &f, &store.Event{Type: store.EventToolResult, SessionID: c.SessionID, CallID: c.ID, Time: at, Data: json.RawMessage(`{}`)}
 }
 
+// spanID is c's SpanID, "" for no call.
+func spanID(c *store.Call) string {
+	if c == nil {
+		return ""
+	}
+	return c.SpanID
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -346,7 +354,8 @@ func testEventIDsPerSession(t *testing.T, open func(func(store.Event)) store.Sto
 }
 
 // testStateAfterReopen: a store opened again (a restarted brain) takes
-// status, tenant and the last event ID of each session from the database.
+// status, tenant and the last event ID of each session from the database,
+// and a call's span_id and the count of active sessions too.
 func testStateAfterReopen(t *testing.T, open func(func(store.Event)) store.Store) {
 	ctx := context.Background()
 	db := open(nil)
@@ -357,10 +366,17 @@ func testStateAfterReopen(t *testing.T, open func(func(store.Event)) store.Store
 	must(t, db.SetSessionStatus(ctx, "t1", "ses_closed", []string{store.SessionActive}, store.SessionClosed, T0,
 		&store.Event{Type: store.EventSessionClosed, SessionID: "ses_closed", Data: json.RawMessage(`{}`)}))
 	c, ev := NewCall("call_left", "ses_open", "t1")
+	c.SpanID = "00f067aa0ba902b7"
 	must(t, db.CreateCall(ctx, c, ev))
 	must(t, db.Close())
 
 	db = open(nil)
+	if got, err := db.Call(ctx, "t1", "call_left"); err != nil || got.SpanID != c.SpanID {
+		t.Errorf("Call after reopen: span_id %q, %v; want %q", spanID(got), err, c.SpanID)
+	}
+	if n, err := db.ActiveSessions(ctx); err != nil || n != 1 {
+		t.Errorf("ActiveSessions after reopen = %d, %v; want 1 (ses_open; ses_closed is closed)", n, err)
+	}
 	var se *store.StateError
 	c, ev = NewCall("call_c", "ses_closed", "t1")
 	if err := db.CreateCall(ctx, c, ev); !errors.As(err, &se) || se.Status != store.SessionClosed {

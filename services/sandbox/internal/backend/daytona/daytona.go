@@ -44,6 +44,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
 	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
 )
@@ -116,7 +117,7 @@ func New(cfg Config, idle time.Duration, logger *slog.Logger) (*Backend, error) 
 	}
 	return &Backend{
 		cfg: cfg, api: strings.TrimRight(cfg.APIURL, "/"), autoStop: int((idle + 5*time.Minute) / time.Minute),
-		http: &http.Client{Transport: http.DefaultTransport}, log: logger, poll: 50 * time.Millisecond,
+		http: &http.Client{Transport: tracing.Transport(http.DefaultTransport, "daytona")}, log: logger, poll: 50 * time.Millisecond,
 		sandboxes: map[string]*sandbox{},
 	}, nil
 }

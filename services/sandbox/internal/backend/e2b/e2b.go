@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
 	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
 )
@@ -127,7 +128,7 @@ func New(cfg Config, idle time.Duration, logger *slog.Logger) (*Backend, error) 
 		cfg: cfg, lease: idle + 5*time.Minute, renew: time.Minute, log: logger, apiURL: strings.TrimRight(api, "/"),
 		// No client timeout: command streams last as long as commands.
 		// Every request has its own context.
-		http:      &http.Client{Transport: http.DefaultTransport},
+		http:      &http.Client{Transport: tracing.Transport(http.DefaultTransport, "e2b")},
 		sandboxes: map[string]*sandbox{},
 	}, nil
 }

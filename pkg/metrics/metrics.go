@@ -281,9 +281,9 @@ var labelDocs = [][2]string{
 	{"transport", "how the call travelled: `" + TransportHTTP + "` (`POST /tools/{name}`), `" + TransportMCP + "` (an MCP tools/call); brain also `" + TransportFunction + "` (a function tool, answered by the application)"},
 	{"status", "the call's final state: `" + strings.Join([]string{StatusSucceeded, StatusFailed, StatusTimedOut, StatusCancelled}, "`, `") + "` (a tool service: succeeded, failed or cancelled)"},
 	{"error_code", "empty on success; brain: the ToolCall's `error_code` (`connection_failed`, `timeout`, `header_timeout`, `http_status`, `tool_error`, `invalid_arguments`, …, see services/brain/README.md); a tool service: `" + strings.Join(serviceCodes, "`, `") + "`"},
-	{"kind", "`approval` or `function` (tool_calls_waiting); `session`, `tool_call` or `event` (retention_removed_total)"},
-	{"state", "`running` or `finished`"},
+	{"kind", "`approval` or `function` (tool_calls_waiting); `session`, `tool_call` or `event` (brain's retention_removed_total), `approval` or `decision` (local's)"},
 	{"result", "`applied` or `refused` (config_reloads_total)"},
+	{"state", "`running` or `finished`"},
 	{"outcome", "as the metric's meaning lists"},
 }
 

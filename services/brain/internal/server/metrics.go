@@ -15,8 +15,9 @@ import (
 // like /healthz: they carry tool names and counts, no tenant data): the
 // suite's metrics (pkg/metrics: HTTP per route, tool calls per tool,
 // transport, status and error code, build_info), the event streams open
-// on this replica, the rows retention removed, and the saturation gauges
-// computed at each scrape from the calls in flight and the store.
+// on this replica, the rows retention removed, the host config's reloads,
+// and the saturation gauges computed at each scrape from the calls in
+// flight and the store.
 type brainMetrics struct {
 	*metrics.Set
 	streams prometheus.Gauge

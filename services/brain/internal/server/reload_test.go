@@ -49,7 +49,7 @@ func TestReload(t *testing.T) {
 	wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "slow"}), http.StatusBadRequest, codeInvalidRequest, "slow", "no longer")
 	wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"tools": []string{"slow"}}}), http.StatusBadRequest, codeInvalidRequest, "config.tools[0]", "slow")
 	if n := testutil.ToFloat64(b.srv.metrics.reloads.WithLabelValues("applied")); n != 1 {
-		t.Errorf("brain_config_reloads_total{result=applied} = %v", n)
+		t.Errorf("config_reloads_total{result=applied} = %v", n)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,8 +194,12 @@ func (e *Endpoint) refused(dest string, err error) {
 	e.logger.Debug("browser egress refused", "destination", dest, "reason", err)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.refusals) < maxRefusals {
-		e.refusals = append(e.refusals, dest+": "+err.Error())
+	// The same destination refused for the same reason is listed once: a
+	// page that aims a dozen requests at one address must not crowd the
+	// others out of the list.
+	r := dest + ": " + err.Error()
+	if len(e.refusals) < maxRefusals && !slices.Contains(e.refusals, r) {
+		e.refusals = append(e.refusals, r)
 	}
 }
 

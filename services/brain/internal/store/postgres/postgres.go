@@ -391,8 +391,14 @@ func setIDs(evs []*store.Event, session string, first int64) {
 // raised only while it is the tenant's and active, the events take the new
 // IDs, the call is inserted, and the other replicas are told. No row back:
 // refused (the caller asks why).
+//
+// A queued call first takes its queue's lock (the one Admit takes), so the
+// queue's calls get their ord in the order they commit: otherwise a call
+// could commit, and be admitted, while one with a lower ord is still
+// being written, and the slot would go out of order.
 var createCallSQL = `WITH s AS (
 	UPDATE sessions SET last_seq = last_seq + cardinality($3::text[]) WHERE id = $1 AND tenant_id = $2 AND status = 'active'
+		AND CASE WHEN $10::text = 'queued' THEN (SELECT true FROM ` + slotLock("$2", "$9::text") + `) ELSE true END
 	RETURNING id, last_seq
 ), c AS (
 	INSERT INTO tool_calls (id, session_id, tenant_id, tool, status, arguments, created_at, started_at, parent_id, caller_type,

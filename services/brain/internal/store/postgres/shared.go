@@ -125,6 +125,12 @@ func (db *DB) DeleteAnswer(ctx context.Context, id string) error {
 	return nil
 }
 
+// slotLock is the SQL call that takes the lock of the queue of tenant and
+// tool (SQL expressions) until the transaction ends.
+func slotLock(tenant, tool string) string {
+	return `pg_advisory_xact_lock(hashtext('brain/slots'), hashtext(` + tenant + ` || '/' || ` + tool + `))`
+}
+
 // queueFilter selects the unfinished calls of a queue ($1 tenant, $2 tool).
 const queueFilter = `tenant_id = $1 AND tool = $2 AND status IN ('queued', 'running', 'requires_input')`
 
@@ -133,7 +139,7 @@ const queueFilter = `tenant_id = $1 AND tool = $2 AND status IN ('queued', 'runn
 func (db *DB) Admit(ctx context.Context, q store.Queue, release string) ([]string, error) {
 	var holding, admitted []string
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('brain/slots'), hashtext($1 || '/' || $2))`, q.TenantID, q.Tool); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT `+slotLock("$1", "$2"), q.TenantID, q.Tool); err != nil {
 			return err
 		}
 		if release != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -252,6 +253,58 @@ func TestAdmitAcrossReplicas(t *testing.T) {
 	}
 	if got, err := dbs[0].Admit(ctx, q, ids[0]); err != nil || !cmp.Equal(got, ids[1:3]) {
 		t.Errorf("after %s gave its slot back: holding %v, %v; want %v", ids[0], got, err, ids[1:3])
+	}
+}
+
+// TestQueuedCallsAdmittedInOrd: calls of one queue from many sessions (each
+// its own row lock) stored at once through several replicas, each admitting
+// as soon as it is stored, as brain does, leave the slots with the calls of
+// lowest ord: no call is admitted while one before it is still being
+// written.
+func TestQueuedCallsAdmittedInOrd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pg.NewDatabase(t)
+	dbs := []*DB{openDB(t, url, "r1", Options{}), openDB(t, url, "r2", Options{}), openDB(t, url, "r3", Options{})}
+	const sessions = 12
+	for i := range sessions {
+		s, ev := storetest.NewSession(fmt.Sprintf("ses_%d", i), "t1")
+		if err := dbs[0].CreateSession(ctx, s, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 20 {
+		tool := fmt.Sprintf("tool%d", round)
+		q := store.Queue{TenantID: "t1", Tool: tool, Max: 2}
+		calls := make([]*store.Call, sessions)
+		var wg sync.WaitGroup
+		for i := range calls {
+			wg.Go(func() {
+				c, cev := storetest.NewCall(fmt.Sprintf("call_%d_%d", round, i), fmt.Sprintf("ses_%d", i), "t1")
+				c.Tool, c.Status, c.StartedAt = tool, store.CallQueued, time.Time{}
+				db := dbs[i%len(dbs)]
+				if err := db.CreateCall(ctx, c, cev); err != nil {
+					t.Error(err)
+					return
+				}
+				calls[i] = c
+				if _, err := db.Admit(ctx, q, ""); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		slices.SortFunc(calls, func(a, b *store.Call) int { return int(a.Ord - b.Ord) })
+		got, err := dbs[0].Admit(ctx, q, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{calls[0].ID, calls[1].ID}; !slices.Equal(got, want) {
+			t.Fatalf("round %d: the slots went to %v; want the two of lowest ord %v", round, got, want)
+		}
 	}
 }
 

@@ -137,6 +137,7 @@ FUZZ_TARGETS = \
 	FuzzRequestAppendJSON:./pkg/tool \
 	FuzzDecodeRequest:./pkg/service \
 	FuzzIntegers:./pkg/strictjson \
+	FuzzPlan:./pkg/schema \
 	FuzzBase64:./pkg/strictjson \
 	FuzzParse:./services/brain/internal/config \
 	FuzzResponse:./services/brain/internal/invoke

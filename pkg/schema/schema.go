@@ -1,7 +1,9 @@
 // Package schema compiles and applies the JSON Schemas of tool bindings the
 // way the tool contract asks: draft 2020-12 unless a schema's $schema names
 // another draft, `format` keywords asserted, and external $ref references
-// never loaded. It wraps github.com/santhosh-tekuri/jsonschema/v6.
+// never loaded. It wraps github.com/santhosh-tekuri/jsonschema/v6, with a
+// fast path compiled once per schema for the shapes tools declare (plan.go):
+// a tool call's arguments are checked on every call, on both transports.
 package schema
 
 import (
@@ -28,8 +30,9 @@ const MaxErrors = 5
 
 // Schema is a compiled schema, safe for concurrent use.
 type Schema struct {
-	s   *jsonschema.Schema
-	doc any // the schema as decoded, to read a failing keyword's siblings
+	s    *jsonschema.Schema
+	doc  any   // the schema as decoded, to read a failing keyword's siblings
+	plan *plan // the fast path for valid documents, or nil (plan.go)
 }
 
 // refusingLoader is the compiler's URL loader: every load is refused, so a
@@ -59,7 +62,7 @@ func Compile(field string, doc []byte) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: does not compile as JSON Schema: %s", field, oneLine(err.Error()))
 	}
-	return &Schema{s: s, doc: v}, nil
+	return &Schema{s: s, doc: v, plan: newPlan(v)}, nil
 }
 
 // Validate checks the JSON document doc. what names it in errors
@@ -67,13 +70,31 @@ func Compile(field string, doc []byte) (*Schema, error) {
 // JSON pointer (RFC 6901), at most MaxErrors of them:
 //
 //	arguments: at "/text": maxLength: got 5000, want 4096
+//
+// A valid document of the common shapes is accepted by the schema's plan
+// (plan.go) on its tokens, without the value tree the full validator
+// builds; any other goes to the full validator, which decides.
 func (s *Schema) Validate(what string, doc []byte) error {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return fmt.Errorf("%s: required: must be a JSON value", what)
 	}
+	if s.plan != nil && s.plan.valid(doc, false) {
+		return nil
+	}
+	return s.full(what, doc, false)
+}
+
+// full is the full validator, which decides every document and words
+// every failure: the document decoded into a value tree, its numbers held
+// to MaxNumberLength and MaxNumberExponent, then jsonschema's Validate.
+// object refuses anything but a JSON object first.
+func (s *Schema) full(what string, doc []byte, object bool) error {
 	v, err := decodeJSON(doc)
 	if err != nil {
 		return fmt.Errorf("%s: not valid JSON: %w", what, err)
+	}
+	if _, ok := v.(map[string]any); object && !ok {
+		return fmt.Errorf("%s: must be a JSON object", what)
 	}
 	if err := checkNumbers(what, v); err != nil {
 		return err
@@ -156,17 +177,10 @@ func (s *Schema) ValidateObject(what string, doc []byte) error {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return fmt.Errorf("%s: required: must be a JSON object", what)
 	}
-	v, err := decodeJSON(doc)
-	if err != nil {
-		return fmt.Errorf("%s: not valid JSON: %w", what, err)
+	if s.plan != nil && s.plan.valid(doc, true) {
+		return nil
 	}
-	if _, ok := v.(map[string]any); !ok {
-		return fmt.Errorf("%s: must be a JSON object", what)
-	}
-	if err := checkNumbers(what, v); err != nil {
-		return err
-	}
-	return s.validate(what, v)
+	return s.full(what, doc, true)
 }
 
 var printer = message.NewPrinter(language.English)

@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
 )
 
 // TagName is the struct tag For reads limits from, beside the json tag
@@ -31,15 +35,19 @@ const TagName = "schema"
 // For infers the JSON Schema (draft 2020-12) of values of type T with
 // github.com/google/jsonschema-go: a struct is an object whose properties
 // are its exported fields by their json names, each required unless its
-// json tag says omitempty or omitzero, with no other properties allowed; a
-// pointer field may also be null. Descriptions come from the jsonschema
-// tag and limits from the TagName tag. The result is the schema's JSON,
-// ready for a binding's input_schema or output_schema. Errors name the
-// field: an unsupported type (a channel, a func, a map with keys that are
-// not strings), a bad tag.
+// json tag says omitempty or omitzero, with no other properties allowed. A
+// pointer or slice field may also be null unless its tag says omitempty or
+// omitzero (Go then leaves it out rather than write null, and a null sent
+// in its place is refused). Values are described as encoding/json writes
+// them: json.RawMessage as any value, []byte and strictjson.Base64 as a
+// base64 string, time.Time as a date-time string. Descriptions come from
+// the jsonschema tag and limits from the TagName tag. The result is the
+// schema's JSON, ready for a binding's input_schema or output_schema.
+// Errors name the field: an unsupported type (a channel, a func, a map
+// with keys that are not strings), a bad tag.
 func For[T any]() (json.RawMessage, error) {
 	t := reflect.TypeFor[T]()
-	s, err := jsonschema.ForType(t, nil)
+	s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: typeSchemas()})
 	if err != nil {
 		return nil, fmt.Errorf("infer schema of %s: %w", t, err)
 	}
@@ -51,6 +59,32 @@ func For[T any]() (json.RawMessage, error) {
 		return nil, fmt.Errorf("infer schema of %s: %w", t, err)
 	}
 	return data, nil
+}
+
+// typeSchemas are the schemas of the types jsonschema-go describes by
+// their Go kind rather than by the JSON encoding/json writes for them.
+func typeSchemas() map[reflect.Type]*jsonschema.Schema {
+	base64 := &jsonschema.Schema{Type: "string", ContentEncoding: "base64"}
+	return map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage]():   {},
+		reflect.TypeFor[[]byte]():            base64,
+		reflect.TypeFor[strictjson.Base64](): base64,
+		reflect.TypeFor[time.Time]():         {Type: "string", Format: "date-time"},
+	}
+}
+
+// notNull drops "null" from the types of s, the schema of a pointer or a
+// slice field that Go omits when it is nil.
+func notNull(s *jsonschema.Schema) {
+	if len(s.Types) == 0 {
+		return
+	}
+	types := slices.DeleteFunc(slices.Clone(s.Types), func(t string) bool { return t == "null" })
+	if len(types) == 1 {
+		s.Type, s.Types = types[0], nil
+	} else {
+		s.Types = types
+	}
 }
 
 // applyTags walks t beside its inferred schema s and applies each struct
@@ -74,7 +108,7 @@ func applyTags(t reflect.Type, s *jsonschema.Schema, at string) error {
 		if f.Anonymous || !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
 			continue
 		}
@@ -84,6 +118,9 @@ func applyTags(t reflect.Type, s *jsonschema.Schema, at string) error {
 		fs := s.Properties[name]
 		if fs == nil {
 			continue
+		}
+		if k := f.Type.Kind(); (k == reflect.Pointer || k == reflect.Slice) && omitted(opts) {
+			notNull(fs)
 		}
 		if tag, ok := f.Tag.Lookup(TagName); ok {
 			if err := applyTag(f.Type, fs, tag); err != nil {
@@ -95,6 +132,19 @@ func applyTags(t reflect.Type, s *jsonschema.Schema, at string) error {
 		}
 	}
 	return nil
+}
+
+// omitted reports whether json tag options (after the name) say omitempty
+// or omitzero.
+func omitted(opts string) bool {
+	for opts != "" {
+		var o string
+		o, opts, _ = strings.Cut(opts, ",")
+		if o == "omitempty" || o == "omitzero" {
+			return true
+		}
+	}
+	return false
 }
 
 // containerKeywords apply to an array or a map field itself; any other

@@ -1,8 +1,12 @@
 package schema
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/strictjson"
 )
 
 type inferIn struct {
@@ -23,7 +27,7 @@ func TestForTags(t *testing.T) {
 	}
 	for _, want := range []string{
 		`"text":{"type":"string","description":"The text.","minLength":1,"maxLength":10}`,
-		`"n":{"type":["null","integer"],"default":2,"minimum":1,"maximum":5}`,
+		`"n":{"type":"integer","default":2,"minimum":1,"maximum":5}`,
 		`"items":{"type":"string","maxLength":4,"pattern":"^[a-z,]+$"},"maxItems":3`,
 		`"mode":{"type":"string","enum":["a","b"]}`,
 		`"format":"uri"`,
@@ -82,5 +86,53 @@ func TestForRefusesBadTags(t *testing.T) {
 		if name != "channel" && !strings.Contains(err.Error(), "field ") {
 			t.Errorf("%s: %v does not name the field", name, err)
 		}
+	}
+}
+
+// TestForEncodings: a value is described as encoding/json writes it, and a
+// field Go omits when nil is not also null.
+func TestForEncodings(t *testing.T) {
+	type in struct {
+		Raw     json.RawMessage   `json:"raw"`
+		Bytes   []byte            `json:"bytes"`
+		Data    strictjson.Base64 `json:"data"`
+		When    time.Time         `json:"when"`
+		Opt     *int              `json:"opt,omitempty"`
+		Null    *int              `json:"null"`
+		List    []string          `json:"list,omitzero"`
+		NilList []string          `json:"nil_list"`
+	}
+	doc, err := For[in]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"raw":true`,
+		`"bytes":{"type":"string","contentEncoding":"base64"}`,
+		`"data":{"type":"string","contentEncoding":"base64"}`,
+		`"when":{"type":"string","format":"date-time"}`,
+		`"opt":{"type":"integer"}`,
+		`"null":{"type":["null","integer"]}`,
+		`"list":{"type":"array","items":{"type":"string"}}`,
+		`"nil_list":{"type":["null","array"],"items":{"type":"string"}}`,
+	} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("schema lacks %s:\n%s", want, doc)
+		}
+	}
+	s, err := Compile("output_schema", doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := in{Raw: json.RawMessage(`{"any":[1]}`), Bytes: []byte("hi"), Data: strictjson.Base64("hi"), When: time.Now()}
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate("structured_content", data); err != nil {
+		t.Errorf("encoding/json's own encoding of %T: %v", v, err)
+	}
+	if err := s.Validate("arguments", []byte(`{"raw":1,"bytes":"","data":"","when":"2026-01-01T00:00:00Z","opt":null,"null":null,"nil_list":null}`)); err == nil || !strings.Contains(err.Error(), `"/opt"`) {
+		t.Errorf("null for an omitempty pointer: %v", err)
 	}
 }

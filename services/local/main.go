@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/local/internal/approval"
 	"github.com/brain-tools/suite/services/local/internal/echo"
@@ -89,9 +88,5 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 		Health: approvals.Health,
 	}
 	approvals.Observe(srv.Metrics())
-	// The same tools, for MCP clients, at /mcp behind the same bearer check.
-	if err := mcpserver.Attach(srv, mcpserver.Options{Logger: logger}); err != nil {
-		return errors.Join(err, ln.Close())
-	}
 	return service.Serve(ctx, ln, srv)
 }

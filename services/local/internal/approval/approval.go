@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/brain-tools/suite/pkg/jobs"
 )
@@ -167,37 +166,21 @@ func (e *DecidedError) Error() string {
 
 func (e *DecidedError) Unwrap() error { return ErrDecided }
 
-// Args are the arguments of request_approval and approval_start.
+// Args are what request_approval and approval_start share of their
+// arguments (streamArgs, jobArgs); the tools' input_schema is inferred
+// from them. The limits in the schema tags are MaxActionChars and
+// MaxDetailsChars (TestArgsSchemaLimits).
 type Args struct {
-	// Action names what the agent wants to do: 1 to 500 characters.
-	Action *string `json:"action"`
-	// Details describe it exactly: up to 16384 characters, optional.
-	Details string `json:"details"`
-	// TimeoutSeconds is how long the operator has to answer before the
-	// approval expires. Default 300; the cap depends on the tool.
-	TimeoutSeconds *int `json:"timeout_seconds"`
+	Action  string `json:"action" jsonschema:"What you want to do, in one line, e.g. \"Delete 14 files in /srv/reports\"." schema:"minLength=1,maxLength=500"`
+	Details string `json:"details,omitempty" jsonschema:"Everything the operator needs to decide: the exact command, the objects affected, why." schema:"maxLength=16384"`
 }
 
-// check applies the schema's rules with the tool's cap on timeout_seconds.
-func (a *Args) check(maxTimeout int) error {
-	switch {
-	case a.Action == nil:
-		return errors.New("action: required")
-	case *a.Action == "":
-		return errors.New("action: must not be empty")
-	case utf8.RuneCountInString(*a.Action) > MaxActionChars:
-		return fmt.Errorf("action: %d characters, more than the limit of %d", utf8.RuneCountInString(*a.Action), MaxActionChars)
-	case utf8.RuneCountInString(a.Details) > MaxDetailsChars:
-		return fmt.Errorf("details: %d characters, more than the limit of %d", utf8.RuneCountInString(a.Details), MaxDetailsChars)
-	case a.TimeoutSeconds != nil && (*a.TimeoutSeconds < 1 || *a.TimeoutSeconds > maxTimeout):
-		return fmt.Errorf("timeout_seconds: must be from 1 to %d, got %d", maxTimeout, *a.TimeoutSeconds)
-	}
-	return nil
-}
-
-func (a *Args) timeout() time.Duration {
-	if a.TimeoutSeconds == nil {
+// timeout is how long the operator has to answer before the approval
+// expires: the timeout_seconds argument, DefaultTimeoutSeconds when it is
+// absent.
+func timeout(seconds *int) time.Duration {
+	if seconds == nil {
 		return DefaultTimeoutSeconds * time.Second
 	}
-	return time.Duration(*a.TimeoutSeconds) * time.Second
+	return time.Duration(*seconds) * time.Second
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/brain-tools/suite/pkg/jobs"
 	"github.com/brain-tools/suite/pkg/service"
@@ -28,12 +27,11 @@ const maxWaitSeconds = int(jobs.DefaultMaxWait / time.Second)
 // before it saw the approval_id (the ID travels only in a live progress
 // event, which the host does not keep).
 //
-// The rule "exactly one" is checked here, not by a oneOf in the published
-// schema: the schema validator's oneOf error ("subschemas 0, 1 matched")
-// names neither field.
+// "Exactly one" is the one rule the inferred schema cannot say; Validate
+// (check) holds it, naming both fields.
 type ref struct {
-	ApprovalID *string `json:"approval_id"`
-	CallID     *string `json:"call_id"`
+	ApprovalID *string `json:"approval_id,omitempty" jsonschema:"The approval_id that request_approval (in its progress event or result) or approval_start returned. Give this or call_id, not both." schema:"pattern=^[a-z2-7]{26}$"`
+	CallID     *string `json:"call_id,omitempty" jsonschema:"The ID of your own request_approval or approval_start call in this session that created the approval. Use it when you do not have the approval_id, e.g. after that call failed with unknown_outcome. Give this or approval_id, not both." schema:"minLength=1,maxLength=1024"`
 }
 
 func (r *ref) check() error {
@@ -42,111 +40,64 @@ func (r *ref) check() error {
 		return errors.New("approval_id or call_id: required: give exactly one of them")
 	case r.ApprovalID != nil && r.CallID != nil:
 		return errors.New("approval_id and call_id: give only one of them, not both")
-	case r.ApprovalID != nil && !jobs.ValidID(*r.ApprovalID):
-		return fmt.Errorf("approval_id: %q is not an ID of this service (26 characters of a-z and 2-7)", *r.ApprovalID)
-	case r.CallID != nil && *r.CallID == "":
-		return errors.New("call_id: must not be empty")
-	case r.CallID != nil && utf8.RuneCountInString(*r.CallID) > MaxCallIDChars:
-		return fmt.Errorf("call_id: %d characters, more than the limit of %d", utf8.RuneCountInString(*r.CallID), MaxCallIDChars)
 	}
 	return nil
 }
 
 type statusArgs struct {
 	ref
-	WaitSeconds *int `json:"wait_seconds"`
+	WaitSeconds int `json:"wait_seconds,omitempty" jsonschema:"Wait up to this many seconds for the operator's decision before answering. Default 0." schema:"minimum=0,maximum=20"`
 }
 
-func (a *statusArgs) Validate() error {
-	if err := a.check(); err != nil {
-		return err
-	}
-	if a.WaitSeconds != nil && (*a.WaitSeconds < 0 || *a.WaitSeconds > maxWaitSeconds) {
-		return fmt.Errorf("wait_seconds: must be from 0 to %d, got %d", maxWaitSeconds, *a.WaitSeconds)
-	}
-	return nil
-}
+func (a *statusArgs) Validate() error { return a.check() }
 
 type cancelArgs struct{ ref }
 
 func (a *cancelArgs) Validate() error { return a.check() }
 
-// refProperties are the schema properties of ref.
-func refProperties() map[string]any {
-	return map[string]any{
-		"approval_id": map[string]any{
-			"type": "string", "pattern": "^[a-z2-7]{26}$",
-			"description": "The approval_id that request_approval (in its progress event or result) or approval_start returned. Give this or call_id, not both.",
-		},
-		"call_id": map[string]any{
-			"type": "string", "minLength": 1, "maxLength": MaxCallIDChars,
-			"description": "The ID of your own request_approval or approval_start call in this session that created the approval. " +
-				"Use it when you do not have the approval_id, e.g. after that call failed with unknown_outcome. Give this or approval_id, not both.",
-		},
-	}
-}
-
 func (s *Service) statusTool() service.Tool {
-	props := refProperties()
-	props["wait_seconds"] = map[string]any{
-		"type": "integer", "minimum": 0, "maximum": maxWaitSeconds,
-		"description": "Wait up to this many seconds for the operator's decision before answering. Default 0.",
-	}
-	return service.Tool{
-		Binding: tool.Binding{
-			Name: "approval_status",
-			Description: "Tell the state of an approval asked with request_approval or approval_start: running (pending), succeeded (approved), " +
-				"failed (denied or expired) or cancelled, with the decision once there is one. " +
-				"Name the approval with exactly one of approval_id or call_id (the ID of the request_approval or approval_start call in this session that created it); " +
-				"after such a call failed with unknown_outcome, use its call_id: the approval may still be pending, or already decided. " +
-				fmt.Sprintf("Set wait_seconds (at most %d) to wait for the decision first.", maxWaitSeconds),
-			InputSchema: mustJSON(map[string]any{
-				"type":                 "object",
-				"properties":           props,
-				"additionalProperties": false,
-			}),
-			OutputSchema:   jobs.OutputSchema("approval_id"),
-			TimeoutSeconds: 60,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args statusArgs) *tool.Result {
-			id, res := s.resolve(ctx, call, "approval_status", args.ref)
-			if res != nil {
-				return res
-			}
-			wait := time.Duration(0)
-			if args.WaitSeconds != nil {
-				wait = time.Duration(*args.WaitSeconds) * time.Second
-			}
-			st, err := backend{s}.Status(ctx, jobs.CallOwner(call), id, wait)
-			return jobAnswer("status", id, st, err, call)
-		}),
-	}
+	return service.NewTool(tool.Binding{
+		Name:  "approval_status",
+		Title: "Approval status",
+		Description: "Tell the state of an approval asked with request_approval or approval_start: running (pending), succeeded (approved), " +
+			"failed (denied or expired) or cancelled, with the decision once there is one. " +
+			"Name the approval with exactly one of approval_id or call_id (the ID of the request_approval or approval_start call in this session that created it); " +
+			"after such a call failed with unknown_outcome, use its call_id: the approval may still be pending, or already decided. " +
+			fmt.Sprintf("Set wait_seconds (at most %d) to wait for the decision first.", maxWaitSeconds),
+		OutputSchema:   jobs.OutputSchema("approval_id"),
+		TimeoutSeconds: 60,
+		Annotations:    tool.ReadOnly(),
+	}, func(ctx context.Context, call *service.Call, args statusArgs) (*tool.Result, error) {
+		id, res := s.resolve(ctx, call, "approval_status", args.ref)
+		if res != nil {
+			return res, nil
+		}
+		st, err := backend{s}.Status(ctx, jobs.CallOwner(call), id, time.Duration(args.WaitSeconds)*time.Second)
+		return jobAnswer("status", id, st, err, call), nil
+	})
 }
 
 func (s *Service) cancelTool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name: "approval_cancel",
-			Description: "Withdraw an approval asked with request_approval or approval_start while it is pending, and tell its state afterwards; " +
-				"an operator can no longer answer it. Withdrawing one that has already been decided changes nothing. " +
-				"Name the approval with exactly one of approval_id or call_id (the ID of the request_approval or approval_start call in this session that created it).",
-			InputSchema: mustJSON(map[string]any{
-				"type":                 "object",
-				"properties":           refProperties(),
-				"additionalProperties": false,
-			}),
-			OutputSchema:   jobs.OutputSchema("approval_id"),
-			TimeoutSeconds: 30,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args cancelArgs) *tool.Result {
-			id, res := s.resolve(ctx, call, "approval_cancel", args.ref)
-			if res != nil {
-				return res
-			}
-			st, err := backend{s}.Cancel(ctx, jobs.CallOwner(call), id)
-			return jobAnswer("cancel", id, st, err, call)
-		}),
-	}
+	f := false
+	return service.NewTool(tool.Binding{
+		Name:  "approval_cancel",
+		Title: "Withdraw an approval request",
+		Description: "Withdraw an approval asked with request_approval or approval_start while it is pending, and tell its state afterwards; " +
+			"an operator can no longer answer it. Withdrawing one that has already been decided changes nothing. " +
+			"Name the approval with exactly one of approval_id or call_id (the ID of the request_approval or approval_start call in this session that created it).",
+		OutputSchema:   jobs.OutputSchema("approval_id"),
+		TimeoutSeconds: 30,
+		// Withdrawing ends the request (destructive, the MCP default);
+		// withdrawing again changes nothing; the queue is the service's own.
+		Annotations: &tool.Annotations{IdempotentHint: true, OpenWorldHint: &f},
+	}, func(ctx context.Context, call *service.Call, args cancelArgs) (*tool.Result, error) {
+		id, res := s.resolve(ctx, call, "approval_cancel", args.ref)
+		if res != nil {
+			return res, nil
+		}
+		st, err := backend{s}.Cancel(ctx, jobs.CallOwner(call), id)
+		return jobAnswer("cancel", id, st, err, call), nil
+	})
 }
 
 // resolve returns the approval ID r names. An approval_id is returned as

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 )
@@ -30,11 +31,12 @@ type Progress struct {
 	ExpiresAt  time.Time `json:"expires_at"`
 }
 
-// Decision is the structured_content of a decided approval's result.
+// Decision is the structured_content of a decided approval's result, and
+// request_approval's output_schema.
 type Decision struct {
 	ApprovalID  string    `json:"approval_id"`
-	Decision    Status    `json:"decision"` // approved, denied, expired or cancelled
-	Operator    string    `json:"operator"` // a name, "system" or "caller"
+	Decision    Status    `json:"decision" schema:"enum=approved|denied|expired|cancelled"`
+	Operator    string    `json:"operator" jsonschema:"Who decided: an operator's name, system (expired) or caller (withdrawn)."`
 	Comment     string    `json:"comment"`
 	DecidedAt   time.Time `json:"decided_at"`
 	Action      string    `json:"action"`
@@ -75,45 +77,17 @@ func Result(a Approval) *tool.Result {
 	return &tool.Result{Content: []tool.Content{tool.Text(text)}, IsError: a.Status != Approved, StructuredContent: data}
 }
 
-func argsSchema(maxTimeout int) json.RawMessage {
-	return mustJSON(map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"action": map[string]any{"type": "string", "minLength": 1, "maxLength": MaxActionChars,
-				"description": "What you want to do, in one line, e.g. \"Delete 14 files in /srv/reports\"."},
-			"details": map[string]any{"type": "string", "maxLength": MaxDetailsChars,
-				"description": "Everything the operator needs to decide: the exact command, the objects affected, why."},
-			"timeout_seconds": map[string]any{"type": "integer", "minimum": 1, "maximum": maxTimeout, "default": DefaultTimeoutSeconds,
-				"description": "How long the operator has to answer before the request expires."},
-		},
-		"required":             []string{"action"},
-		"additionalProperties": false,
-	})
+// streamArgs are request_approval's arguments.
+type streamArgs struct {
+	Args
+	TimeoutSeconds *int `json:"timeout_seconds,omitempty" jsonschema:"How long the operator has to answer before the request expires." schema:"minimum=1,maximum=3600,default=300"`
 }
 
-var decisionSchema = mustJSON(map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"approval_id":    map[string]any{"type": "string"},
-		"decision":       map[string]any{"enum": []Status{Approved, Denied, Expired, Cancelled}},
-		"operator":       map[string]any{"type": "string"},
-		"comment":        map[string]any{"type": "string"},
-		"decided_at":     map[string]any{"type": "string", "format": "date-time"},
-		"action":         map[string]any{"type": "string"},
-		"details_sha256": map[string]any{"type": "string"},
-		"requested_at":   map[string]any{"type": "string", "format": "date-time"},
-		"expires_at":     map[string]any{"type": "string", "format": "date-time"},
-	},
-	"required": []string{"approval_id", "decision", "operator", "decided_at"},
-})
-
-type streamArgs struct{ Args }
-
-func (a *streamArgs) Validate() error { return a.check(MaxStreamTimeoutSeconds) }
-
-type jobArgs struct{ Args }
-
-func (a *jobArgs) Validate() error { return a.check(MaxJobTimeoutSeconds) }
+// jobArgs are approval_start's: a longer cap on timeout_seconds.
+type jobArgs struct {
+	Args
+	TimeoutSeconds *int `json:"timeout_seconds,omitempty" jsonschema:"How long the operator has to answer before the request expires." schema:"minimum=1,maximum=86400,default=300"`
+}
 
 // jobSpec is the job pattern's view of approvals.
 func (s *Service) jobSpec() jobs.Spec {
@@ -126,39 +100,56 @@ func (s *Service) jobSpec() jobs.Spec {
 // approval_cancel find an approval by its approval_id within the tenant, or
 // by the call_id of the call that created it within the tenant's session.
 func (s *Service) Tools() []service.Tool {
-	start := service.Tool{
-		Binding: tool.Binding{
-			Name: "approval_start",
-			Description: "Ask a human operator to approve an action without waiting: returns an approval_id at once. " +
-				"Check the answer later with approval_status (it can wait up to 20 s per call); withdraw the request with approval_cancel. " +
-				"Use it when the operator may take longer than one call can wait. " +
-				"If this call fails with unknown_outcome, ask approval_status with call_id set to the ID of this call.",
-			InputSchema:    argsSchema(MaxJobTimeoutSeconds),
-			OutputSchema:   jobs.OutputSchema("approval_id"),
-			TimeoutSeconds: 60,
-		},
-		Handler: service.Typed(s.start),
-	}
-	return []service.Tool{{
-		Binding: tool.Binding{
-			Name: "request_approval",
-			Description: "Ask a human operator to approve an action and wait for the answer. " +
-				"The result says approved (go ahead), denied (is_error, with the operator's comment) or expired (is_error: nobody answered in time). " +
-				"Describe the action exactly: the operator sees action and details as you write them. " +
-				"If this call fails with unknown_outcome (the connection to the service broke while waiting), the approval may still be pending or decided: " +
-				"ask approval_status with call_id set to the ID of this call.",
-			InputSchema:    argsSchema(MaxStreamTimeoutSeconds),
-			OutputSchema:   decisionSchema,
-			TimeoutSeconds: StreamBindingTimeoutSeconds,
-		},
-		Handler: service.Typed(s.request),
-	}, start, s.statusTool(), s.cancelTool()}
+	request := service.NewTool(tool.Binding{
+		Name:  "request_approval",
+		Title: "Request approval",
+		Description: "Ask a human operator to approve an action and wait for the answer. " +
+			"The result says approved (go ahead), denied (is_error, with the operator's comment) or expired (is_error: nobody answered in time). " +
+			"Describe the action exactly: the operator sees action and details as you write them. " +
+			"If this call fails with unknown_outcome (the connection to the service broke while waiting), the approval may still be pending or decided: " +
+			"ask approval_status with call_id set to the ID of this call.",
+		OutputSchema:   decisionSchema,
+		TimeoutSeconds: StreamBindingTimeoutSeconds,
+		Annotations:    asksAPerson(),
+	}, s.request)
+	start := service.NewTool(tool.Binding{
+		Name:  "approval_start",
+		Title: "Start an approval request",
+		Description: "Ask a human operator to approve an action without waiting: returns an approval_id at once. " +
+			"Check the answer later with approval_status (it can wait up to 20 s per call); withdraw the request with approval_cancel. " +
+			"Use it when the operator may take longer than one call can wait. " +
+			"If this call fails with unknown_outcome, ask approval_status with call_id set to the ID of this call.",
+		OutputSchema:   jobs.OutputSchema("approval_id"),
+		TimeoutSeconds: 60,
+		Annotations:    asksAPerson(),
+	}, s.start)
+	return []service.Tool{request, start, s.statusTool(), s.cancelTool()}
 }
 
-func (s *Service) newApproval(call *service.Call, a Args, origin Origin) NewApproval {
+// decisionSchema is request_approval's output_schema: Decision's.
+var decisionSchema = mustInfer[Decision]()
+
+// asksAPerson are the annotations of request_approval and approval_start:
+// they add a request to the approval queue and destroy nothing; a new call
+// asks again (not idempotent); and they reach outside the service, to a
+// person and to the notification webhook (open world, the MCP default).
+func asksAPerson() *tool.Annotations {
+	f := false
+	return &tool.Annotations{DestructiveHint: &f}
+}
+
+func mustInfer[T any]() json.RawMessage {
+	doc, err := schema.For[T]()
+	if err != nil {
+		panic(err)
+	}
+	return doc
+}
+
+func (s *Service) newApproval(call *service.Call, a Args, timeoutSeconds *int, origin Origin) NewApproval {
 	return NewApproval{
 		TenantID: call.TenantID, SessionID: call.SessionID, CallID: call.CallID, Origin: origin,
-		Action: *a.Action, Details: a.Details, Timeout: a.timeout(),
+		Action: a.Action, Details: a.Details, Timeout: timeout(timeoutSeconds),
 	}
 }
 
@@ -167,20 +158,20 @@ func (s *Service) newApproval(call *service.Call, a Args, origin Origin) NewAppr
 // If the host drops the stream, the approval is cancelled. Its frame is
 // what every waiting stream keeps on its stack, so the work before and
 // after the wait is in openStream and streamResult.
-func (s *Service) request(ctx context.Context, call *service.Call, args streamArgs) *tool.Result {
-	id, r := s.openStream(ctx, call, &args.Args)
+func (s *Service) request(ctx context.Context, call *service.Call, args streamArgs) (*tool.Result, error) {
+	id, r := s.openStream(ctx, call, args.Args, args.TimeoutSeconds)
 	if r != nil {
-		return r
+		return r, nil
 	}
 	decided, err := s.wait(ctx, call.TenantID, id)
 	last := s.detach(id)
-	return s.streamResult(ctx, call, id, decided, err, last)
+	return s.streamResult(ctx, call, id, decided, err, last), nil
 }
 
 // openStream records (or finds) the call's approval and reports it
 // waiting; a result when it is already decided or cannot be recorded.
-func (s *Service) openStream(ctx context.Context, call *service.Call, args *Args) (string, *tool.Result) {
-	a, _, err := s.Request(ctx, s.newApproval(call, *args, OriginStream))
+func (s *Service) openStream(ctx context.Context, call *service.Call, args Args, timeoutSeconds *int) (string, *tool.Result) {
+	a, _, err := s.Request(ctx, s.newApproval(call, args, timeoutSeconds, OriginStream))
 	if err != nil {
 		return "", refuse(call, err)
 	}
@@ -224,14 +215,14 @@ func (s *Service) streamResult(ctx context.Context, call *service.Call, id strin
 
 // start is approval_start: record (or find) the call's approval and answer
 // its ID at once.
-func (s *Service) start(ctx context.Context, call *service.Call, args jobArgs) *tool.Result {
-	a, _, err := s.Request(ctx, s.newApproval(call, args.Args, OriginJob))
+func (s *Service) start(ctx context.Context, call *service.Call, args jobArgs) (*tool.Result, error) {
+	a, _, err := s.Request(ctx, s.newApproval(call, args.Args, args.TimeoutSeconds, OriginJob))
 	if err != nil {
-		return refuse(call, err)
+		return refuse(call, err), nil
 	}
 	return jobs.StartedResult(s.jobSpec(), jobStatus(a), map[string]any{
 		"url": s.URL(a.ID), "expires_at": a.ExpiresAt, "status": a.Status,
-	})
+	}), nil
 }
 
 func refuse(call *service.Call, err error) *tool.Result {

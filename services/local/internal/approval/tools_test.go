@@ -434,15 +434,15 @@ func TestArgumentErrors(t *testing.T) {
 		args any
 		want string
 	}{
-		{"request_approval", map[string]any{}, "action: required"},
-		{"request_approval", map[string]any{"action": ""}, "action: must not be empty"},
-		{"request_approval", map[string]any{"action": strings.Repeat("é", MaxActionChars+1)}, "action: 501 characters, more than the limit of 500"},
-		{"request_approval", map[string]any{"action": "x", "details": strings.Repeat("d", MaxDetailsChars+1)}, "details: 16385 characters"},
-		{"request_approval", map[string]any{"action": "x", "timeout_seconds": 0}, "timeout_seconds: must be from 1 to 3600, got 0"},
-		{"request_approval", map[string]any{"action": "x", "timeout_seconds": 3601}, "timeout_seconds: must be from 1 to 3600, got 3601"},
-		{"approval_start", map[string]any{"action": "x", "timeout_seconds": 86401}, "timeout_seconds: must be from 1 to 86400, got 86401"},
+		{"request_approval", map[string]any{}, "invalid arguments: at (root): missing property 'action'"},
+		{"request_approval", map[string]any{"action": ""}, `invalid arguments: at "/action": minLength: got 0, want 1`},
+		{"request_approval", map[string]any{"action": strings.Repeat("é", MaxActionChars+1)}, `invalid arguments: at "/action": maxLength: got 501, want 500`},
+		{"request_approval", map[string]any{"action": "x", "details": strings.Repeat("d", MaxDetailsChars+1)}, `at "/details": maxLength: got 16385, want 16384`},
+		{"request_approval", map[string]any{"action": "x", "timeout_seconds": 0}, `at "/timeout_seconds": minimum: got 0, want 1`},
+		{"request_approval", map[string]any{"action": "x", "timeout_seconds": 3601}, `at "/timeout_seconds": maximum: got 3601, want 3600`},
+		{"approval_start", map[string]any{"action": "x", "timeout_seconds": 86401}, `at "/timeout_seconds": maximum: got 86401, want 86400`},
 		{"request_approval", map[string]any{"action": "x", "tenant_id": "t9"}, "tenant_id"},
-		{"approval_status", map[string]any{"approval_id": "nope"}, "is not an ID of this service"},
+		{"approval_status", map[string]any{"approval_id": "nope"}, `at "/approval_id": 'nope' does not match pattern '^[a-z2-7]{26}$'`},
 	}
 	// approval_status and approval_cancel name their approval the same
 	// way: exactly one of approval_id and call_id.
@@ -455,11 +455,11 @@ func TestArgumentErrors(t *testing.T) {
 		}{
 			{name, map[string]any{}, "invalid arguments: approval_id or call_id: required: give exactly one of them"},
 			{name, map[string]any{"approval_id": id, "call_id": "call-1"}, "invalid arguments: approval_id and call_id: give only one of them, not both"},
-			{name, map[string]any{"approval_id": "nope", "call_id": "call-1"}, "approval_id and call_id: give only one of them, not both"},
-			{name, map[string]any{"call_id": ""}, "invalid arguments: call_id: must not be empty"},
-			{name, map[string]any{"call_id": strings.Repeat("c", MaxCallIDChars+1)}, "invalid arguments: call_id: 1025 characters, more than the limit of 1024"},
-			{name, map[string]any{"call_id": 7}, "invalid arguments: call_id: wrong type: got number, want string"},
-			{name, map[string]any{"approval_id": "nope"}, `invalid arguments: approval_id: "nope" is not an ID of this service`},
+			{name, map[string]any{"approval_id": jobs.NewID(), "call_id": "call-1"}, "approval_id and call_id: give only one of them, not both"},
+			{name, map[string]any{"call_id": ""}, `invalid arguments: at "/call_id": minLength: got 0, want 1`},
+			{name, map[string]any{"call_id": strings.Repeat("c", MaxCallIDChars+1)}, `invalid arguments: at "/call_id": maxLength: got 1025, want 1024`},
+			{name, map[string]any{"call_id": 7}, `invalid arguments: at "/call_id": got number, want string`},
+			{name, map[string]any{"approval_id": "nope"}, `invalid arguments: at "/approval_id": 'nope' does not match pattern`},
 			{name, map[string]any{"call_id": "call-1", "session_id": "s2"}, "session_id"},
 		}...)
 	}
@@ -469,9 +469,9 @@ func TestArgumentErrors(t *testing.T) {
 		want string
 	}{
 		{"approval_status", map[string]any{"wait_seconds": 5}, "approval_id or call_id: required"},
-		{"approval_status", map[string]any{"call_id": "call-1", "wait_seconds": 21}, "invalid arguments: wait_seconds: must be from 0 to 20, got 21"},
-		{"approval_status", map[string]any{"call_id": "call-1", "wait_seconds": -1}, "invalid arguments: wait_seconds: must be from 0 to 20, got -1"},
-		{"approval_cancel", map[string]any{"call_id": "call-1", "wait_seconds": 1}, "invalid arguments: wait_seconds: unknown field"},
+		{"approval_status", map[string]any{"call_id": "call-1", "wait_seconds": 21}, `invalid arguments: at "/wait_seconds": maximum: got 21, want 20`},
+		{"approval_status", map[string]any{"call_id": "call-1", "wait_seconds": -1}, `invalid arguments: at "/wait_seconds": minimum: got -1, want 0`},
+		{"approval_cancel", map[string]any{"call_id": "call-1", "wait_seconds": 1}, "invalid arguments: at (root): additional properties 'wait_seconds' not allowed"},
 	}...)
 	for _, tt := range tests {
 		t.Run(tt.tool+" "+tt.want, func(t *testing.T) {
@@ -816,6 +816,44 @@ func TestLookupSchemas(t *testing.T) {
 		err := schemas[tt.tool].ValidateObject("arguments", []byte(tt.args))
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s %s: %v, want %q", tt.tool, tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestArgsSchemaLimits: the limits the input schemas state (inferred from
+// the argument types' tags) are the package's constants, which the store,
+// the page and the messages use.
+func TestArgsSchemaLimits(t *testing.T) {
+	f := newFixture(t, Config{})
+	schemas := map[string]map[string]any{}
+	for _, tl := range f.svc.Tools() {
+		var m map[string]any
+		if err := json.Unmarshal(tl.Binding.InputSchema, &m); err != nil {
+			t.Fatal(err)
+		}
+		schemas[tl.Binding.Name] = m["properties"].(map[string]any)
+	}
+	limit := func(tool, prop, keyword string) float64 {
+		v, _ := schemas[tool][prop].(map[string]any)[keyword].(float64)
+		return v
+	}
+	for _, c := range []struct {
+		tool, prop, keyword string
+		want                int
+	}{
+		{"request_approval", "action", "maxLength", MaxActionChars},
+		{"approval_start", "action", "maxLength", MaxActionChars},
+		{"request_approval", "details", "maxLength", MaxDetailsChars},
+		{"request_approval", "timeout_seconds", "maximum", MaxStreamTimeoutSeconds},
+		{"approval_start", "timeout_seconds", "maximum", MaxJobTimeoutSeconds},
+		{"request_approval", "timeout_seconds", "default", DefaultTimeoutSeconds},
+		{"approval_start", "timeout_seconds", "default", DefaultTimeoutSeconds},
+		{"approval_status", "call_id", "maxLength", MaxCallIDChars},
+		{"approval_cancel", "call_id", "maxLength", MaxCallIDChars},
+		{"approval_status", "wait_seconds", "maximum", maxWaitSeconds},
+	} {
+		if got := limit(c.tool, c.prop, c.keyword); got != float64(c.want) {
+			t.Errorf("%s %s %s = %v, want %d", c.tool, c.prop, c.keyword, got, c.want)
 		}
 	}
 }

@@ -36,10 +36,10 @@ func TestEcho(t *testing.T) {
 		{name: "hello", body: body(`{"text":"hello"}`), status: 200, want: "hello"},
 		{name: "empty text", body: body(`{"text":""}`), status: 200, want: ""},
 		{name: "4096 two-byte characters", body: body(`{"text":"` + maxText + `"}`), status: 200, want: maxText},
-		{name: "4097 characters", body: body(`{"text":"` + maxText + `a"}`), status: 200, want: "4097 characters, more than the limit of 4096", isError: true},
-		{name: "missing text", body: body(`{}`), status: 200, want: "text: required", isError: true},
-		{name: "text not a string", body: body(`{"text":["a"]}`), status: 200, want: "text: wrong type: got array, want string", isError: true},
-		{name: "unknown argument", body: body(`{"text":"a","loud":true}`), status: 200, want: "loud: unknown field", isError: true},
+		{name: "4097 characters", body: body(`{"text":"` + maxText + `a"}`), status: 200, want: `invalid arguments: at "/text": maxLength: got 4097, want 4096`, isError: true},
+		{name: "missing text", body: body(`{}`), status: 200, want: "invalid arguments: at (root): missing property 'text'", isError: true},
+		{name: "text not a string", body: body(`{"text":["a"]}`), status: 200, want: `invalid arguments: at "/text": got array, want string`, isError: true},
+		{name: "unknown argument", body: body(`{"text":"a","loud":true}`), status: 200, want: "invalid arguments: at (root): additional properties 'loud' not allowed", isError: true},
 		{name: "malformed JSON", body: `{"tenant_id":`, status: 400, want: "malformed JSON"},
 		{name: "unknown field", body: `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{},"x":1}`, status: 400, want: "x: unknown field"},
 		{name: "wrong token", body: body(`{"text":"a"}`), token: "nope", status: 401, want: "invalid bearer token"},
@@ -83,9 +83,12 @@ func TestEcho(t *testing.T) {
 	}
 }
 
+// TestBindingIsTheContractExample: echo's binding is the contract's
+// example, its input_schema inferred from Args, plus the title and the
+// annotations MCP hosts read.
 func TestBindingIsTheContractExample(t *testing.T) {
-	want := `{"name":"echo","description":"Echo text through an external tool service.","input_schema":{"type":"object","properties":{"text":{"type":"string","maxLength":4096}},"required":["text"],"additionalProperties":false},"url":"http://127.0.0.1:8081/tools/echo","tenants":["local"],"token_env":"BRAIN_TOOLS_KEY","timeout_seconds":300,"max_output_bytes":1048576}`
-	b := Binding
+	want := `{"name":"echo","title":"Echo","description":"Echo text through an external tool service.","annotations":{"readOnlyHint":true,"openWorldHint":false},"input_schema":{"type":"object","properties":{"text":{"type":"string","maxLength":4096}},"required":["text"],"additionalProperties":false},"url":"http://127.0.0.1:8081/tools/echo","tenants":["local"],"token_env":"BRAIN_TOOLS_KEY","timeout_seconds":300,"max_output_bytes":1048576}`
+	b := Tool().Binding
 	b.URL, b.Tenants, b.TokenEnv = "http://127.0.0.1:8081/tools/echo", []string{"local"}, "BRAIN_TOOLS_KEY"
 	got, err := json.Marshal(b)
 	if err != nil {

@@ -98,37 +98,10 @@ func allowedBases(urls []string) map[string]bool {
 	return set
 }
 
-// Binding is inspect_session's binding: inspect_session must be true so
-// that brain sends the token.
-var Binding = tool.Binding{
-	Name: "inspect_session",
-	Description: "Summarize this session so far: how many events of each type, and the last tool calls with their tool, status and timing. " +
-		"Use it to check what already happened, e.g. whether an earlier call finished.",
-	InputSchema: json.RawMessage(`{"type":"object","properties":{"last_n":{"type":"integer","minimum":1,"maximum":100,"default":10,` +
-		`"description":"How many of the most recent tool calls to list."}},"additionalProperties":false}`),
-	OutputSchema: json.RawMessage(`{"type":"object","required":["session_id","events_read","truncated","counts","calls_total","calls"],"properties":{` +
-		`"session_id":{"type":"string"},"events_read":{"type":"integer"},"truncated":{"type":"boolean"},` +
-		`"counts":{"type":"object","additionalProperties":{"type":"integer"}},"calls_total":{"type":"integer"},` +
-		`"first_event_at":{"type":"string"},"last_event_at":{"type":"string"},` +
-		`"calls":{"type":"array","items":{"type":"object","required":["call_id","tool","status"],"properties":{` +
-		`"call_id":{"type":"string"},"tool":{"type":"string"},"status":{"type":"string"},"error_code":{"type":"string"},` +
-		`"started_at":{"type":"string"},"finished_at":{"type":"string"},"duration_ms":{"type":"integer"}}}}}}`),
-	TimeoutSeconds: 60,
-	InspectSession: true,
-}
-
-// Args are inspect_session's arguments.
+// Args are inspect_session's arguments; its input_schema is inferred from
+// them (the limits are DefaultLastN and MaxLastN).
 type Args struct {
-	// LastN is how many recent calls to list: 1 to 100, default 10.
-	LastN *int `json:"last_n"`
-}
-
-// Validate applies the schema's range.
-func (a *Args) Validate() error {
-	if a.LastN != nil && (*a.LastN < 1 || *a.LastN > MaxLastN) {
-		return fmt.Errorf("last_n: must be from 1 to %d, got %d", MaxLastN, *a.LastN)
-	}
-	return nil
+	LastN *int `json:"last_n,omitempty" jsonschema:"How many of the most recent tool calls to list." schema:"minimum=1,maximum=100,default=10"`
 }
 
 // Call is one tool call in the summary. Status is brain's final status
@@ -163,6 +136,19 @@ type Summary struct {
 	Calls []Call `json:"calls"`
 }
 
+// binding is inspect_session's binding: inspect_session must be true so
+// that brain sends the token (and so the tool is not listed over MCP,
+// whose calls carry none). Its schemas are inferred from Args and Summary.
+var binding = tool.Binding{
+	Name:  "inspect_session",
+	Title: "Inspect session",
+	Description: "Summarize this session so far: how many events of each type, and the last tool calls with their tool, status and timing. " +
+		"Use it to check what already happened, e.g. whether an earlier call finished.",
+	TimeoutSeconds: 60,
+	InspectSession: true,
+	Annotations:    tool.ReadOnly(),
+}
+
 // Tool returns the inspect_session tool.
 func Tool(opts Options) service.Tool {
 	if opts.Client == nil {
@@ -184,22 +170,22 @@ func Tool(opts Options) service.Tool {
 	}
 	// The allow-list is parsed once, not on every call.
 	allowed := allowedBases(opts.BrainURLs)
-	return service.Tool{Binding: Binding, Handler: service.Typed(func(ctx context.Context, call *service.Call, a Args) *tool.Result {
+	return service.NewTool(binding, func(ctx context.Context, call *service.Call, a Args) (Summary, error) {
 		return inspect(ctx, opts, allowed, call, a)
-	})}
+	})
 }
 
-func inspect(ctx context.Context, opts Options, allowed map[string]bool, call *service.Call, a Args) *tool.Result {
+func inspect(ctx context.Context, opts Options, allowed map[string]bool, call *service.Call, a Args) (Summary, error) {
 	if call.InspectionToken == "" {
-		return tool.Errorf("inspect_session: brain sent no inspection_token; set \"inspect_session\": true on this tool's binding in the host config")
+		return Summary{}, errors.New("inspect_session: brain sent no inspection_token; set \"inspect_session\": true on this tool's binding in the host config")
 	}
 	base, err := brainBase(call.BrainURL)
 	if err != nil {
-		return tool.Errorf("inspect_session: brain_url: %v", err)
+		return Summary{}, fmt.Errorf("inspect_session: brain_url: %v", err)
 	}
 	if len(opts.BrainURLs) > 0 && !allowed[baseKey(base)] {
 		// The token is not sent anywhere the operator did not name.
-		return tool.Errorf("inspect_session: brain_url %s is not one of this service's INSPECT_BRAIN_URLS", base.Redacted())
+		return Summary{}, fmt.Errorf("inspect_session: brain_url %s is not one of this service's INSPECT_BRAIN_URLS", base.Redacted())
 	}
 	lastN := DefaultLastN
 	if a.LastN != nil {
@@ -209,14 +195,9 @@ func inspect(ctx context.Context, opts Options, allowed map[string]bool, call *s
 	if err != nil {
 		// err never carries the token: it is only ever in a header.
 		call.Logger.Warn("inspect_session: read events", "err", err)
-		return tool.Errorf("inspect_session: %v", err)
+		return Summary{}, fmt.Errorf("inspect_session: %w", err)
 	}
-	s := summarize(call.SessionID, events, truncated, lastN)
-	res, err := tool.StructuredResult(s, s.text())
-	if err != nil {
-		return tool.Errorf("inspect_session: %v", err)
-	}
-	return res
+	return summarize(call.SessionID, events, truncated, lastN), nil
 }
 
 func brainBase(raw string) (*url.URL, error) {
@@ -424,8 +405,8 @@ func summarize(sessionID string, events []event, truncated bool, lastN int) Summ
 	return s
 }
 
-// text renders the summary for a reader.
-func (s Summary) text() string {
+// String renders the summary for a reader: the result's text block.
+func (s Summary) String() string {
 	var b strings.Builder
 	types := make([]string, 0, len(s.Counts))
 	for t := range s.Counts {

@@ -227,8 +227,8 @@ func TestErrors(t *testing.T) {
 		{"query in url", ts.URL + "?x=1", token, `{}`, "brain_url: must be a plain base URL"},
 		{"brain down", "http://127.0.0.1:1", token, `{}`, "read events from brain"},
 		{"redirect not followed", redirect.URL, token, `{}`, "status 302"},
-		{"last_n too big", ts.URL, token, `{"last_n":101}`, "last_n: must be from 1 to 100, got 101"},
-		{"last_n zero", ts.URL, token, `{"last_n":0}`, "last_n: must be from 1 to 100, got 0"},
+		{"last_n too big", ts.URL, token, `{"last_n":101}`, `invalid arguments: at "/last_n": maximum: got 101, want 100`},
+		{"last_n zero", ts.URL, token, `{"last_n":0}`, `invalid arguments: at "/last_n": minimum: got 0, want 1`},
 		{"unknown argument", ts.URL, token, `{"session_id":"other"}`, "session_id"},
 	}
 	for _, tt := range tests {
@@ -313,5 +313,27 @@ func TestBrainURLAllowList(t *testing.T) {
 	}
 	if err := CheckBrainURLs([]string{"http://brain:8080", "https://Brain.example/base/"}); err != nil {
 		t.Errorf("CheckBrainURLs of good URLs = %v", err)
+	}
+}
+
+// TestSchemaLimits: the input schema inferred from Args states
+// DefaultLastN and MaxLastN, and the output schema accepts a summary.
+func TestSchemaLimits(t *testing.T) {
+	b := Tool(Options{}).Binding
+	var in struct {
+		Properties struct {
+			LastN struct {
+				Minimum, Maximum, Default int
+			} `json:"last_n"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b.InputSchema, &in); err != nil {
+		t.Fatal(err)
+	}
+	if got := in.Properties.LastN; got.Minimum != 1 || got.Maximum != MaxLastN || got.Default != DefaultLastN {
+		t.Fatalf("last_n schema %+v, want 1 to %d, default %d", got, MaxLastN, DefaultLastN)
+	}
+	if !b.InspectSession || b.Title == "" || b.Annotations == nil || !b.Annotations.ReadOnlyHint {
+		t.Fatalf("binding %+v", b)
 	}
 }

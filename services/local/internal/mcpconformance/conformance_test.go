@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/brain-tools/suite/services/local/internal/echo"
 )
 
@@ -48,19 +48,16 @@ func nodeDir(t *testing.T) string {
 	return dir
 }
 
-// startLocal serves the local service's tools with /mcp attached, behind
-// its bearer check, on loopback. It returns the service's base URL.
+// startLocal serves the local service's tools, with /mcp behind its
+// bearer check as every service serves it, on loopback. It returns the
+// service's base URL.
 func startLocal(t *testing.T) string {
 	t.Helper()
 	cfg, err := service.ParseEnv[service.Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &service.Server{Name: "local", Config: cfg, Tools: []service.Tool{echo.Tool()}}
-	if err := mcpserver.Attach(srv, mcpserver.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return serve(t, srv.Handler())
+	return servicetest.StartServer(t, &service.Server{Name: "local", Config: cfg, Tools: []service.Tool{echo.Tool()}}).URL
 }
 
 func serve(t *testing.T, h http.Handler) string {
@@ -143,7 +140,7 @@ func TestConformance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := nodeCmd(ctx, t, dir, filepath.Join(dir, "node_modules/@modelcontextprotocol/conformance/dist/index.js"),
-		"server", "--url", base+mcpserver.Path, "--expected-failures", baseline, "-o", results)
+		"server", "--url", base+service.MCPPath, "--expected-failures", baseline, "-o", results)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
@@ -210,7 +207,7 @@ func checkBaseline(t *testing.T, baseline, results string, why *regexp.Regexp) {
 // MCP Inspector's CLI, with the bearer token, both as a person would.
 func TestInspectorCLI(t *testing.T) {
 	dir := nodeDir(t)
-	mcpURL := startLocal(t) + mcpserver.Path
+	mcpURL := startLocal(t) + service.MCPPath
 	run := func(args ...string) []byte {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -237,7 +234,7 @@ func TestInspectorCLI(t *testing.T) {
 	if err := json.Unmarshal(out, &list); err != nil {
 		t.Fatalf("tools/list output %q: %v", out, err)
 	}
-	if len(list.Tools) != 1 || list.Tools[0].Name != "echo" || list.Tools[0].Description != echo.Binding.Description {
+	if len(list.Tools) != 1 || list.Tools[0].Name != "echo" || list.Tools[0].Description != echo.Tool().Binding.Description {
 		t.Fatalf("tools/list = %s, want the echo tool", out)
 	}
 

@@ -61,6 +61,17 @@ func For[T any]() (json.RawMessage, error) {
 	return data, nil
 }
 
+// MustFor is For for a schema declared at start-up (a tool's
+// output_schema): it panics when T's schema cannot be inferred, a
+// programming error found when the service starts.
+func MustFor[T any]() json.RawMessage {
+	doc, err := For[T]()
+	if err != nil {
+		panic(err)
+	}
+	return doc
+}
+
 // typeSchemas are the schemas of the types jsonschema-go describes by
 // their Go kind rather than by the JSON encoding/json writes for them.
 func typeSchemas() map[reflect.Type]*jsonschema.Schema {

@@ -17,8 +17,8 @@ import (
 
 // A plan is the fast path of a Schema: the common shapes of a tool's
 // schemas (objects of typed properties with lengths, bounds, enums,
-// patterns, formats and required names; arrays of them; maps; the
-// "give exactly one of a or b" oneOf), compiled once, checked straight on
+// patterns, formats and required names; arrays of them; maps and their
+// property names; the "give exactly one of a or b" oneOf), compiled once, checked straight on
 // the document's tokens with no value tree built. It answers only "the
 // document is valid"; anything else — a failure, or something it does not
 // decide exactly (a number with a fraction against a bound, invalid UTF-8,
@@ -55,6 +55,7 @@ type node struct {
 	closed     bool           // additionalProperties: false
 	additional *node          // additionalProperties: a schema (nil: any value)
 	choice     []int          // oneOf of {"required":[name]} alone: exactly one of these props
+	names      *node          // propertyNames: every name is a string checked against it
 
 	// arrays
 	items              *node
@@ -162,6 +163,10 @@ func planNode(doc any, root bool) (*node, error) {
 			n.exMin, err = integer(v)
 		case k == "exclusiveMaximum":
 			n.exMax, err = integer(v)
+		case k == "propertyNames":
+			if n.names, err = planNode(v, false); err == nil && n.names == nil {
+				n.names = &node{minLen: -1, maxLen: -1, minItems: -1, maxItems: -1}
+			}
 		case k == "properties", k == "required", k == "additionalProperties", k == "oneOf":
 			// below, once properties are known
 		case k == "items":
@@ -415,7 +420,13 @@ func (d *planDecoder) strValue() ([]byte, bool) {
 
 func (d *planDecoder) str(n *node) bool {
 	s, ok := d.strValue()
-	if !ok || !n.allows(tString) {
+	return ok && n.validString(s)
+}
+
+// validString checks the string s (a value, or a name under
+// propertyNames) against n.
+func (n *node) validString(s []byte) bool {
+	if !n.allows(tString) || n != nil && n.enum != nil && !n.inEnum(s) {
 		return false
 	}
 	if n == nil {
@@ -430,22 +441,19 @@ func (d *planDecoder) str(n *node) bool {
 	if n.pattern != nil && !n.pattern.Match(s) {
 		return false
 	}
-	if n.enum != nil {
-		found := false
-		for _, e := range n.enum {
-			if string(s) == e {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
 	if n.format != nil && n.format.Validate(string(s)) != nil {
 		return false
 	}
 	return true
+}
+
+func (n *node) inEnum(s []byte) bool {
+	for _, e := range n.enum {
+		if string(s) == e {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *planDecoder) number(n *node) bool {
@@ -481,6 +489,9 @@ func (d *planDecoder) object(n *node) bool {
 			return false
 		}
 		var child *node
+		if n != nil && n.names != nil && !n.names.validString(name) {
+			return false
+		}
 		if n != nil {
 			i, named := n.props[string(name)]
 			if named {

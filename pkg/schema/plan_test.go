@@ -75,6 +75,16 @@ var planSchemas = []struct {
 			{`{"key":"k","text":"t","data_base64":"aGk="}`, false, false},
 			{`{"key":"","text":"t"}`, false, false},
 		}},
+	{name: "property names", schema: `{"type":"object","properties":{"metadata":{"type":"object","propertyNames":{"pattern":"^[a-z0-9_-]{1,128}$"},` +
+		`"additionalProperties":{"type":"string","pattern":"^[\\x20-\\x7e]*$"}}}}`,
+		docs: []planDoc{
+			{`{"metadata":{"owner":"ann","x-y_1":"a b"}}`, true, true},
+			{`{"metadata":{}}`, true, true},
+			{`{"metadata":{"Owner":"ann"}}`, false, false},
+			{`{"metadata":{"":"ann"}}`, false, false},
+			{`{"metadata":{"owner":"\u00e9"}}`, false, false},
+			{`{"metadata":{"owner":1}}`, false, false},
+		}},
 	{name: "formats", schema: `{"type":"object","properties":{"at":{"type":"string","format":"date-time"},"url":{"type":"string","format":"uri"},"n":{"type":"integer","exclusiveMinimum":0,"exclusiveMaximum":10}}}`,
 		docs: []planDoc{
 			{`{"at":"2026-12-01T10:00:00Z","url":"https://example.com/a?b","n":5}`, true, true},

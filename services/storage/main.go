@@ -8,7 +8,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
 
 	"github.com/brain-tools/suite/services/storage/internal/objects"
@@ -30,10 +29,6 @@ func main() { service.Main(run, service.DefaultAddr(defaultAddr)) }
 func run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	srv, err := newServer(ctx, environ, logger)
 	if err != nil {
-		return err
-	}
-	// The same tools, for MCP clients, at /mcp behind the same bearer check.
-	if err := mcpserver.Attach(srv, mcpserver.Options{Logger: logger}); err != nil {
 		return err
 	}
 	return service.Run(ctx, srv)

@@ -60,7 +60,7 @@ func (s *Store) Bucket() string { return s.bucket }
 // Object describes one stored object. Key is relative to the namespace.
 type Object struct {
 	Key          string            `json:"key"`
-	Size         int64             `json:"size"`
+	Size         int64             `json:"size" schema:"minimum=0"`
 	ContentType  string            `json:"content_type,omitempty"`
 	ETag         string            `json:"etag,omitempty"`
 	LastModified *time.Time        `json:"last_modified,omitempty"`
@@ -288,8 +288,8 @@ func (s *Store) Delete(ctx context.Context, ns keys.Namespace, key string) (exis
 // Presigned is a presigned request: whoever holds URL can make it until
 // Expires, sending Headers with it.
 type Presigned struct {
-	Method  string            `json:"method"`
-	URL     string            `json:"url"`
+	Method  string            `json:"method" schema:"enum=GET|PUT"`
+	URL     string            `json:"url" schema:"format=uri"`
 	Expires time.Time         `json:"expires_at"`
 	Headers map[string]string `json:"headers,omitempty"`
 }

@@ -22,20 +22,15 @@ import (
 )
 
 type getArgs struct {
-	Key      string `json:"key"`
-	MaxBytes *int64 `json:"max_bytes"`
-	Offset   int64  `json:"offset"`
+	Key      string `json:"key" jsonschema:"Object key relative to your storage, e.g. \"notes/today.md\"." schema:"minLength=1,maxLength=1024"`
+	MaxBytes *int64 `json:"max_bytes,omitempty" jsonschema:"Read at most this many bytes (the output limit applies too)." schema:"minimum=1"`
+	Offset   int64  `json:"offset,omitempty" jsonschema:"Byte offset to start reading at; default 0." schema:"minimum=0"`
 }
 
+// Validate holds the key rules a schema cannot say (keys.Validate).
 func (a *getArgs) Validate() error {
 	if err := keys.Validate(a.Key); err != nil {
 		return &strictjson.FieldError{Field: "key", Problem: err.Error()}
-	}
-	if a.MaxBytes != nil && *a.MaxBytes < 1 {
-		return &strictjson.FieldError{Field: "max_bytes", Problem: fmt.Sprintf("must be at least 1, got %d", *a.MaxBytes)}
-	}
-	if a.Offset < 0 {
-		return &strictjson.FieldError{Field: "offset", Problem: fmt.Sprintf("must be 0 or more, got %d", a.Offset)}
 	}
 	return nil
 }
@@ -45,22 +40,22 @@ func (a *getArgs) Validate() error {
 // in the content blocks, so the output limit is not spent twice.
 type getResult struct {
 	objects.Object
-	Offset int64 `json:"offset"`
+	Offset int64 `json:"offset" schema:"minimum=0"`
 	// Length is how many bytes of the object the content carries.
-	Length int64 `json:"length"`
+	Length int64 `json:"length" schema:"minimum=0"`
 	// Encoding is text (UTF-8), base64 or image (an image block).
-	Encoding string `json:"encoding"`
+	Encoding string `json:"encoding" schema:"enum=text|base64|image"`
 	// NextOffset, when set, is where the next storage_get continues.
-	NextOffset *int64 `json:"next_offset,omitempty"`
+	NextOffset *int64 `json:"next_offset,omitempty" schema:"minimum=0"`
 }
 
-func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) *tool.Result {
+func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) (*tool.Result, error) {
 	ns, bad := t.namespace(call)
 	if bad != nil {
-		return bad
+		return bad, nil
 	}
 	if bad := checkKey(ns, "key", a.Key); bad != nil {
-		return bad
+		return bad, nil
 	}
 	// Read at most the output limit: no encoding makes data smaller.
 	want := t.cfg.MaxOutputBytes
@@ -71,7 +66,7 @@ func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) *tool.Re
 	obj, data, err := t.store.GetInto(ctx, ns, a.Key, a.Offset, want, *h)
 	if err != nil {
 		getBuffers.Put(h, *h)
-		return failure(err, false)
+		return failure(err, false), nil
 	}
 	// Every rendering copies data (text, image base64, base64), so its
 	// buffer serves the next call once the result is built.
@@ -87,11 +82,11 @@ func (t *Tools) get(ctx context.Context, call *service.Call, a getArgs) *tool.Re
 		r, dataLen := render(call, obj, data, a.Offset, budget)
 		n := skeletonLen(r) + dataLen
 		if n <= limit {
-			return r
+			return r, nil
 		}
 		budget -= n - limit
 	}
-	return tool.Errorf("get %q: cannot fit the object's description in the %d-byte output limit", a.Key, t.cfg.MaxOutputBytes)
+	return tool.Errorf("get %q: cannot fit the object's description in the %d-byte output limit", a.Key, t.cfg.MaxOutputBytes), nil
 }
 
 // skeletonLen is the encoded size of r with its data block emptied: the

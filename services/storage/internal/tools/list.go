@@ -22,17 +22,16 @@ const (
 )
 
 type listArgs struct {
-	Prefix string `json:"prefix"`
-	Cursor string `json:"cursor"`
-	Limit  *int   `json:"limit"`
+	Prefix string `json:"prefix,omitempty" jsonschema:"Only keys starting with this, e.g. \"reports/\"; default all." schema:"maxLength=1024"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page." schema:"maxLength=2048"`
+	Limit  *int   `json:"limit,omitempty" jsonschema:"Objects per page; default 100." schema:"minimum=1,maximum=1000,default=100"`
 }
 
+// Validate holds what a schema cannot say: the prefix's key rules
+// (keys.ValidatePrefix) and a cursor storage_list made.
 func (a *listArgs) Validate() error {
 	if err := keys.ValidatePrefix(a.Prefix); err != nil {
 		return &strictjson.FieldError{Field: "prefix", Problem: err.Error()}
-	}
-	if a.Limit != nil && (*a.Limit < 1 || *a.Limit > MaxListLimit) {
-		return &strictjson.FieldError{Field: "limit", Problem: fmt.Sprintf("must be from 1 to %d, got %d", MaxListLimit, *a.Limit)}
 	}
 	if _, err := decodeCursor(a.Cursor); err != nil {
 		return &strictjson.FieldError{Field: "cursor", Problem: err.Error()}
@@ -62,7 +61,7 @@ func decodeCursor(c string) (string, error) {
 
 type listEntry struct {
 	Key          string     `json:"key"`
-	Size         int64      `json:"size"`
+	Size         int64      `json:"size" schema:"minimum=0"`
 	LastModified *time.Time `json:"last_modified,omitempty"`
 	ETag         string     `json:"etag,omitempty"`
 }
@@ -75,13 +74,13 @@ type listResult struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-func (t *Tools) list(ctx context.Context, call *service.Call, a listArgs) *tool.Result {
+func (t *Tools) list(ctx context.Context, call *service.Call, a listArgs) (*tool.Result, error) {
 	ns, bad := t.namespace(call)
 	if bad != nil {
-		return bad
+		return bad, nil
 	}
 	if bad := checkKey(ns, "prefix", a.Prefix); bad != nil {
-		return bad
+		return bad, nil
 	}
 	limit := DefaultListLimit
 	if a.Limit != nil {
@@ -90,7 +89,7 @@ func (t *Tools) list(ctx context.Context, call *service.Call, a listArgs) *tool.
 	after, _ := decodeCursor(a.Cursor)
 	objs, more, err := t.store.List(ctx, ns, a.Prefix, after, limit)
 	if err != nil {
-		return failure(err, false)
+		return failure(err, false), nil
 	}
 	// Keep the page inside the output limit: entries are counted twice,
 	// in structured_content and in the text lines, and a cut page ends
@@ -116,7 +115,7 @@ func (t *Tools) list(ctx context.Context, call *service.Call, a listArgs) *tool.
 		res.NextCursor = encodeCursor(res.Objects[len(res.Objects)-1].Key)
 	}
 	lines.WriteString(listFooter(a.Prefix, len(res.Objects), res.NextCursor))
-	return structured(res, tool.Text(lines.String()))
+	return structured(res, tool.Text(lines.String())), nil
 }
 
 func listLine(e listEntry) string {

@@ -63,12 +63,12 @@ func (u *upload) release() {
 // uploadBuffers hold decoded uploads.
 var uploadBuffers = bufpool.New(maxPooledBytes)
 
+// Validate holds what putSchema cannot say: the key rules
+// (keys.Validate), a content type that parses, and metadata that S3
+// stores as given, within its 2 KB.
 func (a *putArgs) Validate() error {
 	if err := keys.Validate(a.Key); err != nil {
 		return &strictjson.FieldError{Field: "key", Problem: err.Error()}
-	}
-	if (a.Text == nil) == (a.DataBase64 == nil) {
-		return &strictjson.FieldError{Field: "text", Problem: "give exactly one of text or data_base64"}
 	}
 	if a.ContentType != "" {
 		if _, _, err := mime.ParseMediaType(a.ContentType); err != nil {
@@ -79,24 +79,12 @@ func (a *putArgs) Validate() error {
 }
 
 // validateMetadata applies S3's rules for user metadata, which travels as
-// x-amz-meta-* headers: names of lower-case letters, digits, '-' and '_',
-// values of printable ASCII, 2 KB in all.
+// x-amz-meta-* headers, beyond the names of lower-case letters, digits,
+// '-' and '_' and the values of printable ASCII that putSchema holds:
+// values without surrounding spaces, 2 KB in all.
 func validateMetadata(m map[string]string) error {
 	total := 0
 	for k, v := range m {
-		if k == "" || len(k) > 128 {
-			return &strictjson.FieldError{Field: "metadata", Problem: fmt.Sprintf("name %q: want 1 to 128 characters", k)}
-		}
-		for _, r := range k {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				return &strictjson.FieldError{Field: "metadata." + k, Problem: "names use lower-case letters, digits, - and _"}
-			}
-		}
-		for _, r := range v {
-			if r < 0x20 || r > 0x7e {
-				return &strictjson.FieldError{Field: "metadata." + k, Problem: fmt.Sprintf("value has %U; values are printable ASCII", r)}
-			}
-		}
 		// HTTP trims header values, so S3 would store a different value
 		// than the one given (and storage_head would show it).
 		if strings.TrimSpace(v) != v {
@@ -110,13 +98,13 @@ func validateMetadata(m map[string]string) error {
 	return nil
 }
 
-func (t *Tools) put(ctx context.Context, call *service.Call, a putArgs) *tool.Result {
+func (t *Tools) put(ctx context.Context, call *service.Call, a putArgs) (*tool.Result, error) {
 	ns, bad := t.namespace(call)
 	if bad != nil {
-		return bad
+		return bad, nil
 	}
 	if bad := checkKey(ns, "key", a.Key); bad != nil {
-		return bad
+		return bad, nil
 	}
 	var body []byte
 	contentType := a.ContentType
@@ -139,13 +127,13 @@ func (t *Tools) put(ctx context.Context, call *service.Call, a putArgs) *tool.Re
 		if a.Text != nil {
 			field = "text"
 		}
-		return t.tooLarge(field, int64(len(body)))
+		return t.tooLarge(field, int64(len(body))), nil
 	}
 	obj, err := t.store.Put(ctx, ns, a.Key, body, contentType, a.Metadata)
 	if err != nil {
-		return failure(err, true)
+		return failure(err, true), nil
 	}
-	return structured(obj, tool.Text(fmt.Sprintf("stored %q: %d bytes, %s, etag %s", obj.Key, obj.Size, obj.ContentType, obj.ETag)))
+	return structured(obj, tool.Text(fmt.Sprintf("stored %q: %d bytes, %s, etag %s", obj.Key, obj.Size, obj.ContentType, obj.ETag))), nil
 }
 
 func (t *Tools) tooLarge(field string, n int64) *tool.Result {
@@ -158,7 +146,7 @@ func (t *Tools) tooLarge(field string, n int64) *tool.Result {
 // runtime's bare 413, which the host would record as an unknown outcome
 // although nothing was written.
 func (t *Tools) putTool(b tool.Binding) service.Tool {
-	st := service.TypedTool(b, t.put)
+	st := service.NewTool(b, t.put)
 	st.TooLarge = func(head []byte, limit int64) *tool.Result {
 		return fieldErr(bigArgument(head), "the request is more than %d bytes (MAX_REQUEST_BYTES), so its data is more than the %d bytes (%s) storage_put takes; nothing was stored; upload larger objects with storage_presign (method PUT)",
 			limit, t.cfg.MaxPutBytes, sizeText(t.cfg.MaxPutBytes))

@@ -1,9 +1,10 @@
 package tools
 
-// Descriptions and JSON Schemas (draft 2020-12) of the storage tools. The
-// host validates arguments against the input schemas and successful
-// structured_content against the output schemas; the handlers check the
-// same rules again, since a service cannot rely on its caller.
+// Descriptions of the storage tools, and storage_put's input schema, the
+// one written out (the others are inferred from the argument types). The
+// runtime checks every call's arguments against its tool's input schema,
+// on both transports, before the handler runs; the handlers' Validate
+// methods hold only what a schema cannot say.
 
 import (
 	"fmt"
@@ -41,6 +42,8 @@ const deleteDescription = `Delete an object from your private storage. Deleting 
 
 const presignDescription = `Make a presigned URL for one object in your private storage, so a program or person can download (GET, the default) or upload (PUT) it directly without credentials, until it expires (expires_seconds, 1 to 604800, default 3600). For PUT, content_type is signed into the URL and must be sent as the Content-Type header.`
 
+// keyProperty is the key argument's schema in storage_put's; the key
+// fields of the other tools' argument types carry the same in their tags.
 const keyProperty = `{"type": "string", "minLength": 1, "maxLength": 1024, "description": "Object key relative to your storage, e.g. \"notes/today.md\"."}`
 
 const putSchema = `{
@@ -60,109 +63,4 @@ const putSchema = `{
   "required": ["key"],
   "oneOf": [{"required": ["text"]}, {"required": ["data_base64"]}],
   "additionalProperties": false
-}`
-
-const getSchema = `{
-  "type": "object",
-  "properties": {
-    "key": ` + keyProperty + `,
-    "max_bytes": {"type": "integer", "minimum": 1, "description": "Read at most this many bytes (the output limit applies too)."},
-    "offset": {"type": "integer", "minimum": 0, "description": "Byte offset to start reading at; default 0."}
-  },
-  "required": ["key"],
-  "additionalProperties": false
-}`
-
-const keySchema = `{
-  "type": "object",
-  "properties": {"key": ` + keyProperty + `},
-  "required": ["key"],
-  "additionalProperties": false
-}`
-
-const listSchema = `{
-  "type": "object",
-  "properties": {
-    "prefix": {"type": "string", "maxLength": 1024, "description": "Only keys starting with this, e.g. \"reports/\"; default all."},
-    "cursor": {"type": "string", "maxLength": 2048, "description": "next_cursor of the previous page."},
-    "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Objects per page; default 100."}
-  },
-  "additionalProperties": false
-}`
-
-const presignSchema = `{
-  "type": "object",
-  "properties": {
-    "key": ` + keyProperty + `,
-    "method": {"type": "string", "enum": ["GET", "PUT"], "description": "GET to download (default), PUT to upload."},
-    "expires_seconds": {"type": "integer", "minimum": 1, "maximum": 604800, "description": "Lifetime of the URL; default 3600."},
-    "content_type": {"type": "string", "maxLength": 255, "description": "PUT only: the Content-Type the upload must send."}
-  },
-  "required": ["key"],
-  "additionalProperties": false
-}`
-
-const objectProperties = `
-    "key": {"type": "string"},
-    "size": {"type": "integer", "minimum": 0},
-    "content_type": {"type": "string"},
-    "etag": {"type": "string"},
-    "last_modified": {"type": "string", "format": "date-time"},
-    "metadata": {"type": "object", "additionalProperties": {"type": "string"}}`
-
-const objectOutSchema = `{
-  "type": "object",
-  "properties": {` + objectProperties + `
-  },
-  "required": ["key", "size"]
-}`
-
-const getOutSchema = `{
-  "type": "object",
-  "properties": {` + objectProperties + `,
-    "offset": {"type": "integer", "minimum": 0},
-    "length": {"type": "integer", "minimum": 0},
-    "encoding": {"enum": ["text", "base64", "image"]},
-    "next_offset": {"type": "integer", "minimum": 0}
-  },
-  "required": ["key", "size", "offset", "length", "encoding"]
-}`
-
-const listOutSchema = `{
-  "type": "object",
-  "properties": {
-    "prefix": {"type": "string"},
-    "objects": {
-      "type": "array",
-      "items": {
-        "type": "object",
-        "properties": {
-          "key": {"type": "string"},
-          "size": {"type": "integer", "minimum": 0},
-          "last_modified": {"type": "string", "format": "date-time"},
-          "etag": {"type": "string"}
-        },
-        "required": ["key", "size"]
-      }
-    },
-    "next_cursor": {"type": "string"}
-  },
-  "required": ["prefix", "objects"]
-}`
-
-const deleteOutSchema = `{
-  "type": "object",
-  "properties": {"key": {"type": "string"}, "deleted": {"type": "boolean"}},
-  "required": ["key", "deleted"]
-}`
-
-const presignOutSchema = `{
-  "type": "object",
-  "properties": {
-    "method": {"enum": ["GET", "PUT"]},
-    "url": {"type": "string", "format": "uri"},
-    "expires_at": {"type": "string", "format": "date-time"},
-    "headers": {"type": "object", "additionalProperties": {"type": "string"}}
-  },
-  "required": ["method", "url", "expires_at"]
 }`

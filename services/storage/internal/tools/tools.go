@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 
@@ -105,27 +106,48 @@ func New(store *objects.Store, cfg Config) (*Tools, error) {
 	return &Tools{store: store, cfg: cfg, mode: mode}, nil
 }
 
-// List returns the six tools with their bindings.
+// List returns the six tools with their bindings. Their input schemas are
+// inferred from the argument types (storage_put's is written out: its
+// metadata names and the choice of text or data_base64 are more than tags
+// say), their output schemas from the result types.
 func (t *Tools) List() []service.Tool {
-	b := func(name, desc, schema string, out string) tool.Binding {
+	f := false
+	b := func(name, title, desc string, out json.RawMessage, ann *tool.Annotations) tool.Binding {
 		return tool.Binding{
 			Name:           name,
+			Title:          title,
 			Description:    desc,
-			InputSchema:    json.RawMessage(schema),
-			OutputSchema:   json.RawMessage(out),
+			OutputSchema:   out,
 			TimeoutSeconds: 120,
 			MaxOutputBytes: t.cfg.MaxOutputBytes,
+			Annotations:    ann,
 		}
 	}
+	// Storage is the tenant's own bucket prefix: a closed world. A put
+	// overwrites (destructive) and a second identical put changes nothing;
+	// a delete is destructive and idempotent; a presigned URL changes
+	// nothing until someone uses it.
+	write := &tool.Annotations{IdempotentHint: true, OpenWorldHint: &f}
+	put := b("storage_put", "Store an object", putDescription(t.cfg.MaxPutBytes), objectOutSchema, write)
+	put.InputSchema = json.RawMessage(putSchema)
 	return []service.Tool{
-		t.putTool(b("storage_put", putDescription(t.cfg.MaxPutBytes), putSchema, objectOutSchema)),
-		service.TypedTool(b("storage_get", getDescription, getSchema, getOutSchema), t.get),
-		service.TypedTool(b("storage_head", headDescription, keySchema, objectOutSchema), t.head),
-		service.TypedTool(b("storage_list", listDescription, listSchema, listOutSchema), t.list),
-		service.TypedTool(b("storage_delete", deleteDescription, keySchema, deleteOutSchema), t.delete),
-		service.TypedTool(b("storage_presign", presignDescription, presignSchema, presignOutSchema), t.presign),
+		t.putTool(put),
+		service.NewTool(b("storage_get", "Read an object", getDescription, getOutSchema, tool.ReadOnly()), t.get),
+		service.NewTool(b("storage_head", "Describe an object", headDescription, objectOutSchema, tool.ReadOnly()), t.head),
+		service.NewTool(b("storage_list", "List objects", listDescription, listOutSchema, tool.ReadOnly()), t.list),
+		service.NewTool(b("storage_delete", "Delete an object", deleteDescription, deleteOutSchema, write), t.delete),
+		service.NewTool(b("storage_presign", "Make a presigned URL", presignDescription, presignOutSchema, tool.ReadOnly()), t.presign),
 	}
 }
+
+// The output schemas, from the types of the results' structured_content.
+var (
+	objectOutSchema  = schema.MustFor[objects.Object]()
+	getOutSchema     = schema.MustFor[getResult]()
+	listOutSchema    = schema.MustFor[listResult]()
+	deleteOutSchema  = schema.MustFor[deleteResult]()
+	presignOutSchema = schema.MustFor[objects.Presigned]()
+)
 
 // namespace builds the call's namespace from the request body's identity.
 func (t *Tools) namespace(call *service.Call) (keys.Namespace, *tool.Result) {
@@ -172,7 +194,8 @@ func structured(v any, blocks ...tool.Content) *tool.Result {
 	return &tool.Result{Content: blocks, StructuredContent: data}
 }
 
-// fieldErr names the argument at fault the way service.Typed does.
+// fieldErr names the argument at fault in the words of the runtime's own
+// argument errors ("invalid arguments: key: ...").
 func fieldErr(field, format string, args ...any) *tool.Result {
 	return tool.Errorf("invalid arguments: %s: %s", field, fmt.Sprintf(format, args...))
 }

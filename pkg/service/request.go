@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -102,10 +103,29 @@ func argumentsSpan(data []byte) (start, end int, ok bool) {
 	return start, end, found == 1
 }
 
+// requestDecoders are decodeFast's decoders, reused: a jsontext.Decoder
+// keeps the string cache that decoding into Go strings fills (4 KiB, made
+// on a decoder's first string), which a decoder per request would make
+// again on every call.
+var requestDecoders = sync.Pool{New: func() any { return new(requestDecoder) }}
+
+type requestDecoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
 func decodeFast(data []byte, decodeArgs argsDecoder) (req tool.Request, args any, ok bool) {
+	rd := requestDecoders.Get().(*requestDecoder)
+	defer func() {
+		rd.buf = bytes.Buffer{}
+		rd.dec.Reset(&rd.buf) // drop the references to data
+		requestDecoders.Put(rd)
+	}()
 	// A bytes.Buffer is parsed in place; any other reader is copied into
 	// the decoder's own buffer in steps, re-scanning long strings.
-	dec := jsontext.NewDecoder(bytes.NewBuffer(data))
+	rd.buf = *bytes.NewBuffer(data)
+	rd.dec.Reset(&rd.buf)
+	dec := &rd.dec
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return req, nil, false
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 
@@ -40,10 +39,6 @@ func main() { service.Main(run, service.DefaultAddr(defaultAddr)) }
 func run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	srv, err := newServer(environ, logger)
 	if err != nil {
-		return err
-	}
-	// The same tools, for MCP clients, at /mcp behind the same bearer check.
-	if err := mcpserver.Attach(srv, mcpserver.Options{Logger: logger}); err != nil {
 		return err
 	}
 	return service.Run(ctx, srv)

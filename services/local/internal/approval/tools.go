@@ -127,7 +127,7 @@ func (s *Service) Tools() []service.Tool {
 }
 
 // decisionSchema is request_approval's output_schema: Decision's.
-var decisionSchema = mustInfer[Decision]()
+var decisionSchema = schema.MustFor[Decision]()
 
 // asksAPerson are the annotations of request_approval and approval_start:
 // they add a request to the approval queue and destroy nothing; a new call
@@ -136,14 +136,6 @@ var decisionSchema = mustInfer[Decision]()
 func asksAPerson() *tool.Annotations {
 	f := false
 	return &tool.Annotations{DestructiveHint: &f}
-}
-
-func mustInfer[T any]() json.RawMessage {
-	doc, err := schema.For[T]()
-	if err != nil {
-		panic(err)
-	}
-	return doc
 }
 
 func (s *Service) newApproval(call *service.Call, a Args, timeoutSeconds *int, origin Origin) NewApproval {

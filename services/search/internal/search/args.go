@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/brain-tools/suite/pkg/strictjson"
 )
@@ -23,56 +22,34 @@ const (
 	MaxTitleChars   = 300
 )
 
-// Args are web_search's arguments.
+// Args are web_search's arguments; its input_schema is inferred from
+// them, with the limits above in the tags (TestSchemaLimits).
 type Args struct {
-	Query          string   `json:"query"`
-	Count          *int     `json:"count"`
-	Offset         int      `json:"offset"`
-	Freshness      string   `json:"freshness"`
-	Country        string   `json:"country"`
-	SafeSearch     string   `json:"safe_search"`
-	IncludeDomains []string `json:"include_domains"`
-	ExcludeDomains []string `json:"exclude_domains"`
-	Topic          string   `json:"topic"`
-	IncludeAnswer  bool     `json:"include_answer"`
+	Query          string   `json:"query" jsonschema:"What to search for." schema:"minLength=1,maxLength=400"`
+	Count          *int     `json:"count,omitempty" jsonschema:"Results to return; default 10." schema:"minimum=1,maximum=20,default=10"`
+	Offset         int      `json:"offset,omitempty" jsonschema:"Page of count results to start at; default 0." schema:"minimum=0,maximum=9"`
+	Freshness      string   `json:"freshness,omitempty" jsonschema:"pd, pw, pm, py (past day/week/month/year) or a date range YYYY-MM-DDtoYYYY-MM-DD." schema:"pattern=^(pd|pw|pm|py|\\d{4}-\\d{2}-\\d{2}to\\d{4}-\\d{2}-\\d{2})$"`
+	Country        string   `json:"country,omitempty" jsonschema:"Two-letter country code to favour, e.g. US." schema:"pattern=^[A-Za-z]{2}$"`
+	SafeSearch     string   `json:"safe_search,omitempty" schema:"enum=off|moderate|strict"`
+	IncludeDomains []string `json:"include_domains,omitempty" jsonschema:"Only results from these domains (and their subdomains)." schema:"maxItems=20,maxLength=253"`
+	ExcludeDomains []string `json:"exclude_domains,omitempty" jsonschema:"No results from these domains." schema:"maxItems=20,maxLength=253"`
+	Topic          string   `json:"topic,omitempty" schema:"enum=general|news|finance"`
+	IncludeAnswer  bool     `json:"include_answer,omitempty" jsonschema:"Also return a short generated answer (Tavily only)."`
 	// Provider picks a configured provider instead of the default.
-	Provider string `json:"provider"`
+	Provider string `json:"provider,omitempty" jsonschema:"Use this provider instead of the service's default, when configured." schema:"enum=brave|tavily"`
 }
 
-var (
-	freshnessRE = regexp.MustCompile(`^(pd|pw|pm|py|\d{4}-\d{2}-\d{2}to\d{4}-\d{2}-\d{2})$`)
-	countryRE   = regexp.MustCompile(`^[A-Za-z]{2}$`)
-	domainRE    = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
-)
+var domainRE = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
 
-// Validate checks every argument against the documented ranges, naming the
-// argument at fault.
+// Validate holds what the schema cannot say, naming the argument at
+// fault: a query that is not only spaces, a freshness range of real dates
+// with the start first, domain names.
 func (a *Args) Validate() error {
 	bad := func(field, format string, args ...any) error {
 		return &strictjson.FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
 	}
-	q := strings.TrimSpace(a.Query)
-	switch {
-	case q == "":
+	if strings.TrimSpace(a.Query) == "" {
 		return bad("query", "required")
-	case !utf8.ValidString(a.Query):
-		return bad("query", "not valid UTF-8")
-	case utf8.RuneCountInString(a.Query) > MaxQueryChars:
-		return bad("query", "%d characters, more than %d", utf8.RuneCountInString(a.Query), MaxQueryChars)
-	case a.Count != nil && (*a.Count < 1 || *a.Count > MaxCount):
-		return bad("count", "must be from 1 to %d, got %d", MaxCount, *a.Count)
-	case a.Offset < 0 || a.Offset > MaxOffset:
-		return bad("offset", "must be from 0 to %d (pages of count results), got %d", MaxOffset, a.Offset)
-	case a.Freshness != "" && !freshnessRE.MatchString(a.Freshness):
-		return bad("freshness", "want pd, pw, pm, py or YYYY-MM-DDtoYYYY-MM-DD, got %q", a.Freshness)
-	case a.Country != "" && !countryRE.MatchString(a.Country):
-		return bad("country", "want a two-letter ISO 3166 code such as US, got %q", a.Country)
-	case a.SafeSearch != "" && a.SafeSearch != "off" && a.SafeSearch != "moderate" && a.SafeSearch != "strict":
-		return bad("safe_search", "want off, moderate or strict, got %q", a.SafeSearch)
-	case a.Topic != "" && a.Topic != "general" && a.Topic != "news" && a.Topic != "finance":
-		return bad("topic", "want general, news or finance, got %q", a.Topic)
-	case a.Provider != "" && a.Provider != "brave" && a.Provider != "tavily":
-		return bad("provider", "want brave or tavily, got %q", a.Provider)
 	}
 	if from, to, ok := strings.Cut(a.Freshness, "to"); ok {
 		f, err1 := time.Parse(time.DateOnly, from)
@@ -85,11 +62,8 @@ func (a *Args) Validate() error {
 		field   string
 		domains []string
 	}{{"include_domains", a.IncludeDomains}, {"exclude_domains", a.ExcludeDomains}} {
-		if len(list.domains) > MaxDomains {
-			return bad(list.field, "%d domains, more than %d", len(list.domains), MaxDomains)
-		}
 		for i, d := range list.domains {
-			if !domainRE.MatchString(d) || len(d) > 253 {
+			if !domainRE.MatchString(d) {
 				return bad(fmt.Sprintf("%s[%d]", list.field, i), "%q is not a domain name such as example.com", d)
 			}
 		}

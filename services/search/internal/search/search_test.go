@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
@@ -29,14 +29,18 @@ func (s *stub) Search(_ context.Context, q Query) (*Response, error) {
 	return s.resp, s.err
 }
 
+// call calls web_search on svc through the service runtime, as brain does
+// (the arguments checked against the input schema, the result against the
+// output schema).
 func call(t *testing.T, svc *Service, args string) *tool.Result {
 	t.Helper()
-	c := service.NewCall(tool.Request{TenantID: "t", SessionID: "s", CallID: "c", Arguments: json.RawMessage(args)}, nil, nil)
-	r := svc.Tool().Handler(context.Background(), c)
-	if err := r.Validate(); err != nil {
-		t.Fatalf("invalid result: %v", err)
+	srv := servicetest.Start(t, svc.Tool())
+	srv.Tenant = "t"
+	r := srv.Call(t, "web_search", json.RawMessage(args))
+	if r.Result == nil {
+		t.Fatalf("web_search refused: %d %s", r.Status, r.Error)
 	}
-	return r
+	return r.Result
 }
 
 func text(r *tool.Result) string {
@@ -97,7 +101,13 @@ func TestArgs(t *testing.T) {
 				}
 				return
 			}
-			if !r.IsError || !strings.Contains(text(r), tt.field+":") && !strings.Contains(text(r), `"`+tt.field+`"`) {
+			// The schema check names a field by its JSON pointer, or 'name'
+			// for one it does not know; Validate as field: ...
+			named := false
+			for _, form := range []string{tt.field + ":", `"` + tt.field + `"`, `"/` + tt.field + `"`, "'" + tt.field + "'", `"/` + strings.NewReplacer("[", "/", "]", "").Replace(tt.field) + `"`} {
+				named = named || strings.Contains(text(r), form)
+			}
+			if !r.IsError || !named {
 				t.Fatalf("want an error naming %s, got %s", tt.field, text(r))
 			}
 		})
@@ -436,6 +446,38 @@ func TestRedact(t *testing.T) {
 	} {
 		if got := Redact(tc.in, key, "dev-tools-key-0123456789", "", "ab"); got != tc.want {
 			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestSchemaLimits: the limits the inferred input schema states are the
+// package's constants.
+func TestSchemaLimits(t *testing.T) {
+	svc, _ := NewService("", 1<<20, &stub{name: "brave", resp: &Response{}})
+	var in struct {
+		Properties map[string]struct {
+			MinLength, MaxLength, Minimum, Maximum, Default, MaxItems int
+			Items                                                     struct{ MaxLength int }
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(svc.Tool().Binding.InputSchema, &in); err != nil {
+		t.Fatal(err)
+	}
+	p := in.Properties
+	for _, c := range []struct {
+		what      string
+		got, want int
+	}{
+		{"query maxLength", p["query"].MaxLength, MaxQueryChars},
+		{"count maximum", p["count"].Maximum, MaxCount},
+		{"count default", p["count"].Default, DefaultCount},
+		{"offset maximum", p["offset"].Maximum, MaxOffset},
+		{"include_domains maxItems", p["include_domains"].MaxItems, MaxDomains},
+		{"exclude_domains maxItems", p["exclude_domains"].MaxItems, MaxDomains},
+		{"include_domains items maxLength", p["include_domains"].Items.MaxLength, 253},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.what, c.got, c.want)
 		}
 	}
 }

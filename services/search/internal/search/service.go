@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 )
@@ -92,18 +93,20 @@ const NotConfigured = "web search is not configured: set BRAVE_API_KEY or TAVILY
 
 // Tool returns web_search's binding and handler.
 func (s *Service) Tool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name:           "web_search",
-			Description:    description,
-			InputSchema:    json.RawMessage(inputSchema),
-			OutputSchema:   json.RawMessage(outputSchema),
-			TimeoutSeconds: TimeoutSeconds,
-			MaxOutputBytes: int64(s.maxOutput),
-		},
-		Handler: service.Typed(s.handle),
-	}
+	return service.NewTool(tool.Binding{
+		Name:           "web_search",
+		Title:          "Web search",
+		Description:    description,
+		OutputSchema:   outputSchema,
+		TimeoutSeconds: TimeoutSeconds,
+		MaxOutputBytes: int64(s.maxOutput),
+		// A search reads the open web and changes nothing.
+		Annotations: &tool.Annotations{ReadOnlyHint: true},
+	}, s.handle)
 }
+
+// outputSchema is web_search's output_schema: Output's.
+var outputSchema = schema.MustFor[Output]()
 
 // Output is web_search's structured_content.
 type Output struct {
@@ -115,9 +118,9 @@ type Output struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-func (s *Service) handle(ctx context.Context, call *service.Call, a Args) *tool.Result {
+func (s *Service) handle(ctx context.Context, call *service.Call, a Args) (*tool.Result, error) {
 	if len(s.providers) == 0 {
-		return tool.Errorf("%s", NotConfigured)
+		return tool.Errorf("%s", NotConfigured), nil
 	}
 	name := a.Provider
 	if name == "" {
@@ -125,7 +128,7 @@ func (s *Service) handle(ctx context.Context, call *service.Call, a Args) *tool.
 	}
 	p := s.providers[name]
 	if p == nil {
-		return tool.Errorf("invalid arguments: provider: %s is not configured on this search service (configured: %s)", name, strings.Join(s.Configured(), ", "))
+		return tool.Errorf("invalid arguments: provider: %s is not configured on this search service (configured: %s)", name, strings.Join(s.Configured(), ", ")), nil
 	}
 	q := a.toQuery()
 	q.Tenant = call.TenantID
@@ -135,15 +138,15 @@ func (s *Service) handle(ctx context.Context, call *service.Call, a Args) *tool.
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			return tool.Errorf("web search %s", Redact(e.Error(), s.secrets...))
+			return tool.Errorf("web search %s", Redact(e.Error(), s.secrets...)), nil
 		}
-		return tool.Errorf("web search: %s: %s", name, Redact(err.Error(), s.secrets...))
+		return tool.Errorf("web search: %s: %s", name, Redact(err.Error(), s.secrets...)), nil
 	}
 	out := Output{Provider: name, Query: q.Query, Results: normalize(resp.Results, q), Answer: strings.TrimSpace(resp.Answer), Notes: notes(name, q)}
 	if q.IncludeAnswer && out.Answer == "" && name == "tavily" {
 		out.Notes = append(out.Notes, "tavily gave no answer")
 	}
-	return s.render(out)
+	return s.render(out), nil
 }
 
 // notes lists what a provider does not support, so the model is not

@@ -113,6 +113,8 @@ type Page struct {
 	logger   *slog.Logger
 	pages    map[string]*template.Template
 	ctx      context.Context
+	// errors answers the errors handlers return with the message page.
+	errors httpapi.Responder
 }
 
 // Open parses the page's variables from environ and returns the page.
@@ -228,6 +230,7 @@ func New(ctx context.Context, cfg Config, svc *approval.Service, logger *slog.Lo
 		p.pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
 	}
 	p.pages["lists"] = base
+	p.errors = httpapi.Responder{Logger: logger, Render: p.renderError}
 	return p, nil
 }
 
@@ -271,9 +274,13 @@ func (p *Page) Routes(r *httprouter.Router) {
 	handle(http.MethodPost, "/operator/signout", p.wrap(p.signout))
 }
 
-type handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params)
+// handler is one route of the page: it answers, or returns the error that
+// p.errors answers with the message page (an *httpapi.Error for a refusal,
+// anything else a 500 whose cause is only logged).
+type handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
 
-// wrap sets the page's security headers on every answer.
+// wrap sets the page's security headers on every answer and answers the
+// handler's error.
 func (p *Page) wrap(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		hd := w.Header()
@@ -284,7 +291,57 @@ func (p *Page) wrap(h handler) httprouter.Handle {
 		// "Origin: null" on the page's own form POSTs, which sameOrigin refuses.
 		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cache-Control", "no-store")
-		h(w, r, ps)
+		if err := h(w, r, ps); err != nil {
+			p.errors.Error(w, r, err)
+		}
+	}
+}
+
+// codeAdminsOnly is the code of the audit log's refusal of an operator who
+// is not an admin.
+const codeAdminsOnly = "admins_only"
+
+// titles are the message page's titles by error code; any other code is
+// titled with its status text.
+var titles = map[string]string{
+	httpapi.CodeInvalidRequest: "Bad request",
+	httpapi.CodeUnauthorized:   "Sign in first",
+	httpapi.CodeForbidden:      "Refused",
+	codeAdminsOnly:             "Admins only",
+	httpapi.CodeNotFound:       "Not found",
+	httpapi.CodeTooLarge:       "Too large",
+	httpapi.CodeInternal:       "Internal error",
+}
+
+// refuse is a refusal the message page shows: status, code (its title) and
+// the message for the operator.
+func refuse(status int, code, msg string) *httpapi.Error {
+	return &httpapi.Error{Status: status, Code: code, Message: msg}
+}
+
+// errNotFound answers an approval the operator may not see exactly as one
+// that does not exist.
+var errNotFound = refuse(http.StatusNotFound, httpapi.CodeNotFound, "There is no approval with this ID.")
+
+// renderError is the Responder's Render: the message page, with the
+// operator's name and sign-out form when signed in. A server fault shows
+// no detail (its cause is in the log).
+func (p *Page) renderError(w http.ResponseWriter, r *http.Request, e *httpapi.Error) {
+	title, msg := titles[e.Code], e.Message
+	if title == "" {
+		title = http.StatusText(e.Status)
+	}
+	if e.Status >= 500 {
+		title, msg = titles[httpapi.CodeInternal], "Something went wrong on our side. Try again."
+	}
+	d := data{Title: title, Error: msg}
+	if sess, _, ok := p.current(r); ok {
+		d = p.base(sess)
+		d.Title, d.Error = title, msg
+	}
+	if err := p.render(w, e.Status, "message", d); err != nil {
+		p.logger.Error("render the operator message page", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
 	}
 }
 
@@ -320,21 +377,20 @@ type data struct {
 }
 
 // render executes page into a buffer first, so a template error is a clean
-// 500 rather than half a page.
-func (p *Page) render(w http.ResponseWriter, status int, page string, d data) {
+// 500 (the error returned) rather than half a page.
+func (p *Page) render(w http.ResponseWriter, status int, page string, d data) error {
 	var buf bytes.Buffer
 	name := "base"
 	if page == "lists" {
 		name = "lists"
 	}
 	if err := p.pages[page].ExecuteTemplate(&buf, name, d); err != nil {
-		p.logger.Error("render operator page", "page", page, "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
+		return fmt.Errorf("render operator page %s: %w", page, err)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+	return nil
 }
 
 func (p *Page) base(sess *session) data {
@@ -348,31 +404,22 @@ func (p *Page) base(sess *session) data {
 	return d
 }
 
-func (p *Page) message(w http.ResponseWriter, r *http.Request, status int, title, msg string) {
-	d := data{Title: title, Error: msg}
+// signedIn returns the session, or a nil session once it has answered: a
+// GET or HEAD of a page goes to the sign-in form; anything else is refused
+// with 401 (the error). A request an allowed proxy vouches for
+// (IdentityHeader) signs its account in on the way.
+func (p *Page) signedIn(w http.ResponseWriter, r *http.Request) (*session, error) {
 	if sess, _, ok := p.current(r); ok {
-		d = p.base(sess)
-		d.Title, d.Error = title, msg
-	}
-	p.render(w, status, "message", d)
-}
-
-// signedIn returns the session, or answers: a GET or HEAD of a page goes to
-// the sign-in form, anything else gets 401. A request an allowed proxy
-// vouches for (IdentityHeader) signs its account in on the way.
-func (p *Page) signedIn(w http.ResponseWriter, r *http.Request) (*session, bool) {
-	if sess, _, ok := p.current(r); ok {
-		return sess, true
+		return sess, nil
 	}
 	if sess, ok := p.identitySignIn(w, r); ok {
-		return sess, true
+		return sess, nil
 	}
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path != "/approvals/rows" && r.URL.Path != "/approvals/live" {
 		http.Redirect(w, r, "/operator/signin?next="+r.URL.Path, http.StatusSeeOther)
-		return nil, false
+		return nil, nil
 	}
-	p.message(w, r, http.StatusUnauthorized, "Sign in first", "You are not signed in, or your sign-in has expired. Sign in and try again.")
-	return nil, false
+	return nil, refuse(http.StatusUnauthorized, httpapi.CodeUnauthorized, "You are not signed in, or your sign-in has expired. Sign in and try again.")
 }
 
 // identitySignIn signs in the account of the identity an allowed proxy
@@ -544,40 +591,36 @@ func (p *Page) queue(ctx context.Context, sess *session, q queueQuery, d *data) 
 	return err
 }
 
-func (p *Page) list(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	sess, ok := p.signedIn(w, r)
-	if !ok {
-		return
-	}
-	d := p.base(sess)
-	if err := p.queue(r.Context(), sess, parseQueue(r.URL.Query()), &d); err != nil {
-		p.internal(w, r, err)
-		return
-	}
-	p.render(w, http.StatusOK, "list", d)
+func (p *Page) list(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	return p.queuePage(w, r, "list")
 }
 
-func (p *Page) rows(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	sess, ok := p.signedIn(w, r)
-	if !ok {
-		return
+func (p *Page) rows(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	return p.queuePage(w, r, "lists")
+}
+
+// queuePage renders the queue the URL selects as page: the whole page
+// (list) or its lists alone (lists, which the live script swaps in).
+func (p *Page) queuePage(w http.ResponseWriter, r *http.Request, page string) error {
+	sess, err := p.signedIn(w, r)
+	if sess == nil {
+		return err
 	}
 	d := p.base(sess)
 	if err := p.queue(r.Context(), sess, parseQueue(r.URL.Query()), &d); err != nil {
-		p.internal(w, r, err)
-		return
+		return err
 	}
-	p.render(w, http.StatusOK, "lists", d)
+	return p.render(w, http.StatusOK, page, d)
 }
 
 // live streams a "changed" event at once and after every change of the
 // approvals the operator may see, with comment heartbeats, until the
 // client leaves, the sign-in expires or the service shuts down. Changes of
 // other tenants' approvals send nothing.
-func (p *Page) live(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	sess, ok := p.signedIn(w, r)
-	if !ok {
-		return
+func (p *Page) live(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	sess, err := p.signedIn(w, r)
+	if sess == nil {
+		return err
 	}
 	ch, stop := p.svc.Subscribe(sess.sees)
 	defer stop()
@@ -589,14 +632,14 @@ func (p *Page) live(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 		if changed {
 			changed = false
 			if _, _, ok := p.current(r); !ok {
-				return
+				return nil
 			}
 			n, err := p.svc.Store().CountPendingIn(r.Context(), sess.account.Scope())
 			if err != nil {
-				return
+				return nil
 			}
 			if err := out.Event("changed", map[string]int{"pending": n}); err != nil {
-				return
+				return nil
 			}
 		}
 		select {
@@ -604,12 +647,12 @@ func (p *Page) live(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 			changed = true
 		case <-beat.C:
 			if err := out.Comment("heartbeat"); err != nil {
-				return
+				return nil
 			}
 		case <-r.Context().Done():
-			return
+			return nil
 		case <-p.ctx.Done():
-			return
+			return nil
 		}
 	}
 }
@@ -618,46 +661,36 @@ func (p *Page) live(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 // another tenant's approval is "not found", exactly as an unknown ID, so
 // an operator learns nothing of it, not even that it exists. A pending
 // approval past its expiry is expired on the way.
-func (p *Page) load(w http.ResponseWriter, r *http.Request, sess *session, id string) (approval.Approval, bool) {
-	notFound := func() {
-		p.message(w, r, http.StatusNotFound, "Not found", "There is no approval with this ID.")
-	}
+func (p *Page) load(r *http.Request, sess *session, id string) (approval.Approval, error) {
 	if !jobs.ValidID(id) {
-		notFound()
-		return approval.Approval{}, false
+		return approval.Approval{}, errNotFound
 	}
 	a, err := p.svc.Store().Get(r.Context(), id)
 	if errors.Is(err, approval.ErrNotFound) || err == nil && !sess.sees(a.TenantID) {
-		notFound()
-		return approval.Approval{}, false
+		return approval.Approval{}, errNotFound
 	}
 	if err == nil {
 		a, err = p.svc.ExpireIfDue(r.Context(), a)
 	}
+	return a, err
+}
+
+func (p *Page) detail(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	sess, err := p.signedIn(w, r)
+	if sess == nil {
+		return err
+	}
+	a, err := p.load(r, sess, ps.ByName("id"))
 	if err != nil {
-		p.internal(w, r, err)
-		return approval.Approval{}, false
+		return err
 	}
-	return a, true
+	return p.renderDetail(w, r, http.StatusOK, sess, a, "")
 }
 
-func (p *Page) detail(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	sess, ok := p.signedIn(w, r)
-	if !ok {
-		return
-	}
-	a, ok := p.load(w, r, sess, ps.ByName("id"))
-	if !ok {
-		return
-	}
-	p.renderDetail(w, r, http.StatusOK, sess, a, "")
-}
-
-func (p *Page) renderDetail(w http.ResponseWriter, r *http.Request, status int, sess *session, a approval.Approval, msg string) {
+func (p *Page) renderDetail(w http.ResponseWriter, r *http.Request, status int, sess *session, a approval.Approval, msg string) error {
 	log, err := p.svc.Store().Log(r.Context(), a.ID)
 	if err != nil {
-		p.internal(w, r, err)
-		return
+		return err
 	}
 	d := p.base(sess)
 	d.A, d.Log, d.Error = a, log, msg
@@ -668,45 +701,41 @@ func (p *Page) renderDetail(w http.ResponseWriter, r *http.Request, status int, 
 		am[k] += n
 	}
 	d.Marks = am.String()
-	p.render(w, status, "detail", d)
+	return p.render(w, status, "detail", d)
 }
 
 // checkPost applies the rules every POST shares: same origin, a form of at
 // most 64 KiB, and the CSRF token want.
-func (p *Page) checkPost(w http.ResponseWriter, r *http.Request, want string) bool {
+func (p *Page) checkPost(w http.ResponseWriter, r *http.Request, want string) error {
 	if !sameOrigin(r) {
-		p.message(w, r, http.StatusForbidden, "Refused", "This form was sent from another site.")
-		return false
+		return refuse(http.StatusForbidden, httpapi.CodeForbidden, "This form was sent from another site.")
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			p.message(w, r, http.StatusRequestEntityTooLarge, "Too large", fmt.Sprintf("The form is larger than %d bytes.", maxFormBytes))
-			return false
+			return refuse(http.StatusRequestEntityTooLarge, httpapi.CodeTooLarge, fmt.Sprintf("The form is larger than %d bytes.", maxFormBytes))
 		}
-		p.message(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
-		return false
+		return refuse(http.StatusBadRequest, httpapi.CodeInvalidRequest, "The form could not be read.")
 	}
 	got := r.PostForm.Get("csrf")
 	if got == "" || want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		p.message(w, r, http.StatusForbidden, "Refused", "The form's CSRF token is missing or wrong. Reload the page and try again.")
-		return false
+		return refuse(http.StatusForbidden, httpapi.CodeForbidden, "The form's CSRF token is missing or wrong. Reload the page and try again.")
 	}
-	return true
+	return nil
 }
 
-func (p *Page) decide(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	sess, ok := p.signedIn(w, r)
-	if !ok {
-		return
+func (p *Page) decide(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	sess, err := p.signedIn(w, r)
+	if sess == nil {
+		return err
 	}
-	if !p.checkPost(w, r, sess.csrf) {
-		return
+	if err := p.checkPost(w, r, sess.csrf); err != nil {
+		return err
 	}
-	a, ok := p.load(w, r, sess, ps.ByName("id"))
-	if !ok {
-		return
+	a, err := p.load(r, sess, ps.ByName("id"))
+	if err != nil {
+		return err
 	}
 	var decision approval.Status
 	switch r.PostForm.Get("decision") {
@@ -715,13 +744,11 @@ func (p *Page) decide(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 	case "deny":
 		decision = approval.Denied
 	default:
-		p.renderDetail(w, r, http.StatusBadRequest, sess, a, "decision: choose approve or deny.")
-		return
+		return p.renderDetail(w, r, http.StatusBadRequest, sess, a, "decision: choose approve or deny.")
 	}
 	comment := strings.TrimSpace(strings.ReplaceAll(r.PostForm.Get("comment"), "\r\n", "\n"))
 	if n := utf8.RuneCountInString(comment); n > maxCommentChars {
-		p.renderDetail(w, r, http.StatusBadRequest, sess, a, fmt.Sprintf("comment: %d characters, more than the limit of %d.", n, maxCommentChars))
-		return
+		return p.renderDetail(w, r, http.StatusBadRequest, sess, a, fmt.Sprintf("comment: %d characters, more than the limit of %d.", n, maxCommentChars))
 	}
 	got, err := p.svc.Decide(r.Context(), a.ID, decision, sess.operator, comment)
 	var de *approval.DecidedError
@@ -734,17 +761,15 @@ func (p *Page) decide(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 		case approval.Cancelled:
 			msg = "This request was cancelled (" + de.Current.Comment + ") and can no longer be answered. Your answer was not recorded."
 		}
-		p.renderDetail(w, r, http.StatusConflict, sess, de.Current, msg)
-		return
+		return p.renderDetail(w, r, http.StatusConflict, sess, de.Current, msg)
 	case errors.Is(err, approval.ErrNotFound):
-		p.message(w, r, http.StatusNotFound, "Not found", "There is no approval with this ID.")
-		return
+		return errNotFound
 	case err != nil:
-		p.internal(w, r, err)
-		return
+		return err
 	}
 	p.logger.Info("operator decision", "approval_id", got.ID, "tenant_id", got.TenantID, "decision", got.Status, "operator", got.Operator)
 	http.Redirect(w, r, "/approval/"+got.ID, http.StatusSeeOther)
+	return nil
 }
 
 // auditQuery is the audit log's query string.
@@ -763,24 +788,23 @@ func (p *Page) auditQuery(r *http.Request) (approval.AuditQuery, auditQuery) {
 	return approval.AuditQuery{Scope: approval.Scope{All: true}, Tenant: aq.Tenant, Operator: aq.Operator, Limit: auditPageSize, Offset: (aq.Page - 1) * auditPageSize}, aq
 }
 
-// admin returns the session of a signed-in admin, answering 403 for other
-// operators.
-func (p *Page) admin(w http.ResponseWriter, r *http.Request) (*session, bool) {
-	sess, ok := p.signedIn(w, r)
-	if !ok {
-		return nil, false
+// admin returns the session of a signed-in admin, as signedIn does, and
+// refuses other operators with 403.
+func (p *Page) admin(w http.ResponseWriter, r *http.Request) (*session, error) {
+	sess, err := p.signedIn(w, r)
+	if sess == nil {
+		return nil, err
 	}
 	if !sess.account.Admin {
-		p.message(w, r, http.StatusForbidden, "Admins only", "The audit log is for admins: your account sees "+p.base(sess).Scope+".")
-		return nil, false
+		return nil, refuse(http.StatusForbidden, codeAdminsOnly, "The audit log is for admins: your account sees "+p.base(sess).Scope+".")
 	}
-	return sess, true
+	return sess, nil
 }
 
-func (p *Page) audit(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	sess, ok := p.admin(w, r)
-	if !ok {
-		return
+func (p *Page) audit(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	sess, err := p.admin(w, r)
+	if sess == nil {
+		return err
 	}
 	q, aq := p.auditQuery(r)
 	d := p.base(sess)
@@ -789,8 +813,7 @@ func (p *Page) audit(w http.ResponseWriter, r *http.Request, _ httprouter.Params
 		return nil
 	})
 	if err != nil {
-		p.internal(w, r, err)
-		return
+		return err
 	}
 	link := func(page int) string {
 		v := url.Values{}
@@ -810,23 +833,23 @@ func (p *Page) audit(w http.ResponseWriter, r *http.Request, _ httprouter.Params
 		aq.Next = link(aq.Page + 1)
 	}
 	d.AuditTotal, d.AuditQ = total, aq
-	p.render(w, http.StatusOK, "audit", d)
+	return p.render(w, http.StatusOK, "audit", d)
 }
 
 // auditCSV exports the audit log rows the filters select, all of them,
 // newest first, as CSV (RFC 4180). A cell that a spreadsheet would read as
 // a formula (starting with = + - @, a tab or a carriage return) gets a
 // leading ' so the export cannot run one.
-func (p *Page) auditCSV(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if _, ok := p.admin(w, r); !ok {
-		return
+func (p *Page) auditCSV(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if sess, err := p.admin(w, r); sess == nil {
+		return err
 	}
 	q, _ := p.auditQuery(r)
 	q.Limit, q.Offset = 0, 0
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="approval-audit-`+time.Now().UTC().Format("20060102T150405Z")+`.csv"`)
 	if r.Method == http.MethodHead {
-		return
+		return nil
 	}
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"seq", "at", "operator", "tenant_id", "approval_id", "decision", "details_sha256", "comment"})
@@ -836,8 +859,10 @@ func (p *Page) auditCSV(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	})
 	cw.Flush()
 	if err != nil {
+		// The rows are on their way: too late for an error page.
 		p.logger.Error("audit export", "err", err)
 	}
+	return nil
 }
 
 func safeCell(s string) string {
@@ -847,37 +872,37 @@ func safeCell(s string) string {
 	return s
 }
 
-func (p *Page) signinForm(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (p *Page) signinForm(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	if _, _, ok := p.current(r); ok {
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
-		return
+		return nil
 	}
 	if _, ok := p.identitySignIn(w, r); ok {
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
-		return
+		return nil
 	}
-	p.renderSignin(w, http.StatusOK, "", "", safeNext(r.URL.Query().Get("next")))
+	return p.renderSignin(w, http.StatusOK, "", "", safeNext(r.URL.Query().Get("next")))
 }
 
 // renderSignin renders the sign-in form with a fresh form secret, set as a
 // cookie and echoed in the form (a double-submit CSRF token: a page of
 // another site can read neither).
-func (p *Page) renderSignin(w http.ResponseWriter, status int, msg, name, next string) {
+func (p *Page) renderSignin(w http.ResponseWriter, status int, msg, name, next string) error {
 	secret := jobs.NewID()
 	p.setCookie(w, signinCookie, secret, int(signinFormTTL/time.Second))
-	p.render(w, status, "signin", data{CSRF: secret, Error: msg, Name: name, Next: next})
+	return p.render(w, status, "signin", data{CSRF: secret, Error: msg, Name: name, Next: next})
 }
 
 // signin checks a sign-in. Failed attempts are throttled per name typed
 // and per client address: past the limit the form answers 429 with the
 // wait, without checking the token at all.
-func (p *Page) signin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (p *Page) signin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	want := ""
 	if c, err := r.Cookie(signinCookie); err == nil {
 		want = c.Value
 	}
-	if !p.checkPost(w, r, want) {
-		return
+	if err := p.checkPost(w, r, want); err != nil {
+		return err
 	}
 	name, next := r.PostForm.Get("name"), safeNext(r.PostForm.Get("next"))
 	keys := signinKeys(r, name)
@@ -885,8 +910,7 @@ func (p *Page) signin(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		p.logger.Warn("operator sign-in throttled", "remote", r.RemoteAddr, "retry_after_s", secs)
-		p.renderSignin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins for this name or from this address. Try again in %d s.", secs), name, next)
-		return
+		return p.renderSignin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins for this name or from this address. Try again in %d s.", secs), name, next)
 	}
 	who, acct, shared, err := p.auth.operator(r.Context(), r.PostForm.Get("token"), name)
 	if err != nil {
@@ -896,33 +920,29 @@ func (p *Page) signin(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 			p.throttle.fail(keys...)
 			p.logger.Warn("operator sign-in refused", "remote", r.RemoteAddr)
 		}
-		p.renderSignin(w, status, capitalize(err.Error())+".", name, next)
-		return
+		return p.renderSignin(w, status, capitalize(err.Error())+".", name, next)
 	}
 	key, _ := p.sessions.create(who, acct, shared)
 	p.setCookie(w, sessionCookie, key, int(p.sessions.ttl/time.Second))
 	p.setCookie(w, signinCookie, "", -1)
 	p.logger.Info("operator signed in", "operator", who, "admin", acct.Admin, "shared_token", shared)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+	return nil
 }
 
-func (p *Page) signout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (p *Page) signout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	sess, key, ok := p.current(r)
 	if !ok {
 		http.Redirect(w, r, "/operator/signin", http.StatusSeeOther)
-		return
+		return nil
 	}
-	if !p.checkPost(w, r, sess.csrf) {
-		return
+	if err := p.checkPost(w, r, sess.csrf); err != nil {
+		return err
 	}
 	p.sessions.remove(key)
 	p.setCookie(w, sessionCookie, "", -1)
 	http.Redirect(w, r, "/operator/signin", http.StatusSeeOther)
-}
-
-func (p *Page) internal(w http.ResponseWriter, r *http.Request, err error) {
-	p.logger.Error("operator page", "path", r.URL.Path, "err", err)
-	p.message(w, r, http.StatusInternalServerError, "Internal error", "Something went wrong on our side. Try again.")
+	return nil
 }
 
 // safeNext keeps redirects after sign-in on this page's own paths.

@@ -1,13 +1,18 @@
 package operator
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/jobs"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/services/local/internal/approval"
@@ -388,4 +393,46 @@ func tenantsOf(operators string) string {
 		out = append(out, name+":t")
 	}
 	return strings.Join(out, ",")
+}
+
+// TestErrorPage: a handler's error is answered with the message page: a
+// refusal with its title and words, a server fault with neither its cause
+// (logged, never shown) nor detail, a client that went away with 499 and
+// no log line.
+func TestErrorPage(t *testing.T) {
+	s := newStack(t, Config{})
+	var logs bytes.Buffer
+	s.page.errors.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name   string
+		ctx    context.Context
+		err    error
+		status int
+		want   string
+		logged bool
+	}{
+		{"refusal", context.Background(), errNotFound, http.StatusNotFound, "<h1>Not found</h1>", false},
+		{"admins only", context.Background(), refuse(http.StatusForbidden, codeAdminsOnly, "The audit log is for admins."), http.StatusForbidden, "<h1>Admins only</h1>", false},
+		{"fault", context.Background(), fmt.Errorf("read approvals: disk on fire"), http.StatusInternalServerError, "Something went wrong on our side", true},
+		{"client gone", cancelled, fmt.Errorf("read approvals: %w", context.Canceled), httpapi.StatusClientClosedRequest, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs.Reset()
+			rec := httptest.NewRecorder()
+			s.page.errors.Error(rec, httptest.NewRequestWithContext(tt.ctx, http.MethodGet, "/approvals", nil), tt.err)
+			body := rec.Body.String()
+			if rec.Code != tt.status || !strings.Contains(body, tt.want) || strings.Contains(body, "disk on fire") {
+				t.Fatalf("%d %s, want %d with %q", rec.Code, body, tt.status, tt.want)
+			}
+			if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+				t.Errorf("Content-Type %q", ct)
+			}
+			if logged := strings.Contains(logs.String(), "disk on fire"); logged != tt.logged {
+				t.Errorf("logged %v, want %v: %s", logged, tt.logged, logs.String())
+			}
+		})
+	}
 }

@@ -119,94 +119,56 @@ func Tools(spec Spec) []service.Tool {
 	})
 	out := OutputSchema(spec.IDField)
 
-	status := service.Tool{
-		Binding: tool.Binding{
-			Name: spec.Prefix + "_status",
-			Description: fmt.Sprintf("Tell the state of %s started with %s: running, succeeded, failed or cancelled, and its result once it has ended. "+
-				"Set wait_seconds to wait for it to end first.", article(spec.Noun), spec.Start.Binding.Name),
-			InputSchema:    statusIn,
-			OutputSchema:   out,
-			TimeoutSeconds: spec.StatusTimeoutSeconds,
-			Annotations:    tool.ReadOnly(),
-		},
-		Handler: func(ctx context.Context, call *service.Call) *tool.Result {
-			var args struct {
-				ID   string
-				Wait *int
-			}
-			if r := decodeIDArgs(call.Arguments, spec.IDField, true, maxWait, &args.ID, &args.Wait); r != nil {
-				return r
-			}
-			wait := time.Duration(0)
-			if args.Wait != nil {
-				wait = time.Duration(*args.Wait) * time.Second
-			}
-			st, err := spec.Backend.Status(ctx, CallOwner(call), args.ID, wait)
-			return answer(spec, "status", args.ID, st, err, call)
-		},
-	}
-	cancel := service.Tool{
-		Binding: tool.Binding{
-			Name: spec.Prefix + "_cancel",
-			Description: fmt.Sprintf("Cancel %s started with %s while it runs, and tell its state afterwards. "+
-				"Cancelling %s that has already ended changes nothing.", article(spec.Noun), spec.Start.Binding.Name, article(spec.Noun)),
-			InputSchema:    cancelIn,
-			OutputSchema:   out,
-			TimeoutSeconds: spec.CancelTimeoutSeconds,
-			// Cancelling stops the work (destructive, the MCP default) and
-			// cancelling again changes nothing; the job is the service's own.
-			Annotations: &tool.Annotations{IdempotentHint: true, OpenWorldHint: new(bool)},
-		},
-		Handler: func(ctx context.Context, call *service.Call) *tool.Result {
-			var id string
-			if r := decodeIDArgs(call.Arguments, spec.IDField, false, 0, &id, nil); r != nil {
-				return r
-			}
-			st, err := spec.Backend.Cancel(ctx, CallOwner(call), id)
-			return answer(spec, "cancel", id, st, err, call)
-		},
-	}
+	status := service.NewTool(tool.Binding{
+		Name:  spec.Prefix + "_status",
+		Title: capitalize(spec.Noun) + " status",
+		Description: fmt.Sprintf("Tell the state of %s started with %s: running, succeeded, failed or cancelled, and its result once it has ended. "+
+			"Set wait_seconds to wait for it to end first.", article(spec.Noun), spec.Start.Binding.Name),
+		InputSchema:    statusIn,
+		OutputSchema:   out,
+		TimeoutSeconds: spec.StatusTimeoutSeconds,
+		Annotations:    tool.ReadOnly(),
+	}, func(ctx context.Context, call *service.Call, args idArgs) (*tool.Result, error) {
+		id, wait := args.read(spec.IDField)
+		st, err := spec.Backend.Status(ctx, CallOwner(call), id, time.Duration(wait)*time.Second)
+		return answer(spec, "status", id, st, err, call), nil
+	})
+	cancel := service.NewTool(tool.Binding{
+		Name:  spec.Prefix + "_cancel",
+		Title: "Cancel " + article(spec.Noun),
+		Description: fmt.Sprintf("Cancel %s started with %s while it runs, and tell its state afterwards. "+
+			"Cancelling %s that has already ended changes nothing.", article(spec.Noun), spec.Start.Binding.Name, article(spec.Noun)),
+		InputSchema:    cancelIn,
+		OutputSchema:   out,
+		TimeoutSeconds: spec.CancelTimeoutSeconds,
+		// Cancelling stops the work (destructive, the MCP default) and
+		// cancelling again changes nothing; the job is the service's own.
+		Annotations: &tool.Annotations{IdempotentHint: true, OpenWorldHint: new(bool)},
+	}, func(ctx context.Context, call *service.Call, args idArgs) (*tool.Result, error) {
+		id, _ := args.read(spec.IDField)
+		st, err := spec.Backend.Cancel(ctx, CallOwner(call), id)
+		return answer(spec, "cancel", id, st, err, call), nil
+	})
 	if m, ok := spec.Backend.(*Manager); ok {
 		status.Metrics = m.Observe
 	}
 	return []service.Tool{spec.Start, status, cancel}
 }
 
-// decodeIDArgs reads {idField, wait_seconds?} strictly; it answers an
-// is_error result naming the field at fault.
-func decodeIDArgs(raw json.RawMessage, idField string, withWait bool, maxWait int, id *string, wait **int) *tool.Result {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return tool.Errorf("invalid arguments: must be a JSON object")
+// idArgs are the arguments of the status and cancel tools, whose ID
+// field is named by Spec.IDField, so their schema is written out (Tools)
+// and checked by the runtime before the handler reads them.
+type idArgs map[string]json.RawMessage
+
+// read returns the ID and wait_seconds (0 when absent) of arguments the
+// schema has accepted.
+func (a idArgs) read(idField string) (id string, wait int) {
+	_ = json.Unmarshal(a[idField], &id)
+	if w, ok := a["wait_seconds"]; ok {
+		// strictjson reads integers as JSON Schema does (2.1e1 is 21).
+		_ = strictjson.Unmarshal(w, &wait)
 	}
-	for k := range m {
-		if k != idField && (!withWait || k != "wait_seconds") {
-			return tool.Errorf("invalid arguments: %s: unknown field", k)
-		}
-	}
-	v, ok := m[idField]
-	if !ok {
-		return tool.Errorf("invalid arguments: %s: required", idField)
-	}
-	if err := json.Unmarshal(v, id); err != nil {
-		return tool.Errorf("invalid arguments: %s: must be a string", idField)
-	}
-	if !ValidID(*id) {
-		return tool.Errorf("invalid arguments: %s: %q is not an ID of this service (%s)", idField, *id, IDShape)
-	}
-	if w, ok := m["wait_seconds"]; ok && withWait {
-		var n int
-		// strictjson reads integers as JSON Schema does (1e1 is 10), so a
-		// value brain validated against the schema also decodes here.
-		if err := strictjson.Unmarshal(w, &n); err != nil {
-			return tool.Errorf("invalid arguments: wait_seconds: must be an integer")
-		}
-		if n < 0 || n > maxWait {
-			return tool.Errorf("invalid arguments: wait_seconds: must be from 0 to %d, got %d", maxWait, n)
-		}
-		*wait = &n
-	}
-	return nil
+	return id, wait
 }
 
 func answer(spec Spec, op, id string, st Status, err error, call *service.Call) *tool.Result {
@@ -347,6 +309,14 @@ func mustJSON(v any) json.RawMessage {
 		panic(err)
 	}
 	return b
+}
+
+// capitalize makes the first letter of noun upper-case, for titles.
+func capitalize(noun string) string {
+	if noun == "" {
+		return noun
+	}
+	return strings.ToUpper(noun[:1]) + noun[1:]
 }
 
 // article puts "a" or "an" before noun, for tool descriptions.

@@ -197,15 +197,15 @@ func TestToolArgumentErrors(t *testing.T) {
 		args any
 		want string
 	}{
-		{"missing id", "sleep_status", map[string]any{}, "job_id: required"},
-		{"id not a string", "sleep_status", map[string]any{"job_id": 7}, "job_id: must be a string"},
-		{"malformed id", "sleep_status", map[string]any{"job_id": "../x"}, "is not an ID of this service"},
-		{"unknown field", "sleep_status", map[string]any{"job_id": NewID(), "tenant_id": "beta"}, "tenant_id: unknown field"},
-		{"wait over the cap", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": 21}, "wait_seconds: must be from 0 to 20, got 21"},
-		{"negative wait", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": -1}, "wait_seconds: must be from 0 to 20"},
-		{"wait not an integer", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": 1.5}, "wait_seconds: must be an integer"},
-		{"wait 1e1 is 10: over the cap of 20 only past it", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": json.RawMessage(`2.1e1`)}, "wait_seconds: must be from 0 to 20, got 21"},
-		{"cancel takes no wait", "sleep_cancel", map[string]any{"job_id": NewID(), "wait_seconds": 1}, "wait_seconds: unknown field"},
+		{"missing id", "sleep_status", map[string]any{}, "invalid arguments: at (root): missing property 'job_id'"},
+		{"id not a string", "sleep_status", map[string]any{"job_id": 7}, `invalid arguments: at "/job_id": got number, want string`},
+		{"malformed id", "sleep_status", map[string]any{"job_id": "../x"}, `at "/job_id": '../x' does not match pattern '` + IDPattern + `'`},
+		{"unknown field", "sleep_status", map[string]any{"job_id": NewID(), "tenant_id": "beta"}, "additional properties 'tenant_id' not allowed"},
+		{"wait over the cap", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": 21}, `at "/wait_seconds": maximum: got 21, want 20`},
+		{"negative wait", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": -1}, `at "/wait_seconds": minimum: got -1, want 0`},
+		{"wait not an integer", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": 1.5}, `at "/wait_seconds": got number, want integer`},
+		{"wait 1e1 is 10: over the cap of 20 only past it", "sleep_status", map[string]any{"job_id": NewID(), "wait_seconds": json.RawMessage(`2.1e1`)}, `at "/wait_seconds": maximum: got 21, want 20`},
+		{"cancel takes no wait", "sleep_cancel", map[string]any{"job_id": NewID(), "wait_seconds": 1}, "additional properties 'wait_seconds' not allowed"},
 		{"start refusal", "sleep_start", sleepArgs{Millis: -1}, "millis: must not be negative"},
 	}
 	for _, tt := range tests {

@@ -21,8 +21,10 @@ type Handler func(ctx context.Context, call *Call) *tool.Result
 // Tool is one tool a service serves at POST /tools/<Binding.Name> and,
 // unless it is HTTPOnly, over MCP at /mcp. Binding's URL, TokenEnv and
 // Tenants may be left empty: GET /tools fills them from the service's
-// Config. Declare a tool with NewTool; a Tool written as a literal (or
-// with Typed or TypedTool) gets no schema checks over HTTP.
+// Config. Declare a tool with NewTool; a Tool written as a literal (a
+// Handler that reads call.Arguments itself) has its binding's schemas
+// compiled when the server is built and checked on both transports just
+// the same.
 type Tool struct {
 	Binding tool.Binding
 	Handler Handler

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"runtime/debug"
 	"time"
@@ -29,10 +30,9 @@ import (
 //  3. a successful result's structured_content checked against output
 //     (an is_error result with unknown_outcome when it fails).
 //
-// input and output are the declared schemas of a NewTool tool on every
-// transport. A tool written as a literal has none over HTTP (it checks
-// its own arguments, as before NewTool), and over MCP the ones compiled
-// from its binding.
+// input and output are the tool's schemas, the same on every transport:
+// those NewTool compiled when the tool was declared, or for a Tool written
+// as a literal the ones compiled from its binding when the server is built.
 //
 // Every call is observed the same way on both transports (call): a span
 // "tool NAME" (pkg/tracing, when tracing is on) that the call's logger
@@ -60,13 +60,12 @@ type toolMeters struct {
 	duration  prometheus.Observer
 }
 
-// newCore is the core of t's calls over transport, with the declared
-// schemas, if any.
-func newCore(t *Tool, m *metrics.Set, transport string) *core {
+// newCore is the core of t's calls over transport: its declared schemas,
+// or its binding's compiled (an error names the schema that does not
+// compile). A literal with no input_schema has no argument check; no host
+// config takes its binding, and /mcp does not list it.
+func newCore(t *Tool, m *metrics.Set, transport string) (*core, error) {
 	c := &core{t: t, metrics: m, transport: transport}
-	if t.decl != nil {
-		c.input, c.output = t.decl.input, t.decl.output
-	}
 	if m != nil {
 		name := t.Binding.Name
 		c.meters = &toolMeters{
@@ -75,7 +74,22 @@ func newCore(t *Tool, m *metrics.Set, transport string) *core {
 			duration:  m.ToolDuration.WithLabelValues(name, transport, metrics.StatusSucceeded),
 		}
 	}
-	return c
+	if t.decl != nil {
+		c.input, c.output = t.decl.input, t.decl.output
+		return c, nil
+	}
+	var err error
+	if in := bytes.TrimSpace(t.Binding.InputSchema); len(in) > 0 {
+		if c.input, err = schema.Compile("input_schema", in); err != nil {
+			return nil, err
+		}
+	}
+	if out := bytes.TrimSpace(t.Binding.OutputSchema); len(out) > 0 {
+		if c.output, err = schema.Compile("output_schema", out); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // call runs one call and observes it; argErr, when set, is the arguments'

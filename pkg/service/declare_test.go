@@ -180,3 +180,33 @@ func TestHandWrittenSchema(t *testing.T) {
 		t.Errorf("n=7: %+v", r.Result)
 	}
 }
+
+// TestLiteralToolSchemaChecked: a Tool written as a literal has its
+// binding's input_schema checked on both transports, as a declared one;
+// one whose schema does not compile fails the start, naming the tool.
+func TestLiteralToolSchemaChecked(t *testing.T) {
+	literal := service.Tool{
+		Binding: tool.Binding{Name: "count", Description: "Count.", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","maximum":3}},"additionalProperties":false}`)},
+		Handler: func(context.Context, *service.Call) *tool.Result { return tool.TextResult("ran") },
+	}
+	srv := servicetest.Start(t, literal)
+	for _, reply := range []*servicetest.Reply{srv.Call(t, "count", map[string]any{"n": 4}), srv.CallMCP(t, "count", map[string]any{"n": 4})} {
+		if reply.Result == nil || !reply.Result.IsError || reply.Text() != `invalid arguments: at "/n": maximum: got 4, want 3` {
+			t.Errorf("n over the maximum: %+v", reply)
+		}
+	}
+	if got := srv.Call(t, "count", map[string]any{"n": 3}); got.Result == nil || got.Text() != "ran" {
+		t.Errorf("n at the maximum: %+v", got)
+	}
+
+	bad := literal
+	bad.Binding.InputSchema = json.RawMessage(`{"type":"strong"}`)
+	cfg, err := service.ParseEnv[service.Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": servicetest.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = service.Run(context.Background(), &service.Server{Name: "bad", Config: cfg, Tools: []service.Tool{bad}})
+	if err == nil || !strings.Contains(err.Error(), "tool count: input_schema") {
+		t.Fatalf("Run with a schema that does not compile: %v", err)
+	}
+}

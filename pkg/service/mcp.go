@@ -23,7 +23,6 @@ import (
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/metrics"
-	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/pkg/tracing"
@@ -468,20 +467,17 @@ type mcpAdapter struct {
 	logger *slog.Logger
 }
 
-// newMCPAdapter builds t's core for MCP: its declared schemas, or for a
-// tool written as a literal the ones compiled from its binding.
+// newMCPAdapter builds t's core for MCP, which also asks for an input
+// schema of type object.
 func newMCPAdapter(t *Tool, tenant string, logger *slog.Logger, m *metrics.Set) (*mcpAdapter, error) {
-	c := newCore(t, m, metrics.TransportMCP)
 	if t.decl == nil {
-		var err error
-		if c.input, err = compileObject("input_schema", t.Binding.InputSchema); err != nil {
+		if _, err := compileObject("input_schema", t.Binding.InputSchema); err != nil {
 			return nil, err
 		}
-		if out := bytes.TrimSpace(t.Binding.OutputSchema); len(out) > 0 {
-			if c.output, err = schema.Compile("output_schema", out); err != nil {
-				return nil, err
-			}
-		}
+	}
+	c, err := newCore(t, m, metrics.TransportMCP)
+	if err != nil {
+		return nil, err
 	}
 	return &mcpAdapter{core: c, tenant: tenant, logger: logger}, nil
 }

@@ -74,6 +74,8 @@ type Server struct {
 	regOnce sync.Once // builds metrics
 	handler http.Handler
 	metrics *metrics.Set
+	// buildErr names the tools whose schemas do not compile.
+	buildErr error
 }
 
 // Handler returns the service's HTTP handler. It is built once.
@@ -124,17 +126,32 @@ func (s *Server) build() {
 		httpapi.WriteError(w, httpapi.Internal(nil))
 	}
 	byName := make(map[string]*toolEntry, len(s.Tools))
+	var faults []error
 	for i := range s.Tools {
 		t := &s.Tools[i]
-		byName[t.Binding.Name] = &toolEntry{Tool: t, core: newCore(t, s.metrics, metrics.TransportHTTP)}
+		name := t.Binding.Name
+		c, err := newCore(t, s.metrics, metrics.TransportHTTP)
+		if err != nil {
+			// Serve refuses to start; a handler built without it answers
+			// the tool's calls with a 500 naming the fault.
+			faults = append(faults, fmt.Errorf("tool %s: %w", name, err))
+			s.Logger.Error("tool not served", "tool", name, "err", err)
+			continue
+		}
+		byName[name] = &toolEntry{Tool: t, core: c}
 		if t.Metrics != nil {
 			t.Metrics(s.metrics)
 		}
 	}
+	s.buildErr = errors.Join(faults...)
 	r.POST("/tools/:name", httpapi.RouteHandle("/tools/:name", func(w http.ResponseWriter, req *http.Request, p httprouter.Params) {
 		// The token is checked first, so tool names cannot be probed without it.
 		s.authed(func(w http.ResponseWriter, req *http.Request) {
 			t, ok := byName[p.ByName("name")]
+			if !ok && s.buildErr != nil && s.declares(p.ByName("name")) {
+				httpapi.WriteError(w, httpapi.Errorf(http.StatusInternalServerError, httpapi.CodeInternal, "tool %s cannot be served: its schemas do not compile", p.ByName("name")))
+				return
+			}
 			if !ok {
 				httpapi.WriteError(w, httpapi.NotFound("no tool named %q on this service", p.ByName("name")))
 				return
@@ -161,6 +178,16 @@ func (s *Server) build() {
 	}
 	obs := &httpapi.Observer{Metrics: s.metrics, Logger: s.Logger}
 	s.handler = obs.Observe(httpapi.WithRequestID(httpapi.LimitBodyTime(bodyTimeout, r)))
+}
+
+// declares reports whether s has a tool named name.
+func (s *Server) declares(name string) bool {
+	for i := range s.Tools {
+		if s.Tools[i].Binding.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxDrainBytes is how much of an oversized body the runtime reads and
@@ -465,9 +492,14 @@ func WriteError(w http.ResponseWriter, status int, code, message string) {
 
 // Serve serves s on ln until ctx is cancelled, then shuts down: in-flight
 // calls get Config.ShutdownTimeout to finish, after which their contexts are
-// cancelled and connections closed. A clean shutdown returns nil.
+// cancelled and connections closed. A clean shutdown returns nil. A tool
+// whose schemas do not compile fails the start, naming the tool, and ln is
+// closed.
 func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	logger := orDiscard(s.Logger)
+	if s.Handler(); s.buildErr != nil {
+		return errors.Join(fmt.Errorf("serve %s: %w", s.Name, s.buildErr), ln.Close())
+	}
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	srv := &http.Server{

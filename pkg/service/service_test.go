@@ -47,9 +47,9 @@ func testServer(t *testing.T, mutate func(*Config)) (*httptest.Server, chan cont
 	}
 	ctxs := make(chan context.Context, 1)
 	srv := &Server{Name: "test", Config: cfg, Tools: []Tool{
-		{Binding: echoBinding, Handler: Typed(func(ctx context.Context, c *Call, a echoArgs) *tool.Result {
-			return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}
-		})},
+		NewTool(echoBinding, func(ctx context.Context, c *Call, a echoArgs) (*tool.Result, error) {
+			return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}, nil
+		}),
 		{Binding: tool.Binding{Name: "steps", Description: "progress then result"}, Handler: func(ctx context.Context, c *Call) *tool.Result {
 			for i := range 3 {
 				if err := c.Progress(map[string]int{"step": i}); err != nil {
@@ -139,9 +139,10 @@ func TestBadInput(t *testing.T) {
 		{"empty body", "/tools/echo", ``, nil, 400, "request body is empty: expected a JSON value"},
 		{"unknown tool", "/tools/nope", goodBody, nil, 404, `no tool named \"nope\"`},
 		{"unknown tool without token is 401, not a probe", "/tools/nope", goodBody, map[string]string{"Authorization": ""}, 401, "missing bearer token"},
-		{"argument unknown field", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"a","x":1}}`, nil, 200, `invalid arguments: x: unknown field`},
-		{"argument wrong type", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":1}}`, nil, 200, `invalid arguments: text: wrong type: got number, want string`},
-		{"argument fails Validate", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{}}`, nil, 200, `invalid arguments: text: required`},
+		{"argument unknown field", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"a","x":1}}`, nil, 200, `invalid arguments: at (root): additional properties 'x' not allowed`},
+		{"argument wrong type", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":1}}`, nil, 200, `invalid arguments: at \"/text\": got number, want string`},
+		{"argument fails the schema", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{}}`, nil, 200, `invalid arguments: at (root): missing property 'text'`},
+		{"argument fails Validate", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":""}}`, nil, 200, `invalid arguments: text: required`},
 		{"argument named twice", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"a","text":"b"}}`, nil, 200, `invalid arguments: text: duplicate field`},
 		{"argument not UTF-8", "/tools/echo", "{\"tenant_id\":\"t\",\"session_id\":\"s\",\"call_id\":\"c\",\"arguments\":{\"text\":\"a\xffb\"}}", nil, 200, `invalid arguments: text: string is not valid UTF-8`},
 		{"argument with a lone surrogate", "/tools/echo", `{"tenant_id":"t","session_id":"s","call_id":"c","arguments":{"text":"\ud800"}}`, nil, 200, `invalid arguments: text: string has an unpaired UTF-16 surrogate`},

@@ -46,24 +46,31 @@ func bareEcho(w http.ResponseWriter, r *http.Request) {
 	w.Write(data)
 }
 
+// benchEcho is the echo tool as the local service declares it: its
+// arguments checked against its input schema on every call.
+func benchEcho() Tool {
+	return NewTool(echoBinding, func(_ context.Context, _ *Call, a echoArgs) (*tool.Result, error) {
+		return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}, nil
+	})
+}
+
 // BenchmarkEchoVsBare measures the echo tool on the service runtime against
 // bareEcho, side by side in one run (interleaved rounds so both see the same
 // machine), at concurrency 1 and 32. It reports calls/s and p50 of each and
 // keep-%, the runtime's share of the bare handler's throughput.
 func BenchmarkEchoVsBare(b *testing.B) {
-	svc := httptest.NewServer(benchServer(b, Tool{Binding: echoBinding, Handler: Typed(func(_ context.Context, _ *Call, a echoArgs) *tool.Result {
-		return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}
-	})}).Handler())
+	svc := httptest.NewServer(benchServer(b, benchEcho()).Handler())
 	defer svc.Close()
 	bare := httptest.NewServer(http.HandlerFunc(bareEcho))
 	defer bare.Close()
 	sideBySide(b, "service", svc.URL+"/tools/echo", "bare", bare.URL)
 }
 
-// BenchmarkEchoDeclared measures the echo tool declared with NewTool (its
-// arguments checked against the input schema and its output against the
-// output schema on every call) against the same tool on Typed (no schema
-// check over HTTP), side by side: keep-% is the schema checks' price.
+// BenchmarkEchoDeclared measures the echo tool declared with NewTool with
+// a typed output (its arguments checked against the input schema and its
+// output against the output schema on every call) against the same work
+// in a Tool literal without schemas (nothing checked), side by side:
+// keep-% is the schema checks' price.
 func BenchmarkEchoDeclared(b *testing.B) {
 	type out struct {
 		Text string `json:"text"`
@@ -72,11 +79,16 @@ func BenchmarkEchoDeclared(b *testing.B) {
 		return out(a), nil
 	})).Handler())
 	defer declared.Close()
-	typed := httptest.NewServer(benchServer(b, Tool{Binding: echoBinding, Handler: Typed(func(_ context.Context, _ *Call, a echoArgs) *tool.Result {
-		return &tool.Result{StructuredContent: json.RawMessage(`{"text":"` + a.Text + `"}`)}
-	})}).Handler())
-	defer typed.Close()
-	sideBySide(b, "declared", declared.URL+"/tools/echo", "typed", typed.URL+"/tools/echo")
+	unchecked := httptest.NewServer(benchServer(b, Tool{Binding: tool.Binding{Name: "echo", Description: "Echo text."}, Handler: func(_ context.Context, c *Call) *tool.Result {
+		var a echoArgs
+		if err := json.Unmarshal(c.Arguments, &a); err != nil {
+			return tool.Errorf("invalid arguments: %v", err)
+		}
+		data, _ := json.Marshal(out(a))
+		return &tool.Result{StructuredContent: data}
+	}}).Handler())
+	defer unchecked.Close()
+	sideBySide(b, "declared", declared.URL+"/tools/echo", "unchecked", unchecked.URL+"/tools/echo")
 }
 
 func benchServer(b *testing.B, t Tool) *Server {
@@ -173,9 +185,7 @@ func BenchmarkEchoHandler(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := (&Server{Name: "bench", Config: cfg, Tools: []Tool{{Binding: echoBinding, Handler: Typed(func(_ context.Context, _ *Call, a echoArgs) *tool.Result {
-		return &tool.Result{Content: []tool.Content{tool.Text(a.Text)}}
-	})}}}).Handler()
+	h := (&Server{Name: "bench", Config: cfg, Tools: []Tool{benchEcho()}}).Handler()
 	body := []byte(`{"tenant_id":"local","session_id":"s","call_id":"c","arguments":{"text":"hello from the benchmark"}}`)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -93,22 +93,23 @@ type Spec struct {
 // Services is the table of every service's roots, in the README's order.
 var Services = []Spec{
 	{Name: "brain", Roots: []Root{{"services/brain", "envConfig"}}},
-	{Name: "local", Roots: []Root{
-		{"services/local", "Config"},
-		{"services/local/internal/approval", "Config"},
-		{"services/local/internal/operator", "Config"},
-	}, Defaults: map[string]string{"ADDR": "127.0.0.1:8081"}},
-	{Name: "sandbox", Roots: []Root{{"services/sandbox/internal/app", "Config"}},
+	{Name: "local", Roots: []Root{{"services/local", "Config"}, process},
+		Defaults: map[string]string{"ADDR": "127.0.0.1:8081"}},
+	{Name: "sandbox", Roots: []Root{{"services/sandbox/internal/app", "Config"}, process},
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8082"}},
-	{Name: "storage", Roots: []Root{{"services/storage", "Config"}},
+	{Name: "storage", Roots: []Root{{"services/storage", "Config"}, process},
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8083"}},
-	{Name: "search", Roots: []Root{{"services/search", "Config"}},
+	{Name: "search", Roots: []Root{{"services/search", "Config"}, process},
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8084"}},
-	{Name: "webfetch", Roots: []Root{{"services/webfetch/internal/webfetch", "Config"}},
+	{Name: "webfetch", Roots: []Root{{"services/webfetch/internal/webfetch", "Config"}, process},
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8085"}},
 	{Name: "browser", Roots: []Root{{"services/browser/internal/app", "Config"}},
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8086"}},
 }
+
+// process is what pkg/service.Main reads of every tool service's
+// environment itself (LOG_LEVEL).
+var process = Root{"pkg/service", "Process"}
 
 // Names lists the services of Services in order.
 func Names() []string {

@@ -1,9 +1,9 @@
 package service
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -19,11 +19,12 @@ import (
 )
 
 // Config is the part of a tool service's environment every service shares.
-// A service embeds it in its own Config struct and parses both at once with
-// ParseEnv.
+// A service composes it into its own Config struct and parses the whole
+// once with ParseEnv. LOG_LEVEL is Main's (Process).
 type Config struct {
-	// Addr is the listen address, host:port (env ADDR). Each service
-	// supplies its own default port (local 8081 ... webfetch 8085).
+	// Addr is the listen address, host:port (env ADDR). Each service has
+	// its own default port (local 8081 ... webfetch 8085), which its main
+	// gives Main (DefaultAddr).
 	Addr string `env:"ADDR"`
 	// Token is the bearer token brain sends (env BRAIN_TOOLS_KEY). Required
 	// unless NoAuth is set.
@@ -31,8 +32,6 @@ type Config struct {
 	// NoAuth turns the bearer check off (env INSECURE_NO_AUTH=true). Only for
 	// a service that is reachable by nobody but brain.
 	NoAuth bool `env:"INSECURE_NO_AUTH"`
-	// LogLevel is debug, info, warn or error (env LOG_LEVEL).
-	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// PublicURL is the base URL under which brain reaches this service
 	// (env PUBLIC_URL), used in the bindings GET /tools publishes: an
 	// absolute http(s) URL with a host, no query or fragment (a path is
@@ -199,7 +198,14 @@ func ParseEnv[T any](environ map[string]string) (T, error) {
 		for _, e := range agg.Errors {
 			var pe env.ParseError
 			if errors.As(e, &pe) {
-				if name := envName(reflect.TypeOf(cfg), pe.Name); name != "" {
+				name := envName(reflect.TypeOf(cfg), pe.Name)
+				switch {
+				case name == "":
+				case reflect.PointerTo(pe.Type).Implements(textUnmarshaler):
+					// A type of the service's own says what it wants.
+					msgs = append(msgs, fmt.Errorf("%s: %w", name, pe.Err))
+					continue
+				default:
 					msgs = append(msgs, fmt.Errorf("%s: cannot parse as %s: %w", name, pe.Type, pe.Err))
 					continue
 				}
@@ -210,6 +216,8 @@ func ParseEnv[T any](environ map[string]string) (T, error) {
 	}
 	return cfg, fmt.Errorf("config: %w", err)
 }
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
 // envName finds the env tag of the field called field in t, looking into
 // embedded and nested structs.

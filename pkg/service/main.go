@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -41,16 +42,25 @@ type mainOptions struct {
 	defaultAddr string
 }
 
-// DefaultAddr tells Main the listen address the service uses when ADDR is
-// unset (the service's run func applies the same default), so the
-// health-check mode asks the same address and -help names it.
+// DefaultAddr is the service's listen address when ADDR is unset, stated
+// once: Main puts it in the environment run gets (so the service's Config
+// reads it as ADDR), the health-check mode asks it and -help names it.
 func DefaultAddr(addr string) MainOption {
 	return func(o *mainOptions) { o.defaultAddr = addr }
 }
 
+// Process is the part of the environment Main reads itself, before the
+// service's run func: how it logs.
+type Process struct {
+	// LogLevel is debug, info, warn or error (env LOG_LEVEL); logs are
+	// JSON on stderr.
+	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
+}
+
 // Main runs run with a context cancelled by SIGINT or SIGTERM, the process
-// environment and a JSON logger at LOG_LEVEL, then exits once: 0 on nil, 1
-// after logging the error.
+// environment (ADDR defaulted by the DefaultAddr option) and a JSON logger
+// at LOG_LEVEL (Process), then exits once: 0 on nil, 1 after logging the
+// error. A LOG_LEVEL it cannot read exits 1 before run, naming it.
 //
 // The command line is parsed with the flag package. Configuration is by
 // environment only; the flags are:
@@ -105,18 +115,19 @@ func mainCode(ctx context.Context, name string, args []string, environ map[strin
 		}
 		return 0
 	}
+	if environ["ADDR"] == "" && o.defaultAddr != "" {
+		environ = maps.Clone(environ)
+		environ["ADDR"] = o.defaultAddr
+	}
 	if *healthcheck {
-		addr := environ["ADDR"]
-		if addr == "" {
-			addr = o.defaultAddr
-		}
-		return runHealthCheck(ctx, addr, stdout)
+		return runHealthCheck(ctx, environ["ADDR"], stdout)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(environ["LOG_LEVEL"])); err != nil {
-		level = slog.LevelInfo
+	p, err := ParseEnv[Process](environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v (want debug, info, warn or error)\n", name, err)
+		return 1
 	}
-	logger := NewLogger(stderr, level)
+	logger := NewLogger(stderr, p.LogLevel)
 	getenv := func(k string) string { return environ[k] }
 	if err := tracing.Run(ctx, name, getenv, logger, func() error { return run(ctx, environ, logger) }); err != nil {
 		logger.Error("exit", "err", err)

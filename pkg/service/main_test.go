@@ -34,7 +34,12 @@ func TestMainCommandLine(t *testing.T) {
 		wantRun    bool
 		wantStdout []string
 		wantStderr []string
+		wantAddr   string // the ADDR run gets
 	}{
+		{name: "the default address reaches run as ADDR", opts: []MainOption{DefaultAddr("127.0.0.1:8099")}, wantRun: true, wantAddr: "127.0.0.1:8099"},
+		{name: "ADDR set wins over the default in run", environ: map[string]string{"ADDR": "127.0.0.1:7"}, opts: []MainOption{DefaultAddr("127.0.0.1:8099")}, wantRun: true, wantAddr: "127.0.0.1:7"},
+		{name: "LOG_LEVEL unreadable exits 1 before run", environ: map[string]string{"LOG_LEVEL": "loud"}, wantCode: 1, wantStderr: []string{"LOG_LEVEL", "want debug, info, warn or error"}},
+		{name: "LOG_LEVEL debug", environ: map[string]string{"LOG_LEVEL": "debug"}, wantRun: true},
 		{name: "no arguments run the service", wantCode: 0, wantRun: true},
 		{name: "run error exits 1", runErr: failing, wantCode: 1, wantRun: true, wantStderr: []string{`"err":"boom"`}},
 		{name: "-healthcheck", args: []string{"-healthcheck"}, environ: map[string]string{"ADDR": up}, wantStdout: []string{"healthy\n"}},
@@ -57,9 +62,9 @@ func TestMainCommandLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ran := false
+			ran, addr := false, ""
 			run := func(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
-				ran = true
+				ran, addr = true, environ["ADDR"]
 				return tt.runErr
 			}
 			environ := tt.environ
@@ -80,6 +85,9 @@ func TestMainCommandLine(t *testing.T) {
 				if !strings.Contains(stderr.String(), w) {
 					t.Errorf("stderr %q does not contain %q", stderr.String(), w)
 				}
+			}
+			if addr != tt.wantAddr {
+				t.Errorf("run got ADDR %q, want %q", addr, tt.wantAddr)
 			}
 			if tt.wantStderr == nil && tt.runErr == nil && stderr.Len() > 0 {
 				t.Errorf("unexpected stderr %q", stderr.String())

@@ -17,22 +17,20 @@ import (
 	"github.com/brain-tools/suite/services/local/internal/operator"
 )
 
-// Config is the local service's environment. The approval store and the
-// operator page read their own APPROVAL_* variables (see README.md).
+// Config is the local service's environment, parsed once: see README.md.
 type Config struct {
-	service.Config
+	Service service.Config
 	// InspectBrainURLs are the brain base URLs inspect_session may send
 	// its inspection token to, comma-separated without spaces
 	// (http://brain:8080,http://127.0.0.1:8080); a call
 	// naming another brain_url is refused. Empty: any http(s) brain_url,
 	// since only a holder of BRAIN_TOOLS_KEY can send one.
 	InspectBrainURLs []string `env:"INSPECT_BRAIN_URLS" envSeparator:","`
+	Approval         approval.Config
+	Operator         operator.Config
 }
 
-// defaultAddr is where the service listens when ADDR is unset.
-const defaultAddr = "127.0.0.1:8081"
-
-func main() { service.Main(run, service.DefaultAddr(defaultAddr)) }
+func main() { service.Main(run, service.DefaultAddr("127.0.0.1:8081")) }
 
 // defaultGCPercent is the GC target of the local service when GOGC is
 // unset: its memory is mostly approval streams that wait for an operator,
@@ -41,6 +39,8 @@ func main() { service.Main(run, service.DefaultAddr(defaultAddr)) }
 // (BenchmarkApprovalStreams).
 const defaultGCPercent = 50
 
+// run is the service's life: every setting checked, the listener taken,
+// then the approval store opened and the tools served until ctx ends.
 func run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	if _, set := environ["GOGC"]; !set {
 		debug.SetGCPercent(defaultGCPercent)
@@ -49,41 +49,37 @@ func run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	if cfg.Addr == "" {
-		cfg.Addr = defaultAddr
-	}
 	// The shared settings first: APPROVAL_PAGE_URL defaults from
-	// PUBLIC_URL, whose own error names it.
-	if err := cfg.Config.Validate(); err != nil {
+	// PUBLIC_URL, whose own error names it. All of them are checked
+	// before the approval store opens: a bad setting touches no file.
+	if err := cfg.Service.Validate(); err != nil {
 		return err
 	}
-	// Checked before the approval store opens: a bad setting touches no file.
 	if err := inspect.CheckBrainURLs(cfg.InspectBrainURLs); err != nil {
 		return fmt.Errorf("INSPECT_BRAIN_URLS: %w", err)
 	}
-	if err := operator.Check(environ); err != nil {
+	if err := cfg.Operator.Check(); err != nil {
 		return err
 	}
 	// Listen before the store opens: a busy address leaves no file.
-	ln, err := service.Listen(cfg.Config, logger)
+	ln, err := service.Listen(cfg.Service, logger)
 	if err != nil {
 		return err
 	}
-	approvals, err := approval.Open(ctx, environ, cfg.Addr, cfg.PublicURL, logger)
+	approvals, err := approval.New(ctx, cfg.Approval.WithPageURLDefault(cfg.Service.Addr, cfg.Service.PublicURL), logger)
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
 	defer approvals.Close()
-	page, err := operator.Open(ctx, environ, approvals, logger)
+	page, err := operator.New(ctx, cfg.Operator, approvals, logger)
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
-	tools := append([]service.Tool{echo.Tool(), inspect.Tool(inspect.Options{BrainURLs: cfg.InspectBrainURLs})}, approvals.Tools()...)
 	srv := &service.Server{
 		Name:   "local",
-		Config: cfg.Config,
+		Config: cfg.Service,
 		Logger: logger,
-		Tools:  tools,
+		Tools:  append([]service.Tool{echo.Tool(), inspect.Tool(inspect.Options{BrainURLs: cfg.InspectBrainURLs})}, approvals.Tools()...),
 		Routes: page.Routes,
 		Health: approvals.Health,
 	}

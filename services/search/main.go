@@ -18,7 +18,7 @@ import (
 	"github.com/brain-tools/suite/services/search/internal/tavily"
 )
 
-// Config is the search service's environment: see README.md.
+// Config is the search service's environment, parsed once: see README.md.
 type Config struct {
 	Service service.Config
 	Brave   brave.Config
@@ -31,10 +31,10 @@ type Config struct {
 	MaxOutputBytes int64 `env:"SEARCH_MAX_OUTPUT_BYTES" envDefault:"1048576"`
 }
 
-// defaultAddr is where the service listens when ADDR is unset.
-const defaultAddr = "127.0.0.1:8084"
+func main() { service.Main(run, service.DefaultAddr("127.0.0.1:8084")) }
 
-func main() { service.Main(run, service.DefaultAddr(defaultAddr)) }
+// run is the service's life: the server built from environ, served until
+// ctx ends.
 
 func run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	srv, err := newServer(environ, logger)
@@ -49,9 +49,6 @@ func newServer(environ map[string]string, logger *slog.Logger) (*service.Server,
 	cfg, err := service.ParseEnv[Config](environ)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Service.Addr == "" {
-		cfg.Service.Addr = defaultAddr
 	}
 	if cfg.Provider != "" && cfg.Provider != "brave" && cfg.Provider != "tavily" {
 		return nil, fmt.Errorf("SEARCH_PROVIDER %q: want brave or tavily", cfg.Provider)

@@ -165,8 +165,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%v: %v, want %s", tc.env, err, tc.want)
 		}
 	}
-	srv, err := newServer(map[string]string{}, nil)
-	if err != nil || srv.Config.Addr != "127.0.0.1:8084" {
+	if _, err := newServer(map[string]string{}, nil); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 }

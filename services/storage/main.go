@@ -14,17 +14,17 @@ import (
 	"github.com/brain-tools/suite/services/storage/internal/tools"
 )
 
-// Config is the storage service's environment: see README.md.
+// Config is the storage service's environment, parsed once: see README.md.
 type Config struct {
 	Service service.Config
 	S3      objects.Config
 	Tools   tools.Config
 }
 
-// defaultAddr is where the service listens when ADDR is unset.
-const defaultAddr = "127.0.0.1:8083"
+func main() { service.Main(run, service.DefaultAddr("127.0.0.1:8083")) }
 
-func main() { service.Main(run, service.DefaultAddr(defaultAddr)) }
+// run is the service's life: the server built from environ, served until
+// ctx ends.
 
 func run(ctx context.Context, environ map[string]string, logger *slog.Logger) error {
 	srv, err := newServer(ctx, environ, logger)
@@ -39,9 +39,6 @@ func newServer(ctx context.Context, environ map[string]string, logger *slog.Logg
 	cfg, err := service.ParseEnv[Config](environ)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Service.Addr == "" {
-		cfg.Service.Addr = defaultAddr
 	}
 	// Checked before the store is built: a put limit the request cap
 	// cannot carry would answer every large put with a refusal.

@@ -50,7 +50,7 @@ type Config struct {
 	// is_error. 0 means no cap.
 	MaxPendingPerTenant int `env:"APPROVAL_MAX_PENDING_PER_TENANT" envDefault:"5000"`
 
-	// pageURLFrom names where Open took PageURL from when
+	// pageURLFrom names where WithPageURLDefault took PageURL from when
 	// APPROVAL_PAGE_URL is unset, so an error blames the variable the
 	// operator set.
 	pageURLFrom string
@@ -93,26 +93,22 @@ type Service struct {
 	subs    map[chan struct{}]func(tenant string) bool
 }
 
-// Open parses the APPROVAL_* variables of environ, opens the store under
-// the data directory and starts the expiry sweeper. addr and publicURL are
-// the service's ADDR and PUBLIC_URL, the fallbacks of APPROVAL_PAGE_URL.
-// Close stops it.
-func Open(ctx context.Context, environ map[string]string, addr, publicURL string, logger *slog.Logger) (*Service, error) {
-	cfg, err := service.ParseEnv[Config](environ)
-	if err != nil {
-		return nil, err
-	}
+// WithPageURLDefault is c with PageURL filled when APPROVAL_PAGE_URL is
+// unset: publicURL (the service's PUBLIC_URL), else http://addr (its
+// ADDR), so that an error blames the variable the operator set.
+func (c Config) WithPageURLDefault(addr, publicURL string) Config {
 	switch {
-	case cfg.PageURL != "":
+	case c.PageURL != "":
 	case publicURL != "":
-		cfg.PageURL, cfg.pageURLFrom = publicURL, pageURLFromPublicURL
+		c.PageURL, c.pageURLFrom = publicURL, pageURLFromPublicURL
 	default:
-		cfg.PageURL, cfg.pageURLFrom = "http://"+addr, pageURLFromAddr
+		c.PageURL, c.pageURLFrom = "http://"+addr, pageURLFromAddr
 	}
-	return New(ctx, cfg, logger)
+	return c
 }
 
-// New is Open with a parsed Config. ctx is the service's life: when it
+// New opens the store under the data directory and starts the expiry
+// sweeper; Close stops it. ctx is the service's life: when it
 // ends, streams stop waiting (their approvals stay pending in the store).
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error) {
 	if logger == nil {

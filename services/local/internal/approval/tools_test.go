@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -534,9 +535,19 @@ func TestWebhookAnnouncesPendingApprovals(t *testing.T) {
 	}
 }
 
+// openEnv is what the local service does with its environment: the
+// Config parsed, the page URL defaulted from ADDR and PUBLIC_URL, New.
+func openEnv(ctx context.Context, environ map[string]string, addr, publicURL string, logger *slog.Logger) (*Service, error) {
+	cfg, err := service.ParseEnv[Config](environ)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, cfg.WithPageURLDefault(addr, publicURL), logger)
+}
+
 func TestOpenFromEnvironment(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(context.Background(), map[string]string{"APPROVAL_DATA_DIR": dir}, "127.0.0.1:9999", "", nil)
+	s, err := openEnv(context.Background(), map[string]string{"APPROVAL_DATA_DIR": dir}, "127.0.0.1:9999", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +555,7 @@ func TestOpenFromEnvironment(t *testing.T) {
 	if s.PageURL() != "http://127.0.0.1:9999" || s.URL("x") != "http://127.0.0.1:9999/approval/x" {
 		t.Fatalf("page URL %q", s.PageURL())
 	}
-	s2, err := Open(context.Background(), map[string]string{"APPROVAL_DATA_DIR": t.TempDir(), "APPROVAL_PAGE_URL": "https://ops.example/"}, "127.0.0.1:9999", "http://public", nil)
+	s2, err := openEnv(context.Background(), map[string]string{"APPROVAL_DATA_DIR": t.TempDir(), "APPROVAL_PAGE_URL": "https://ops.example/"}, "127.0.0.1:9999", "http://public", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +563,7 @@ func TestOpenFromEnvironment(t *testing.T) {
 	if s2.PageURL() != "https://ops.example" {
 		t.Fatalf("APPROVAL_PAGE_URL ignored: %q", s2.PageURL())
 	}
-	if _, err := Open(context.Background(), map[string]string{"APPROVAL_SWEEP_INTERVAL": "often"}, "a", "", nil); err == nil || !strings.Contains(err.Error(), "APPROVAL_SWEEP_INTERVAL") {
+	if _, err := openEnv(context.Background(), map[string]string{"APPROVAL_SWEEP_INTERVAL": "often"}, "a", "", nil); err == nil || !strings.Contains(err.Error(), "APPROVAL_SWEEP_INTERVAL") {
 		t.Fatalf("bad interval: %v", err)
 	}
 }
@@ -585,14 +596,14 @@ func TestOpenNamesThePageURLSource(t *testing.T) {
 			if tt.pageURL != "" {
 				environ["APPROVAL_PAGE_URL"] = tt.pageURL
 			}
-			s, err := Open(context.Background(), environ, tt.addr, tt.publicURL, nil)
+			s, err := openEnv(context.Background(), environ, tt.addr, tt.publicURL, nil)
 			if tt.wantErr != "" {
 				if err == nil {
 					s.Close()
-					t.Fatalf("Open succeeded, want %q", tt.wantErr)
+					t.Fatalf("New succeeded, want %q", tt.wantErr)
 				}
 				if err.Error() != tt.wantErr {
-					t.Fatalf("Open = %q, want %q", err, tt.wantErr)
+					t.Fatalf("New = %q, want %q", err, tt.wantErr)
 				}
 				return
 			}

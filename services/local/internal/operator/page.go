@@ -31,7 +31,6 @@ import (
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/jobs"
-	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/services/local/internal/approval"
@@ -53,15 +52,15 @@ type Config struct {
 	// without spaces (env APPROVAL_OPERATORS); a name is 1 to 64 ASCII
 	// letters, digits, '.', '_', '-' or '@', not system or caller. Each
 	// name needs its tenants in APPROVAL_OPERATOR_TENANTS.
-	Operators map[string]string `env:"APPROVAL_OPERATORS" envSeparator:"," envKeyValSeparator:":"`
+	Operators pairs `env:"APPROVAL_OPERATORS"`
 	// OperatorTenants scope the accounts: name:tenant|tenant pairs, or
 	// name:* for an admin who sees every tenant (env
 	// APPROVAL_OPERATOR_TENANTS). Every account must be listed.
-	OperatorTenants map[string]string `env:"APPROVAL_OPERATOR_TENANTS" envSeparator:"," envKeyValSeparator:":"`
+	OperatorTenants pairs `env:"APPROVAL_OPERATOR_TENANTS"`
 	// Identities are name:identity pairs (env APPROVAL_OPERATOR_IDENTITIES):
 	// an operator an authenticating proxy names in APPROVAL_IDENTITY_HEADER
 	// is signed in as that account, without a token.
-	Identities map[string]string `env:"APPROVAL_OPERATOR_IDENTITIES" envSeparator:"," envKeyValSeparator:":"`
+	Identities pairs `env:"APPROVAL_OPERATOR_IDENTITIES"`
 	// IdentityHeader is the request header in which the proxy names the
 	// operator (env APPROVAL_IDENTITY_HEADER), e.g. X-Forwarded-Email.
 	IdentityHeader string `env:"APPROVAL_IDENTITY_HEADER"`
@@ -117,39 +116,35 @@ type Page struct {
 	errors httpapi.Responder
 }
 
-// Open parses the page's variables from environ and returns the page.
-// Live streams end when ctx does (the service shutting down).
-func Open(ctx context.Context, environ map[string]string, svc *approval.Service, logger *slog.Logger) (*Page, error) {
-	cfg, err := parseConfig(environ)
-	if err != nil {
-		return nil, err
+// pairs is a list of name:value pairs separated by commas, as the
+// APPROVAL_OPERATOR* variables give them. The value is everything after
+// the first ':'. A name listed twice is refused, where a map would keep
+// the last value silently.
+type pairs map[string]string
+
+// UnmarshalText implements encoding.TextUnmarshaler, which env uses.
+func (p *pairs) UnmarshalText(text []byte) error {
+	m := pairs{}
+	for _, pair := range strings.Split(string(text), ",") {
+		name, value, ok := strings.Cut(pair, ":")
+		if !ok {
+			return fmt.Errorf("%q: want name:value", pair)
+		}
+		if _, dup := m[name]; dup {
+			return fmt.Errorf("%q is listed more than once: give each operator one name:value pair", name)
+		}
+		m[name] = value
 	}
-	return New(ctx, cfg, svc, logger)
+	*p = m
+	return nil
 }
 
-// Check refuses what Open would refuse in the page's own settings, without
+// Check refuses what New would refuse in the page's own settings, without
 // an approval service: local calls it before the approval store opens, so
 // a bad setting touches no file.
-func Check(environ map[string]string) error {
-	cfg, err := parseConfig(environ)
-	if err == nil {
-		_, _, err = cfg.check()
-	}
+func (cfg Config) Check() error {
+	_, _, err := cfg.check()
 	return err
-}
-
-func parseConfig(environ map[string]string) (Config, error) {
-	cfg, err := service.ParseEnv[Config](environ)
-	if err != nil {
-		return cfg, err
-	}
-	// The maps keep the last value of a name given twice; refuse instead.
-	for _, v := range []string{"APPROVAL_OPERATORS", "APPROVAL_OPERATOR_TENANTS", "APPROVAL_OPERATOR_IDENTITIES"} {
-		if name := repeatedOperator(environ[v]); name != "" {
-			return cfg, fmt.Errorf("operator page: %s: %q is listed more than once: give each operator one name:value pair", v, name)
-		}
-	}
-	return cfg, nil
 }
 
 // check refuses settings that cannot work and returns the accounts.

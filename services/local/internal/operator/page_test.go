@@ -14,6 +14,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/services/local/internal/approval"
 )
@@ -359,7 +360,7 @@ func TestConfigErrors(t *testing.T) {
 		{strings.Repeat("n", 64) + ":0123456789abcdef0123,ann.lee@example.com:0123456789abcdef0124", ""},
 	} {
 		env := map[string]string{"APPROVAL_OPERATORS": tt.operators, "APPROVAL_OPERATOR_TENANTS": tenantsOf(tt.operators)}
-		p, err := Open(context.Background(), env, svc, nil)
+		p, err := openEnv(context.Background(), env, svc, nil)
 		switch {
 		case tt.want == "" && (err != nil || p == nil):
 			t.Errorf("APPROVAL_OPERATORS=%s: %v", tt.operators, err)
@@ -367,7 +368,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("APPROVAL_OPERATORS=%s: err %v, want %q", tt.operators, err, tt.want)
 		}
 	}
-	p, err := Open(context.Background(), map[string]string{"APPROVAL_OPERATORS": "ann:ann-token-0123456789,bo:bo-token-01234567890", "APPROVAL_OPERATOR_TENANTS": "ann:acme|globex,bo:*"}, svc, nil)
+	p, err := openEnv(context.Background(), map[string]string{"APPROVAL_OPERATORS": "ann:ann-token-0123456789,bo:bo-token-01234567890", "APPROVAL_OPERATOR_TENANTS": "ann:acme|globex,bo:*"}, svc, nil)
 	if err != nil || p.secure {
 		t.Fatalf("APPROVAL_OPERATORS parse: %v %+v", err, p)
 	}
@@ -376,11 +377,11 @@ func TestConfigErrors(t *testing.T) {
 	if err != nil || err2 != nil || !bo.Admin || bo.Name != "bo" || ann.Admin || strings.Join(ann.Tenants, ",") != "acme,globex" {
 		t.Fatalf("stored accounts: %+v %v, %+v %v", bo, err, ann, err2)
 	}
-	p, err = Open(context.Background(), map[string]string{"APPROVAL_OPERATOR_TOKEN": operatorToken, "APPROVAL_COOKIE_SECURE": "true"}, svc, nil)
+	p, err = openEnv(context.Background(), map[string]string{"APPROVAL_OPERATOR_TOKEN": operatorToken, "APPROVAL_COOKIE_SECURE": "true"}, svc, nil)
 	if err != nil || !p.secure {
 		t.Fatalf("APPROVAL_COOKIE_SECURE=true: %v secure=%v", err, p != nil && p.secure)
 	}
-	if _, err := Open(context.Background(), map[string]string{"APPROVAL_OPERATOR_TOKEN": operatorToken, "APPROVAL_OPERATOR_SESSION_TTL": "soon"}, svc, nil); err == nil || !strings.Contains(err.Error(), "APPROVAL_OPERATOR_SESSION_TTL") {
+	if _, err := openEnv(context.Background(), map[string]string{"APPROVAL_OPERATOR_TOKEN": operatorToken, "APPROVAL_OPERATOR_SESSION_TTL": "soon"}, svc, nil); err == nil || !strings.Contains(err.Error(), "APPROVAL_OPERATOR_SESSION_TTL") {
 		t.Fatalf("bad TTL: %v", err)
 	}
 }
@@ -435,4 +436,14 @@ func TestErrorPage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openEnv is what the local service does with the page's environment: the
+// Config parsed (with the rest of the service's), then New.
+func openEnv(ctx context.Context, environ map[string]string, svc *approval.Service, logger *slog.Logger) (*Page, error) {
+	cfg, err := service.ParseEnv[Config](environ)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, cfg, svc, logger)
 }

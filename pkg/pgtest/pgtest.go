@@ -27,11 +27,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/servicetest"
 )
 
 // User is the database superuser of every Server; it needs no password
@@ -53,7 +54,7 @@ type Server struct {
 	cred *syscall.Credential // nil: run as the current user
 	cmd  *exec.Cmd
 	done chan error
-	out  *syncBuffer
+	out  *servicetest.Output
 	n    atomic.Int64 // databases created
 }
 
@@ -95,7 +96,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	s := &Server{Dir: dir, BinDir: bin, out: &syncBuffer{}}
+	s := &Server{Dir: dir, BinDir: bin, out: &servicetest.Output{Max: 1 << 20}}
 	if err := s.start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -243,27 +244,6 @@ func Main(m *testing.M, pkg string, srv **Server) {
 		fmt.Fprintf(os.Stderr, "%s tests: stop postgres: %v\n", pkg, err)
 	}
 	os.Exit(code)
-}
-
-// syncBuffer is the server's output, written by its process and read by Log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.b.Len() > 1<<20 {
-		return len(p), nil // enough to tell what went wrong
-	}
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // clockTicks is the unit of the CPU times in /proc/PID/stat (USER_HZ,

@@ -10,15 +10,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/brain-tools/suite/pkg/tool"
 
 	"github.com/brain-tools/suite/services/storage/internal/s3test"
@@ -36,7 +35,7 @@ func TestPutOverLimitThroughBrain(t *testing.T) {
 		t.Fatal("storage needs versitygw: ", err)
 	}
 	defer gw.Close()
-	brainBin := buildBrain(t)
+	brainBin := servicetest.BuildT(t, "../brain")
 
 	environ := map[string]string{
 		"BRAIN_TOOLS_KEY":           "tools-key-0123456789",
@@ -87,19 +86,6 @@ func TestPutOverLimitThroughBrain(t *testing.T) {
 	}
 }
 
-// buildBrain builds the brain binary from its module's directory, so the
-// same command works in the workspace and with GOWORK=off.
-func buildBrain(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "brain")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = "../brain"
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build brain: %v\n%s", err, out)
-	}
-	return bin
-}
-
 const brainKey = "brain-key-0123456789"
 
 type brain struct {
@@ -108,23 +94,6 @@ type brain struct {
 }
 
 var listeningRE = regexp.MustCompile(`brain listening on (\S+)`)
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // startBrain runs brain on 127.0.0.1:0 with bindings for tenant "local".
 func startBrain(t *testing.T, bin string, bindings []tool.Binding, toolsKey string) *brain {
@@ -135,35 +104,9 @@ func startBrain(t *testing.T, bin string, bindings []tool.Binding, toolsKey stri
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-config", path)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "BRAIN_ADDR=127.0.0.1:0", "BRAIN_DATA_DIR=" + filepath.Join(dir, "data"),
-		"BRAIN_API_KEY=" + brainKey, "BRAIN_TOOLS_KEY=" + toolsKey}
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("brain output:\n%s", out.String())
-		}
-	})
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if m := listeningRE.FindStringSubmatch(out.String()); m != nil {
-			return &brain{t: t, url: "http://" + m[1]}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("brain exited:\n%s", out.String())
-		default:
-		}
-	}
-	t.Fatalf("brain did not start:\n%s", out.String())
-	return nil
+	p := servicetest.StartProcess(t, "brain", bin, map[string]string{"BRAIN_ADDR": "127.0.0.1:0", "BRAIN_DATA_DIR": filepath.Join(dir, "data"),
+		"BRAIN_API_KEY": brainKey, "BRAIN_TOOLS_KEY": toolsKey}, "-config", path)
+	return &brain{t: t, url: "http://" + p.Await(t, listeningRE, 20*time.Second)[1]}
 }
 
 func (b *brain) do(method, path string, body, into any) {

@@ -60,7 +60,7 @@ func BenchmarkApprovalStreams(b *testing.B) {
 	n := benchStreams()
 	for range b.N {
 		l := startLocal(b, map[string]string{"SSE_HEARTBEAT": "1s", "LOG_LEVEL": "warn"})
-		pid := l.p.cmd.Process.Pid
+		pid := l.p.Cmd.Process.Pid
 		baseKB := procStatus(pid, "VmRSS")
 
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, DisableCompression: true}}
@@ -186,7 +186,7 @@ func BenchmarkApprovalStreams(b *testing.B) {
 		decideTime := time.Since(decideStart)
 		cancel()
 		peakKB := procStatus(pid, "VmHWM")
-		l.p.stop()
+		l.p.Stop()
 
 		ended := approved.Load() + denied.Load()
 		b.ReportMetric(float64(peakKB)/1024, "peak_MB")

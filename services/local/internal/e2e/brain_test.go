@@ -221,10 +221,10 @@ func TestBrainInspectSession(t *testing.T) {
 	}
 	// The local service logs the call but never the token it carried. It
 	// logs after it has answered, so the line may lag the answer a little.
-	logs := l.p.out.String()
+	logs := l.p.Output()
 	for deadline := time.Now().Add(5 * time.Second); len(readLines(logs, `"tool":"inspect_session"`)) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
-		logs = l.p.out.String()
+		logs = l.p.Output()
 	}
 	if len(readLines(logs, `"tool":"inspect_session"`)) == 0 {
 		t.Fatalf("no log line for the call:\n%s", logs)

@@ -12,16 +12,14 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/pgtest"
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
 )
@@ -47,15 +45,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	localBin, brainBin = filepath.Join(dir, "local"), filepath.Join(dir, "brain")
-	// Build from the modules' own directories so the same commands work in
-	// the workspace and with GOWORK=off.
-	for _, b := range []struct{ out, dir string }{{localBin, "../.."}, {brainBin, "../../../brain"}} {
-		cmd := exec.Command("go", "build", "-o", b.out, ".")
-		cmd.Dir = b.dir
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: go build in %s: %v\n", b.dir, err)
+	for _, b := range []struct {
+		bin *string
+		dir string
+	}{{&localBin, "../.."}, {&brainBin, "../../../brain"}} {
+		if *b.bin, err = servicetest.Build(b.dir, dir); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}
@@ -71,76 +66,6 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// syncBuffer collects a process's output for the test log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// proc is a running service process.
-type proc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-}
-
-func start(t testing.TB, name, bin string, env map[string]string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{cmd: cmd, out: out, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, out.String())
-		}
-	})
-	return p
-}
-
-// stop sends SIGTERM and waits up to 15 s, then kills.
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
 }
 
 func freePort(t testing.TB) string {
@@ -159,7 +84,7 @@ type local struct {
 	addr string
 	url  string
 	env  map[string]string
-	p    *proc
+	p    *servicetest.Process
 }
 
 func startLocal(t testing.TB, extra map[string]string) *local {
@@ -182,29 +107,8 @@ func startLocal(t testing.TB, extra map[string]string) *local {
 
 func (l *local) start() {
 	l.t.Helper()
-	l.p = start(l.t, "local", localBin, l.env)
-	waitHealthy(l.t, l.url+"/healthz", l.p)
-}
-
-func waitHealthy(t testing.TB, url string, p *proc) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			t.Fatalf("process exited during start-up:\n%s", p.out.String())
-		default:
-		}
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s not healthy after 20 s:\n%s", url, p.out.String())
+	l.p = servicetest.StartProcess(l.t, "local", localBin, l.env)
+	l.p.AwaitHealthy(l.t, l.url+"/healthz", 20*time.Second)
 }
 
 // bindings reads the local service's published bindings (GET /tools): the
@@ -231,7 +135,7 @@ func (l *local) bindings() []json.RawMessage {
 type brain struct {
 	t   testing.TB
 	url string
-	p   *proc
+	p   *servicetest.Process
 }
 
 var listeningRE = regexp.MustCompile(`brain listening on (\S+)`)
@@ -259,25 +163,13 @@ func startBrainWith(t testing.TB, l *local, edit func(doc map[string]any)) *brai
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, "brain", brainBin, map[string]string{
+	p := servicetest.StartProcess(t, "brain", brainBin, map[string]string{
 		"BRAIN_ADDR": "127.0.0.1:0", "BRAIN_DATA_DIR": filepath.Join(dir, "data"),
 		"BRAIN_API_KEY": brainKey, "BRAIN_TOOLS_KEY": toolsKey, "LOG_LEVEL": "debug",
 	}, "-config", path)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := listeningRE.FindStringSubmatch(p.out.String()); m != nil {
-			b := &brain{t: t, url: "http://" + m[1], p: p}
-			waitHealthy(t, b.url+"/healthz", p)
-			return b
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("brain exited:\n%s", p.out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("brain did not start:\n%s", p.out.String())
-	return nil
+	b := &brain{t: t, url: "http://" + p.Await(t, listeningRE, 20*time.Second)[1], p: p}
+	p.AwaitHealthy(t, b.url+"/healthz", 20*time.Second)
+	return b
 }
 
 // raw sends a request as the tenant's application and returns the status

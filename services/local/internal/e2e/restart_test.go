@@ -45,7 +45,7 @@ func TestPendingApprovalsSurviveSIGKILL(t *testing.T) {
 	stream := b.call(sess, "request_approval", map[string]any{"action": "Drain node 3", "details": "kubectl drain node-3"}, 0)
 	streamID := progressOf(t, next(t, evs, "tool.progress", 10*time.Second)).ApprovalID
 
-	l.p.kill()
+	l.p.Kill()
 	// The stream's call ends in brain as a dropped connection: an unknown
 	// outcome, since the service died mid-call.
 	d, r := resultOf(t, next(t, evs, "tool.result", 15*time.Second))
@@ -84,7 +84,7 @@ func TestPendingApprovalsSurviveSIGKILL(t *testing.T) {
 	}
 
 	// And once more across a second kill: decisions are durable too.
-	l.p.kill()
+	l.p.Kill()
 	l.start()
 	if state, dec := statusOf(t, b, sess, jobID); state != "succeeded" || dec["operator"] != "alice" {
 		t.Fatalf("decision after a second SIGKILL: %s %v", state, dec)
@@ -107,7 +107,7 @@ func TestSIGTERMLeavesStreamsPending(t *testing.T) {
 	id := progressOf(t, next(t, evs, "tool.progress", 10*time.Second)).ApprovalID
 
 	begin := time.Now()
-	l.p.stop()
+	l.p.Stop()
 	if took := time.Since(begin); took > 5*time.Second {
 		t.Fatalf("graceful stop took %s with a stream waiting", took)
 	}
@@ -139,7 +139,7 @@ func TestRecoverApprovalByCallIDAfterSIGKILL(t *testing.T) {
 	// Only to know the approval is recorded: the test does not keep the ID
 	// for the agent's side, as brain does not either.
 	seen := progressOf(t, next(t, evs, "tool.progress", 10*time.Second)).ApprovalID
-	l.p.kill()
+	l.p.Kill()
 	d, r := resultOf(t, next(t, evs, "tool.result", 15*time.Second))
 	if d.Status != "failed" || d.ErrorCode == nil || *d.ErrorCode != "connection_failed" || r["unknown_outcome"] != true {
 		t.Fatalf("request_approval after SIGKILL: %+v %s", d, d.Result)

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/servicetest"
 )
 
 // Credentials and bucket every Server is started with.
@@ -40,7 +42,7 @@ type Server struct {
 
 	cmd  *exec.Cmd
 	done chan error
-	out  *syncWriter
+	out  *servicetest.Output
 }
 
 // Binary returns the path of the versitygw executable: $VERSITYGW, then
@@ -99,7 +101,7 @@ func start(bin, root, meta string) (*Server, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 
-	out := &syncWriter{}
+	out := &servicetest.Output{Max: 64 << 10}
 	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--port", addr,
 		"posix", "--sidecar", meta, root)
 	cmd.Stdout = out
@@ -145,11 +147,7 @@ func ready(endpoint string) bool {
 }
 
 // Log returns what versitygw printed so far.
-func (s *Server) Log() string {
-	s.out.mu.Lock()
-	defer s.out.mu.Unlock()
-	return s.out.b.String()
-}
+func (s *Server) Log() string { return s.out.String() }
 
 // Close stops the server and waits for it to exit.
 func (s *Server) Close() error {

@@ -1,18 +1,15 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
@@ -55,52 +52,37 @@ func newSleepToolsOn(m *Manager) []service.Tool {
 }
 
 // harness serves tools over HTTP with the real service runtime, as brain
-// would reach them.
+// would reach them (servicetest).
 type harness struct {
 	t   *testing.T
-	url string
+	srv *servicetest.Server
 }
 
 func newHarness(t *testing.T, tools []service.Tool) *harness {
-	srv := &service.Server{Name: "jobs-test", Config: service.Config{Token: "k", Heartbeat: time.Second, StreamAfter: 5 * time.Second, MaxRequestBytes: 1 << 20}, Tools: tools}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return &harness{t: t, url: ts.URL}
+	return &harness{t: t, srv: servicetest.Start(t, tools...)}
 }
 
+// call calls name as tenant and returns its result and structured
+// content; a refusal fails the test.
 func (h *harness) call(tenant, name string, args any) (*tool.Result, map[string]any) {
 	h.t.Helper()
 	return h.callIn(tenant, "s1", name, args)
 }
 
+// callIn is call from the session session.
 func (h *harness) callIn(tenant, session, name string, args any) (*tool.Result, map[string]any) {
 	h.t.Helper()
-	a, _ := json.Marshal(args)
-	body, _ := json.Marshal(tool.Request{TenantID: tenant, SessionID: session, CallID: "c-" + NewID(), Arguments: a})
-	req, _ := http.NewRequest(http.MethodPost, h.url+"/tools/"+name, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Authorization", "Bearer k")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		h.t.Fatalf("%s: status %d: %s", name, resp.StatusCode, data)
-	}
-	res, err := tool.DecodeResult(data)
-	if err != nil {
-		h.t.Fatalf("%s: %v: %s", name, err, data)
+	r := h.srv.CallAs(h.t, tenant, session, name, args)
+	if r.Result == nil {
+		h.t.Fatalf("%s: status %d: %s", name, r.Status, r.Error)
 	}
 	var sc map[string]any
-	if res.HasStructured() {
-		if err := json.Unmarshal(res.StructuredContent, &sc); err != nil {
+	if r.Result.HasStructured() {
+		if err := json.Unmarshal(r.Result.StructuredContent, &sc); err != nil {
 			h.t.Fatal(err)
 		}
 	}
-	return res, sc
+	return r.Result, sc
 }
 
 func TestToolsNamesAndSchemas(t *testing.T) {

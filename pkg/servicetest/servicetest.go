@@ -102,6 +102,9 @@ type Reply struct {
 	Streamed bool
 	// Error is the body of a refusal (a non-200 answer).
 	Error string
+	// Size is the length in bytes of the answer's body (JSON), or of the
+	// result event's data (SSE): what a host holds to max_output_bytes.
+	Size int
 }
 
 // Text joins the result's text blocks with newlines.
@@ -123,8 +126,15 @@ func (r *Reply) Text() string {
 
 // Call calls tool name over HTTP as brain does (the contract's body and
 // headers, Accept: application/json, text/event-stream) with args
-// marshalled as the arguments, and reads the JSON or SSE answer.
+// marshalled as the arguments, and reads the JSON or SSE answer. The call
+// is of the session Session of the tenant Tenant.
 func (s *Server) Call(t testing.TB, name string, args any) *Reply {
+	t.Helper()
+	return s.CallAs(t, s.Tenant, s.Session, name, args)
+}
+
+// CallAs is Call from the session session of tenant tenant.
+func (s *Server) CallAs(t testing.TB, tenant, session, name string, args any) *Reply {
 	t.Helper()
 	raw, err := json.Marshal(args)
 	if err != nil {
@@ -132,7 +142,7 @@ func (s *Server) Call(t testing.TB, name string, args any) *Reply {
 	}
 	s.mu.Lock()
 	s.n++
-	req := tool.Request{TenantID: s.Tenant, SessionID: s.Session, CallID: "servicetest-call-" + strconv.Itoa(s.n), Arguments: raw}
+	req := tool.Request{TenantID: tenant, SessionID: session, CallID: "servicetest-call-" + strconv.Itoa(s.n), Arguments: raw}
 	s.mu.Unlock()
 	return s.CallRequest(t, name, req)
 }
@@ -168,6 +178,7 @@ func (s *Server) CallRequest(t testing.TB, name string, req tool.Request) *Reply
 		if err != nil {
 			t.Fatalf("servicetest: read %s: %v", name, err)
 		}
+		reply.Size = len(b)
 		if reply.Result, err = tool.DecodeResult(b); err != nil {
 			t.Fatalf("servicetest: %s answered an invalid result: %v\n%s", name, err, b)
 		}
@@ -182,6 +193,7 @@ func (s *Server) CallRequest(t testing.TB, name string, req tool.Request) *Reply
 		case sse.EventProgress:
 			reply.Progress = append(reply.Progress, json.RawMessage(ev.Data))
 		case sse.EventResult:
+			reply.Size = len(ev.Data)
 			if reply.Result, err = tool.DecodeResult([]byte(ev.Data)); err != nil {
 				t.Fatalf("servicetest: %s streamed an invalid result: %v\n%s", name, err, ev.Data)
 			}

@@ -9,12 +9,10 @@ import (
 	"image/color"
 	"image/png"
 	"net"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 
 	"github.com/brain-tools/suite/services/storage/internal/objects"
@@ -326,14 +324,7 @@ func TestPutOverRequestLimit(t *testing.T) {
 	cfg := toolsConfig()
 	cfg.MaxPutBytes = 16 << 10
 	h := newHarness(t, cfg)
-	ts, err := New(h.store, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &service.Server{Name: "storage", Config: service.Config{Token: token, MaxRequestBytes: 64 << 10, Heartbeat: time.Second, StreamAfter: 10 * time.Second}, Tools: ts.List()}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	h.url = hs.URL
+	h.serve(map[string]string{"MAX_REQUEST_BYTES": "65536", "SSE_HEARTBEAT": "1s"})
 	for _, tc := range []struct {
 		name, field string
 		args        map[string]any

@@ -1,19 +1,15 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/brain-tools/suite/pkg/tool"
 
 	"github.com/brain-tools/suite/services/storage/internal/objects"
@@ -43,13 +39,14 @@ func toolsConfig() Config {
 	return Config{KeyPrefixMode: "tenant", MaxPutBytes: 2 << 20, MaxOutputBytes: tool.DefaultMaxOutputBytes}
 }
 
-// harness is the storage service served over real HTTP on 127.0.0.1.
+// harness is the storage service served over real HTTP on 127.0.0.1 by
+// the test kit, called as brain calls it.
 type harness struct {
 	t     testing.TB
 	url   string
+	srv   *servicetest.Server
 	cfg   Config
 	store *objects.Store
-	calls atomic.Int64
 }
 
 // newHarness serves the tools with cfg; every harness gets its own key root
@@ -68,14 +65,26 @@ func newHarness(t testing.TB, cfg Config) *harness {
 
 func newHarnessWith(t testing.TB, store *objects.Store, cfg Config) *harness {
 	t.Helper()
-	ts, err := New(store, cfg)
+	h := &harness{t: t, cfg: cfg, store: store}
+	h.serve(map[string]string{"SSE_HEARTBEAT": "1s"})
+	return h
+}
+
+// serve (re)starts the service with the shared settings in environ (and
+// the test token), on a new port.
+func (h *harness) serve(environ map[string]string) {
+	h.t.Helper()
+	ts, err := New(h.store, h.cfg)
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
-	srv := &service.Server{Name: "storage", Config: service.Config{Token: token, MaxRequestBytes: 4 << 20, Heartbeat: time.Second, StreamAfter: 10 * time.Second}, Tools: ts.List()}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return &harness{t: t, url: hs.URL, cfg: cfg, store: store}
+	environ["ADDR"], environ["BRAIN_TOOLS_KEY"] = "127.0.0.1:0", token
+	cfg, err := service.ParseEnv[service.Config](environ)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.srv = servicetest.StartServer(h.t, &service.Server{Name: "storage", Config: cfg, Tools: ts.List()})
+	h.url = h.srv.URL
 }
 
 // call posts one tool call as brain does and decodes the result strictly.
@@ -91,35 +100,14 @@ func (h *harness) call(tenant, session, name string, args any) *tool.Result {
 
 func (h *harness) callRaw(tenant, session, name string, args json.RawMessage) *tool.Result {
 	h.t.Helper()
-	body, _ := json.Marshal(map[string]any{
-		"tenant_id": tenant, "session_id": session,
-		"call_id":   fmt.Sprintf("call-%d", h.calls.Add(1)),
-		"arguments": args,
-	})
-	req, _ := http.NewRequest(http.MethodPost, h.url+"/tools/"+name, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
+	r := h.srv.CallAs(h.t, tenant, session, name, args)
+	if r.Result == nil {
+		h.t.Fatalf("%s: HTTP %d: %s", name, r.Status, r.Error)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
+	if int64(r.Size) > h.cfg.MaxOutputBytes {
+		h.t.Fatalf("%s: %d-byte response over the %d-byte output limit", name, r.Size, h.cfg.MaxOutputBytes)
 	}
-	if resp.StatusCode != http.StatusOK {
-		h.t.Fatalf("%s: HTTP %s: %s", name, resp.Status, data)
-	}
-	if int64(len(data)) > h.cfg.MaxOutputBytes {
-		h.t.Fatalf("%s: %d-byte response over the %d-byte output limit", name, len(data), h.cfg.MaxOutputBytes)
-	}
-	res, err := tool.DecodeResult(bytes.TrimSpace(data))
-	if err != nil {
-		h.t.Fatalf("%s: %v: %.300s", name, err, data)
-	}
-	return res
+	return r.Result
 }
 
 // ok fails unless r is a success, and decodes its structured content.

@@ -281,28 +281,6 @@ func OutputSchema(idField string) json.RawMessage {
 	})
 }
 
-// StartTool returns a start tool that runs the job the handler prepares on
-// m. prepare checks the call (its arguments, its tenant's rights) and
-// returns the work to run, or an is_error result to answer instead; the job
-// is owned by the call's tenant and session (CallOwner). The answer is
-// StartedResult.
-func (m *Manager) StartTool(spec Spec, b tool.Binding, prepare func(ctx context.Context, call *service.Call) (Func, *tool.Result)) service.Tool {
-	return service.Tool{Binding: b, Handler: func(ctx context.Context, call *service.Call) *tool.Result {
-		fn, refusal := prepare(ctx, call)
-		if refusal != nil {
-			return refusal
-		}
-		if fn == nil {
-			return tool.Errorf("start %s: nothing to run", spec.Noun)
-		}
-		st, err := m.Start(CallOwner(call), fn)
-		if err != nil {
-			return tool.Errorf("start %s: %v", spec.Noun, err)
-		}
-		return StartedResult(spec, st, nil)
-	}}
-}
-
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {

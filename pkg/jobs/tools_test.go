@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -28,16 +29,9 @@ func newSleepTools(t *testing.T) []service.Tool {
 // newSleepToolsOn builds the test's job tools over m.
 func newSleepToolsOn(m *Manager) []service.Tool {
 	spec := Spec{Prefix: "sleep", Noun: "nap", Backend: m}
-	spec.Start = m.StartTool(spec, tool.Binding{
-		Description: "Sleep, then say so.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"millis":{"type":"integer"}},"additionalProperties":false}`),
-	}, func(ctx context.Context, call *service.Call) (Func, *tool.Result) {
-		var a sleepArgs
-		if err := json.Unmarshal(call.Arguments, &a); err != nil {
-			return nil, tool.Errorf("invalid arguments: %v", err)
-		}
+	spec.Start = TypedStart(m, spec, tool.Binding{Description: "Sleep, then say so."}, func(ctx context.Context, call *service.Call, a sleepArgs) (Func, error) {
 		if a.Millis < 0 {
-			return nil, tool.Errorf("invalid arguments: millis: must not be negative")
+			return nil, errors.New("invalid arguments: millis: must not be negative")
 		}
 		return func(ctx context.Context) *tool.Result {
 			select {

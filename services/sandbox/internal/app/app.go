@@ -171,17 +171,15 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// DefaultAddr is where the service listens when ADDR is unset.
+// DefaultAddr is where the service listens when ADDR is unset: main gives
+// it to service.Main, which puts it in the environment Run gets.
 const DefaultAddr = "127.0.0.1:8082"
 
-// ParseConfig reads Config from environ, defaulting ADDR to DefaultAddr.
+// ParseConfig reads Config from environ, parsed once, and checks it.
 func ParseConfig(environ map[string]string) (Config, error) {
 	cfg, err := service.ParseEnv[Config](environ)
 	if err != nil {
 		return cfg, err
-	}
-	if cfg.Addr == "" {
-		cfg.Addr = DefaultAddr
 	}
 	if cfg.LimitFSize <= 0 {
 		cfg.LimitFSize = cfg.Quota

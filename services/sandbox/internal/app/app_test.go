@@ -47,6 +47,7 @@ func testEnviron(t *testing.T) map[string]string {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	n, _ := rand.Int(rand.Reader, big.NewInt(3000))
 	return map[string]string{
+		"ADDR":                "127.0.0.1:0",
 		"BRAIN_TOOLS_KEY":     testToken,
 		"SANDBOX_ROOT":        root,
 		"SANDBOX_UID_BASE":    strconv.Itoa(4_000_000 + int(n.Int64())*1000),
@@ -660,12 +661,15 @@ func TestToolsAndAuth(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	base := map[string]string{"BRAIN_TOOLS_KEY": "k"}
+	base := map[string]string{"BRAIN_TOOLS_KEY": "k", "ADDR": DefaultAddr}
 	cfg, err := ParseConfig(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Addr != "127.0.0.1:8082" || cfg.Backend != "local" || cfg.LimitFSize != cfg.Quota || cfg.Idle != 30*time.Minute || cfg.QuotaEvery != 50*time.Millisecond {
+	if _, err := ParseConfig(map[string]string{"BRAIN_TOOLS_KEY": "k"}); err == nil || !strings.Contains(err.Error(), `ADDR "": is empty`) {
+		t.Errorf("no ADDR (Main applies the default): %v", err)
+	}
+	if cfg.Backend != "local" || cfg.LimitFSize != cfg.Quota || cfg.Idle != 30*time.Minute || cfg.QuotaEvery != 50*time.Millisecond {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	for k, v := range map[string]string{
@@ -676,14 +680,14 @@ func TestConfig(t *testing.T) {
 		"SANDBOX_DEFAULT_TIMEOUT":   "2h",
 		"SANDBOX_QUOTA_INTERVAL":    "9ms",
 	} {
-		env := map[string]string{"BRAIN_TOOLS_KEY": "k", k: v}
+		env := map[string]string{"BRAIN_TOOLS_KEY": "k", "ADDR": DefaultAddr, k: v}
 		if _, err := ParseConfig(env); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v", k, v, err)
 		}
 	}
 	// SANDBOX_QUOTA_INTERVAL at its edges.
 	for v, ok := range map[string]bool{"10ms": true, "10s": true, "9ms": false, "10001ms": false, "0s": false} {
-		_, err := ParseConfig(map[string]string{"BRAIN_TOOLS_KEY": "k", "SANDBOX_QUOTA_INTERVAL": v})
+		_, err := ParseConfig(map[string]string{"BRAIN_TOOLS_KEY": "k", "ADDR": DefaultAddr, "SANDBOX_QUOTA_INTERVAL": v})
 		if (err == nil) != ok {
 			t.Errorf("SANDBOX_QUOTA_INTERVAL=%s: %v, want accepted %v", v, err, ok)
 		}
@@ -784,6 +788,7 @@ func TestStartRefusesAnUnreachableRoot(t *testing.T) {
 	}
 	n, _ := rand.Int(rand.Reader, big.NewInt(3000))
 	cfg, err := ParseConfig(map[string]string{
+		"ADDR":             "127.0.0.1:0",
 		"BRAIN_TOOLS_KEY":  testToken,
 		"SANDBOX_ROOT":     filepath.Join(locked, "data", "sandbox"),
 		"SANDBOX_UID_BASE": strconv.Itoa(4_000_000 + int(n.Int64())*1000),

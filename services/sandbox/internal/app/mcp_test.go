@@ -141,8 +141,8 @@ func TestStatelessMCPClient(t *testing.T) {
 		t.Errorf("a closed handle: %s", text)
 	}
 	// The handle's job belongs to the handle, not to brain: HTTP callers
-	// cannot pass one.
-	if a := h.call("s1", "sandbox_list_files", map[string]any{"workspace": handle}); !a.Result.IsError || !strings.Contains(a.Text(), "workspace: a workspace handle is for MCP clients") {
+	// cannot pass one (the HTTP bindings do not take it).
+	if a := h.call("s1", "sandbox_list_files", map[string]any{"workspace": handle}); !a.Result.IsError || !strings.Contains(a.Text(), "additional properties 'workspace' not allowed") {
 		t.Errorf("HTTP with a handle: %s", a.Text())
 	}
 

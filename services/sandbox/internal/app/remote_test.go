@@ -20,6 +20,7 @@ func TestRemoteBackendsThroughTheTools(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
+			env["ADDR"] = "127.0.0.1:0"
 			env["BRAIN_TOOLS_KEY"] = testToken
 			env["SANDBOX_ROOT"] = root
 			env["TOOL_TENANTS"] = "tenant-a"

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -10,13 +9,13 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/jobs"
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend/backendtest"
 	"github.com/brain-tools/suite/services/sandbox/internal/reaper"
 )
@@ -59,29 +58,11 @@ func reapable(pid int) bool {
 	return false
 }
 
-// lockedBuffer collects a child's stderr for failure messages.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // child is the service running as a process of its own.
 type child struct {
 	cmd    *exec.Cmd
-	exited chan struct{} // closed once the process has been waited for
-	logs   *lockedBuffer
+	exited chan struct{}       // closed once the process has been waited for
+	logs   *servicetest.Output // its stderr, for failure messages
 }
 
 // startProcess runs the service as a child process with environ on a free
@@ -111,11 +92,12 @@ func startProcessWith(t *testing.T, environ map[string]string, o processOptions)
 	argv := append(append([]string(nil), o.wrap...), os.Args[0])
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.ExtraFiles = o.extra
-	cmd.Env = append(os.Environ(), serveEnv+"=1", "ADDR="+addr, "LOG_LEVEL=warn")
+	cmd.Env = append(os.Environ(), serveEnv+"=1", "LOG_LEVEL=warn")
 	for k, v := range environ {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	c := &child{cmd: cmd, exited: make(chan struct{}), logs: &lockedBuffer{}}
+	cmd.Env = append(cmd.Env, "ADDR="+addr) // the last value of a name wins
+	c := &child{cmd: cmd, exited: make(chan struct{}), logs: &servicetest.Output{}}
 	cmd.Stderr = c.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

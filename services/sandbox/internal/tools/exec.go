@@ -30,8 +30,10 @@ type execArgs struct {
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// check validates args against the limits and builds the request. Errors
-// are is_error results naming the field.
+// check validates what the schema (execSchema) cannot say against the
+// limits, and builds the request: a command of more than spaces, byte
+// (not character) lengths, NUL bytes, the working directory. Errors are
+// is_error results naming the field.
 func (s *Service) check(args execArgs, defaultTimeout time.Duration) (backend.ExecRequest, *tool.Result) {
 	l := s.lim
 	var req backend.ExecRequest
@@ -47,14 +49,9 @@ func (s *Service) check(args execArgs, defaultTimeout time.Duration) (backend.Ex
 	if err != nil {
 		return req, fieldErr("cwd", "%v", err)
 	}
-	if len(args.Env) > l.MaxEnvVars {
-		return req, fieldErr("env", "%d variables is over the limit of %d", len(args.Env), l.MaxEnvVars)
-	}
+	// The schema holds the count of variables and their names.
 	envBytes := 0
 	for k, v := range args.Env {
-		if !envNameRE.MatchString(k) {
-			return req, fieldErr("env", "%q is not a variable name (letters, digits and _, not starting with a digit)", k)
-		}
 		if strings.IndexByte(v, 0) >= 0 {
 			return req, fieldErr("env."+k, "contains a NUL byte")
 		}
@@ -65,11 +62,7 @@ func (s *Service) check(args execArgs, defaultTimeout time.Duration) (backend.Ex
 	}
 	timeout := defaultTimeout
 	if args.TimeoutSeconds != nil {
-		n := *args.TimeoutSeconds
-		if n < 1 || time.Duration(n)*time.Second > l.MaxTimeout {
-			return req, fieldErr("timeout_seconds", "must be from 1 to %d, got %d", int(l.MaxTimeout/time.Second), n)
-		}
-		timeout = time.Duration(n) * time.Second
+		timeout = time.Duration(*args.TimeoutSeconds) * time.Second // 1 to MaxTimeout: the schema's
 	}
 	req = backend.ExecRequest{Command: args.Command, Dir: dir, Env: args.Env, Timeout: timeout}
 	if args.Stdin != nil {
@@ -417,30 +410,33 @@ var execOutputSchema = mustJSON(map[string]any{
 	"required": []string{"exit_code", "stdout", "stderr", "timed_out", "cancelled", "duration_ms", "stdout_dropped_bytes", "stderr_dropped_bytes"},
 })
 
-func (s *Service) execTool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name:         "sandbox_exec",
-			Description:  execDescription,
-			InputSchema:  s.execSchema("to run", s.lim.DefaultTimeout),
-			OutputSchema: execOutputSchema,
-			// The command may run for MaxTimeout; the answer needs a moment
-			// more to come back.
-			TimeoutSeconds: int(s.lim.MaxTimeout/time.Second) + 60,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args execArgs) *tool.Result {
-			req, bad := s.check(args, s.lim.DefaultTimeout)
-			if bad != nil {
-				return bad
-			}
-			ws, release, bad := s.acquire(ctx, call, args.Workspace)
-			if bad != nil {
-				return bad
-			}
-			defer release()
-			return s.execute(ctx, ws, req, s.newRun(), call.Progress)
-		}),
-	}
+func (s *Service) execTool(handle bool) service.Tool {
+	return declare(tool.Binding{
+		Name:        "sandbox_exec",
+		Title:       "Run a command",
+		Description: execDescription,
+		// A command may change or delete anything in the workspace, and
+		// reach the network where the backend allows it: every MCP
+		// default (destructive, not idempotent, open world).
+		Annotations:  &tool.Annotations{},
+		InputSchema:  s.execSchema("to run", s.lim.DefaultTimeout),
+		OutputSchema: execOutputSchema,
+		// The command may run for MaxTimeout; the answer needs a moment
+		// more to come back.
+		TimeoutSeconds: int(s.lim.MaxTimeout/time.Second) + 60,
+	}, handle, func(ctx context.Context, call *service.Call, args execArgs) (*tool.Result, error) {
+		req, bad := s.check(args, s.lim.DefaultTimeout)
+		if bad != nil {
+			return bad, nil
+		}
+		ws, release, bad := s.acquire(ctx, call, args.Workspace)
+		if bad != nil {
+			return bad, nil
+		}
+		defer release()
+		return s.execute(ctx, ws, req, s.newRun(), call.Progress), nil
+	})
+
 }
 
 func mustJSON(v any) json.RawMessage {

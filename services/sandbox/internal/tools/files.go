@@ -22,63 +22,63 @@ type writeArgs struct {
 	Workspace *string `json:"workspace,omitempty"`
 }
 
-func (s *Service) writeFileTool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name:        "sandbox_write_file",
-			Description: "Write a file in this session's sandbox workspace, creating parent directories and replacing an existing file. Commands of the session see it at once.",
-			InputSchema: mustJSON(map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"path":     map[string]any{"type": "string", "minLength": 1, "maxLength": 4096, "description": pathDescription},
-					"content":  map[string]any{"type": "string", "description": fmt.Sprintf("The file's content, at most %d bytes once decoded.", s.lim.MaxWriteBytes)},
-					"encoding": map[string]any{"enum": []string{"utf-8", "base64"}, "description": "How content is given: utf-8 text (default) or base64 for binary data."},
-				},
-				"required":             []string{"path", "content"},
-				"additionalProperties": false,
-			}),
-			OutputSchema: mustJSON(map[string]any{
-				"type":       "object",
-				"properties": map[string]any{"path": map[string]any{"type": "string"}, "bytes": map[string]any{"type": "integer"}},
-				"required":   []string{"path", "bytes"},
-			}),
-			TimeoutSeconds: 60,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args writeArgs) *tool.Result {
-			rel, err := backend.CleanPath(args.Path)
-			if err != nil {
-				return fieldErr("path", "%v", err)
-			}
-			if rel == "" {
-				return fieldErr("path", "names the workspace itself; give a file path")
-			}
-			var data []byte
-			switch args.Encoding {
-			case "", "utf-8":
-				data = []byte(args.Content)
-			case "base64":
-				data, err = base64.StdEncoding.DecodeString(args.Content)
-				if err != nil {
-					return fieldErr("content", "not valid base64: %v", err)
-				}
-			default:
-				return fieldErr("encoding", "must be utf-8 or base64, got %q", args.Encoding)
-			}
-			if len(data) > s.lim.MaxWriteBytes {
-				return fieldErr("content", "%d bytes is over the limit of %d", len(data), s.lim.MaxWriteBytes)
-			}
-			ws, release, bad := s.acquire(ctx, call, args.Workspace)
-			if bad != nil {
-				return bad
-			}
-			defer release()
-			if err := s.be.WriteFile(ctx, ws, rel, data); err != nil {
-				return fileError("sandbox_write_file", err, call)
-			}
-			shown := backend.WorkspaceMount + "/" + rel
-			return mustResult(tool.StructuredResult(map[string]any{"path": shown, "bytes": len(data)}, fmt.Sprintf("wrote %d bytes to %s", len(data), shown)))
+func (s *Service) writeFileTool(handle bool) service.Tool {
+	return declare(tool.Binding{
+		Name:  "sandbox_write_file",
+		Title: "Write a file",
+		// It replaces a file of the session's own workspace: destructive,
+		// and the same write twice leaves the same file.
+		Annotations: &tool.Annotations{IdempotentHint: true, OpenWorldHint: new(bool)},
+		Description: "Write a file in this session's sandbox workspace, creating parent directories and replacing an existing file. Commands of the session see it at once.",
+		InputSchema: mustJSON(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"path":     map[string]any{"type": "string", "minLength": 1, "maxLength": 4096, "description": pathDescription},
+				"content":  map[string]any{"type": "string", "description": fmt.Sprintf("The file's content, at most %d bytes once decoded.", s.lim.MaxWriteBytes)},
+				"encoding": map[string]any{"enum": []string{"utf-8", "base64"}, "description": "How content is given: utf-8 text (default) or base64 for binary data."},
+			},
+			"required":             []string{"path", "content"},
+			"additionalProperties": false,
 		}),
-	}
+		OutputSchema: mustJSON(map[string]any{
+			"type":       "object",
+			"properties": map[string]any{"path": map[string]any{"type": "string"}, "bytes": map[string]any{"type": "integer"}},
+			"required":   []string{"path", "bytes"},
+		}),
+		TimeoutSeconds: 60,
+	}, handle, func(ctx context.Context, call *service.Call, args writeArgs) (*tool.Result, error) {
+		rel, err := backend.CleanPath(args.Path)
+		if err != nil {
+			return fieldErr("path", "%v", err), nil
+		}
+		if rel == "" {
+			return fieldErr("path", "names the workspace itself; give a file path"), nil
+		}
+		var data []byte
+		switch args.Encoding {
+		case "", "utf-8":
+			data = []byte(args.Content)
+		case "base64": // the schema allows no other
+			data, err = base64.StdEncoding.DecodeString(args.Content)
+			if err != nil {
+				return fieldErr("content", "not valid base64: %v", err), nil
+			}
+		}
+		if len(data) > s.lim.MaxWriteBytes {
+			return fieldErr("content", "%d bytes is over the limit of %d", len(data), s.lim.MaxWriteBytes), nil
+		}
+		ws, release, bad := s.acquire(ctx, call, args.Workspace)
+		if bad != nil {
+			return bad, nil
+		}
+		defer release()
+		if err := s.be.WriteFile(ctx, ws, rel, data); err != nil {
+			return fileError("sandbox_write_file", err, call), nil
+		}
+		shown := backend.WorkspaceMount + "/" + rel
+		return mustResult(tool.StructuredResult(map[string]any{"path": shown, "bytes": len(data)}, fmt.Sprintf("wrote %d bytes to %s", len(data), shown))), nil
+	})
+
 }
 
 type readArgs struct {
@@ -88,96 +88,91 @@ type readArgs struct {
 	Workspace *string `json:"workspace,omitempty"`
 }
 
-func (s *Service) readFileTool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name: "sandbox_read_file",
-			Description: "Read a file of this session's sandbox workspace: UTF-8 text as it is, anything else as base64. " +
-				fmt.Sprintf("Reads at most max_bytes (default %d, at most %d) from offset; read on from offset+bytes when truncated is true.", s.lim.DefaultReadBytes, s.lim.MaxReadBytes),
-			InputSchema: mustJSON(map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"path":      map[string]any{"type": "string", "minLength": 1, "maxLength": 4096, "description": pathDescription},
-					"offset":    map[string]any{"type": "integer", "minimum": 0, "description": "Byte offset to start at. Default 0."},
-					"max_bytes": map[string]any{"type": "integer", "minimum": 1, "maximum": s.lim.MaxReadBytes},
-				},
-				"required":             []string{"path"},
-				"additionalProperties": false,
-			}),
-			OutputSchema: mustJSON(map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"path": map[string]any{"type": "string"}, "size": map[string]any{"type": "integer"},
-					"offset": map[string]any{"type": "integer"}, "bytes": map[string]any{"type": "integer"},
-					"encoding": map[string]any{"enum": []string{"utf-8", "base64"}}, "content": map[string]any{"type": "string"},
-					"truncated": map[string]any{"type": "boolean"},
-				},
-				"required": []string{"path", "offset", "bytes", "encoding", "content", "truncated"},
-			}),
-			TimeoutSeconds: 60,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args readArgs) *tool.Result {
-			rel, err := backend.CleanPath(args.Path)
-			if err != nil {
-				return fieldErr("path", "%v", err)
-			}
-			offset := int64(0)
-			if args.Offset != nil {
-				if *args.Offset < 0 {
-					return fieldErr("offset", "must not be negative, got %d", *args.Offset)
-				}
-				offset = *args.Offset
-			}
-			limit := s.lim.DefaultReadBytes
-			if args.MaxBytes != nil {
-				if *args.MaxBytes < 1 || *args.MaxBytes > s.lim.MaxReadBytes {
-					return fieldErr("max_bytes", "must be from 1 to %d, got %d", s.lim.MaxReadBytes, *args.MaxBytes)
-				}
-				limit = *args.MaxBytes
-			}
-			ws, release, bad := s.acquire(ctx, call, args.Workspace)
-			if bad != nil {
-				return bad
-			}
-			defer release()
-			// One byte more tells whether the file goes on.
-			data, size, err := s.be.ReadFile(ctx, ws, rel, offset, int64(limit)+1)
-			if err != nil {
-				return fileError("sandbox_read_file", err, call)
-			}
-			truncated := len(data) > limit
-			if truncated {
-				data = data[:limit]
-			}
-			encoding, content := "utf-8", ""
-			if text, ok := asText(data, truncated); ok {
-				content = text
-				if truncated {
-					// Do not end inside a character: the next read starts
-					// at the character.
-					data = data[:len(text)]
-				}
-			} else {
-				encoding, content = "base64", base64.StdEncoding.EncodeToString(data)
-			}
-			shown := backend.WorkspaceMount + "/" + rel
-			m := map[string]any{"path": shown, "offset": offset, "bytes": len(data), "encoding": encoding, "content": content, "truncated": truncated}
-			if size >= 0 {
-				m["size"] = size
-			}
-			head := fmt.Sprintf("%s: %d bytes from offset %d", shown, len(data), offset)
-			if size >= 0 {
-				head += fmt.Sprintf(" of %d", size)
-			}
-			if truncated {
-				head += fmt.Sprintf(" (more from offset %d)", offset+int64(len(data)))
-			}
-			if encoding == "base64" {
-				head += ", base64"
-			}
-			return mustResult(tool.StructuredResult(m, head+"\n"+content))
+func (s *Service) readFileTool(handle bool) service.Tool {
+	return declare(tool.Binding{
+		Name:        "sandbox_read_file",
+		Title:       "Read a file",
+		Annotations: tool.ReadOnly(),
+		Description: "Read a file of this session's sandbox workspace: UTF-8 text as it is, anything else as base64. " +
+			fmt.Sprintf("Reads at most max_bytes (default %d, at most %d) from offset; read on from offset+bytes when truncated is true.", s.lim.DefaultReadBytes, s.lim.MaxReadBytes),
+		InputSchema: mustJSON(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"path":      map[string]any{"type": "string", "minLength": 1, "maxLength": 4096, "description": pathDescription},
+				"offset":    map[string]any{"type": "integer", "minimum": 0, "description": "Byte offset to start at. Default 0."},
+				"max_bytes": map[string]any{"type": "integer", "minimum": 1, "maximum": s.lim.MaxReadBytes},
+			},
+			"required":             []string{"path"},
+			"additionalProperties": false,
 		}),
-	}
+		OutputSchema: mustJSON(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"path": map[string]any{"type": "string"}, "size": map[string]any{"type": "integer"},
+				"offset": map[string]any{"type": "integer"}, "bytes": map[string]any{"type": "integer"},
+				"encoding": map[string]any{"enum": []string{"utf-8", "base64"}}, "content": map[string]any{"type": "string"},
+				"truncated": map[string]any{"type": "boolean"},
+			},
+			"required": []string{"path", "offset", "bytes", "encoding", "content", "truncated"},
+		}),
+		TimeoutSeconds: 60,
+	}, handle, func(ctx context.Context, call *service.Call, args readArgs) (*tool.Result, error) {
+		rel, err := backend.CleanPath(args.Path)
+		if err != nil {
+			return fieldErr("path", "%v", err), nil
+		}
+		// The schema holds offset to 0 or more and max_bytes to its range.
+		offset := int64(0)
+		if args.Offset != nil {
+			offset = *args.Offset
+		}
+		limit := s.lim.DefaultReadBytes
+		if args.MaxBytes != nil {
+			limit = *args.MaxBytes
+		}
+		ws, release, bad := s.acquire(ctx, call, args.Workspace)
+		if bad != nil {
+			return bad, nil
+		}
+		defer release()
+		// One byte more tells whether the file goes on.
+		data, size, err := s.be.ReadFile(ctx, ws, rel, offset, int64(limit)+1)
+		if err != nil {
+			return fileError("sandbox_read_file", err, call), nil
+		}
+		truncated := len(data) > limit
+		if truncated {
+			data = data[:limit]
+		}
+		encoding, content := "utf-8", ""
+		if text, ok := asText(data, truncated); ok {
+			content = text
+			if truncated {
+				// Do not end inside a character: the next read starts
+				// at the character.
+				data = data[:len(text)]
+			}
+		} else {
+			encoding, content = "base64", base64.StdEncoding.EncodeToString(data)
+		}
+		shown := backend.WorkspaceMount + "/" + rel
+		m := map[string]any{"path": shown, "offset": offset, "bytes": len(data), "encoding": encoding, "content": content, "truncated": truncated}
+		if size >= 0 {
+			m["size"] = size
+		}
+		head := fmt.Sprintf("%s: %d bytes from offset %d", shown, len(data), offset)
+		if size >= 0 {
+			head += fmt.Sprintf(" of %d", size)
+		}
+		if truncated {
+			head += fmt.Sprintf(" (more from offset %d)", offset+int64(len(data)))
+		}
+		if encoding == "base64" {
+			head += ", base64"
+		}
+		return mustResult(tool.StructuredResult(m, head+"\n"+content)), nil
+	})
+
 }
 
 // asText returns data as text when it is UTF-8 with few control
@@ -216,78 +211,73 @@ type listArgs struct {
 	Workspace  *string `json:"workspace,omitempty"`
 }
 
-func (s *Service) listFilesTool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name:        "sandbox_list_files",
-			Description: "List a directory of this session's sandbox workspace (default: the workspace itself), depth levels down, with each entry's type, size, mode and modification time. Symbolic links are listed, not followed.",
-			InputSchema: mustJSON(map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"path":        map[string]any{"type": "string", "maxLength": 4096, "description": pathDescription + " Default: the workspace."},
-					"depth":       map[string]any{"type": "integer", "minimum": 1, "maximum": s.lim.MaxListDepth, "description": "Levels to descend; 1 (default) lists the directory's own entries."},
-					"max_entries": map[string]any{"type": "integer", "minimum": 1, "maximum": s.lim.MaxListEntries, "description": fmt.Sprintf("Most entries to return. Default %d.", s.lim.DefaultListEntries)},
-				},
-				"additionalProperties": false,
-			}),
-			OutputSchema: mustJSON(map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"path":      map[string]any{"type": "string"},
-					"entries":   map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
-					"truncated": map[string]any{"type": "boolean"},
-				},
-				"required": []string{"path", "entries", "truncated"},
-			}),
-			TimeoutSeconds: 60,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args listArgs) *tool.Result {
-			rel, err := backend.CleanPath(args.Path)
-			if err != nil {
-				return fieldErr("path", "%v", err)
-			}
-			depth, limit := 1, s.lim.DefaultListEntries
-			if args.Depth != nil {
-				if *args.Depth < 1 || *args.Depth > s.lim.MaxListDepth {
-					return fieldErr("depth", "must be from 1 to %d, got %d", s.lim.MaxListDepth, *args.Depth)
-				}
-				depth = *args.Depth
-			}
-			if args.MaxEntries != nil {
-				if *args.MaxEntries < 1 || *args.MaxEntries > s.lim.MaxListEntries {
-					return fieldErr("max_entries", "must be from 1 to %d, got %d", s.lim.MaxListEntries, *args.MaxEntries)
-				}
-				limit = *args.MaxEntries
-			}
-			ws, release, bad := s.acquire(ctx, call, args.Workspace)
-			if bad != nil {
-				return bad
-			}
-			defer release()
-			entries, truncated, err := s.be.ListFiles(ctx, ws, rel, depth, limit)
-			if err != nil {
-				return fileError("sandbox_list_files", err, call)
-			}
-			if entries == nil {
-				entries = []backend.FileInfo{}
-			}
-			shown := backend.WorkspaceMount
-			if rel != "" {
-				shown += "/" + rel
-			}
-			var b strings.Builder
-			fmt.Fprintf(&b, "%s: %d entries", shown, len(entries))
-			if truncated {
-				b.WriteString(" (truncated; raise max_entries or list a subdirectory)")
-			}
-			for _, e := range entries {
-				name := e.Path
-				if e.Type == "dir" {
-					name += "/"
-				}
-				fmt.Fprintf(&b, "\n%-7s %10d  %s", e.Type, e.Size, name)
-			}
-			return mustResult(tool.StructuredResult(map[string]any{"path": shown, "entries": entries, "truncated": truncated}, b.String()))
+func (s *Service) listFilesTool(handle bool) service.Tool {
+	return declare(tool.Binding{
+		Name:        "sandbox_list_files",
+		Title:       "List files",
+		Annotations: tool.ReadOnly(),
+		Description: "List a directory of this session's sandbox workspace (default: the workspace itself), depth levels down, with each entry's type, size, mode and modification time. Symbolic links are listed, not followed.",
+		InputSchema: mustJSON(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"path":        map[string]any{"type": "string", "maxLength": 4096, "description": pathDescription + " Default: the workspace."},
+				"depth":       map[string]any{"type": "integer", "minimum": 1, "maximum": s.lim.MaxListDepth, "description": "Levels to descend; 1 (default) lists the directory's own entries."},
+				"max_entries": map[string]any{"type": "integer", "minimum": 1, "maximum": s.lim.MaxListEntries, "description": fmt.Sprintf("Most entries to return. Default %d.", s.lim.DefaultListEntries)},
+			},
+			"additionalProperties": false,
 		}),
-	}
+		OutputSchema: mustJSON(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"path":      map[string]any{"type": "string"},
+				"entries":   map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
+				"truncated": map[string]any{"type": "boolean"},
+			},
+			"required": []string{"path", "entries", "truncated"},
+		}),
+		TimeoutSeconds: 60,
+	}, handle, func(ctx context.Context, call *service.Call, args listArgs) (*tool.Result, error) {
+		rel, err := backend.CleanPath(args.Path)
+		if err != nil {
+			return fieldErr("path", "%v", err), nil
+		}
+		// The schema holds depth and max_entries to their ranges.
+		depth, limit := 1, s.lim.DefaultListEntries
+		if args.Depth != nil {
+			depth = *args.Depth
+		}
+		if args.MaxEntries != nil {
+			limit = *args.MaxEntries
+		}
+		ws, release, bad := s.acquire(ctx, call, args.Workspace)
+		if bad != nil {
+			return bad, nil
+		}
+		defer release()
+		entries, truncated, err := s.be.ListFiles(ctx, ws, rel, depth, limit)
+		if err != nil {
+			return fileError("sandbox_list_files", err, call), nil
+		}
+		if entries == nil {
+			entries = []backend.FileInfo{}
+		}
+		shown := backend.WorkspaceMount
+		if rel != "" {
+			shown += "/" + rel
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: %d entries", shown, len(entries))
+		if truncated {
+			b.WriteString(" (truncated; raise max_entries or list a subdirectory)")
+		}
+		for _, e := range entries {
+			name := e.Path
+			if e.Type == "dir" {
+				name += "/"
+			}
+			fmt.Fprintf(&b, "\n%-7s %10d  %s", e.Type, e.Size, name)
+		}
+		return mustResult(tool.StructuredResult(map[string]any{"path": shown, "entries": entries, "truncated": truncated}, b.String())), nil
+	})
+
 }

@@ -36,67 +36,68 @@ type jobRun struct {
 
 var jobSpec = jobs.Spec{Prefix: "sandbox", Noun: "command", IDField: "job_id"}
 
-func (s *Service) startTool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name: "sandbox_start",
-			Description: "Start a long shell command in this session's sandbox and return its job_id at once, without waiting. " +
-				"Follow it with sandbox_status (its output so far, and its result once it has ended) and stop it with sandbox_cancel. " +
-				fmt.Sprintf("Same arguments and sandbox as sandbox_exec; timeout_seconds defaults to %d here.", int(s.lim.DefaultJobTimeout/time.Second)),
-			InputSchema:    s.execSchema("to start", s.lim.DefaultJobTimeout),
-			OutputSchema:   jobs.OutputSchema(jobSpec.IDField),
-			TimeoutSeconds: 60,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args execArgs) *tool.Result {
-			req, bad := s.check(args, s.lim.DefaultJobTimeout)
-			if bad != nil {
-				return bad
+func (s *Service) startTool(handle bool) service.Tool {
+	return declare(tool.Binding{
+		Name:  "sandbox_start",
+		Title: "Start a command",
+		// As sandbox_exec: a command may do anything in the workspace.
+		Annotations: &tool.Annotations{},
+		Description: "Start a long shell command in this session's sandbox and return its job_id at once, without waiting. " +
+			"Follow it with sandbox_status (its output so far, and its result once it has ended) and stop it with sandbox_cancel. " +
+			fmt.Sprintf("Same arguments and sandbox as sandbox_exec; timeout_seconds defaults to %d here.", int(s.lim.DefaultJobTimeout/time.Second)),
+		InputSchema:    s.execSchema("to start", s.lim.DefaultJobTimeout),
+		OutputSchema:   jobs.OutputSchema(jobSpec.IDField),
+		TimeoutSeconds: 60,
+	}, handle, func(ctx context.Context, call *service.Call, args execArgs) (*tool.Result, error) {
+		req, bad := s.check(args, s.lim.DefaultJobTimeout)
+		if bad != nil {
+			return bad, nil
+		}
+		sc, bad := s.scopeOf(ctx, call, args.Workspace)
+		if bad != nil {
+			return bad, nil
+		}
+		if sc.oneShot {
+			return tool.Errorf("sandbox_start: this stateless MCP request has no session to keep the command in, so no later call could ask for it: " +
+				"open a workspace with sandbox_workspace_open and pass its handle as workspace to sandbox_start, sandbox_status and sandbox_cancel"), nil
+		}
+		ws, release, bad := s.acquireScope(call, sc)
+		if bad != nil {
+			return bad, nil
+		}
+		r := s.newRun()
+		jr := &jobRun{run: r, owner: sc.owner, command: req.Command}
+		// The job's ID marks its sandbox (ExecRequest.Job); the job may
+		// start before Start has returned it.
+		idc := make(chan string, 1)
+		st, err := s.jobs.Start(jr.owner, func(ctx context.Context) *tool.Result {
+			defer release()
+			select {
+			case req.Job = <-idc:
+			case <-ctx.Done():
 			}
-			sc, bad := s.scopeOf(ctx, call, args.Workspace)
-			if bad != nil {
-				return bad
-			}
-			if sc.oneShot {
-				return tool.Errorf("sandbox_start: this stateless MCP request has no session to keep the command in, so no later call could ask for it: " +
-					"open a workspace with sandbox_workspace_open and pass its handle as workspace to sandbox_start, sandbox_status and sandbox_cancel")
-			}
-			ws, release, bad := s.acquireScope(call, sc)
-			if bad != nil {
-				return bad
-			}
-			r := s.newRun()
-			jr := &jobRun{run: r, owner: sc.owner, command: req.Command}
-			// The job's ID marks its sandbox (ExecRequest.Job); the job may
-			// start before Start has returned it.
-			idc := make(chan string, 1)
-			st, err := s.jobs.Start(jr.owner, func(ctx context.Context) *tool.Result {
-				defer release()
-				select {
-				case req.Job = <-idc:
-				case <-ctx.Done():
-				}
-				res := s.execute(ctx, ws, req, r, nil)
-				s.mu.Lock()
-				jr.ended = time.Now()
-				s.mu.Unlock()
-				return res
-			})
-			if err != nil {
-				release()
-				if errors.Is(err, jobs.ErrTooManyJobs) {
-					return tool.Errorf("sandbox_start: this session already has %d running commands; wait for one or cancel it", s.lim.MaxJobsPerSession)
-				}
-				return tool.Errorf("sandbox_start: %v", err)
-			}
+			res := s.execute(ctx, ws, req, r, nil)
 			s.mu.Lock()
-			s.purgeLocked()
-			s.runs[st.ID] = jr
+			jr.ended = time.Now()
 			s.mu.Unlock()
-			idc <- st.ID
-			call.Logger.Info("job started", "job_id", st.ID)
-			return jobs.StartedResult(jobSpec, st, map[string]any{"timeout_seconds": int(req.Timeout / time.Second)})
-		}),
-	}
+			return res
+		})
+		if err != nil {
+			release()
+			if errors.Is(err, jobs.ErrTooManyJobs) {
+				return tool.Errorf("sandbox_start: this session already has %d running commands; wait for one or cancel it", s.lim.MaxJobsPerSession), nil
+			}
+			return tool.Errorf("sandbox_start: %v", err), nil
+		}
+		s.mu.Lock()
+		s.purgeLocked()
+		s.runs[st.ID] = jr
+		s.mu.Unlock()
+		idc <- st.ID
+		call.Logger.Info("job started", "job_id", st.ID)
+		return jobs.StartedResult(jobSpec, st, map[string]any{"timeout_seconds": int(req.Timeout / time.Second)}), nil
+	})
+
 }
 
 // purgeLocked forgets the output of jobs that ended over jobRetention ago,
@@ -116,76 +117,65 @@ type jobIDArgs struct {
 	Workspace   *string `json:"workspace,omitempty"`
 }
 
-func (a jobIDArgs) Validate() error {
-	if !jobs.ValidID(a.JobID) {
-		return fmt.Errorf("job_id: %q is not a job ID of this service (%s)", a.JobID, jobs.IDShape)
-	}
-	if a.WaitSeconds != nil && (*a.WaitSeconds < 0 || time.Duration(*a.WaitSeconds)*time.Second > jobs.DefaultMaxWait) {
-		return fmt.Errorf("wait_seconds: must be from 0 to %d, got %d", int(jobs.DefaultMaxWait/time.Second), *a.WaitSeconds)
-	}
-	return nil
-}
-
-func (s *Service) statusTool() service.Tool {
+func (s *Service) statusTool(handle bool) service.Tool {
 	maxWait := int(jobs.DefaultMaxWait / time.Second)
-	return service.Tool{
-		Binding: tool.Binding{
-			Name: "sandbox_status",
-			Description: "Tell the state of a command started with sandbox_start: running (with its output so far), succeeded, failed or cancelled (with its result). " +
-				fmt.Sprintf("Set wait_seconds (at most %d) to wait for it to end first.", maxWait),
-			InputSchema: mustJSON(map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"job_id":       map[string]any{"type": "string", "pattern": jobs.IDPattern, "description": "The job_id sandbox_start returned."},
-					"wait_seconds": map[string]any{"type": "integer", "minimum": 0, "maximum": maxWait, "description": "Wait up to this many seconds for the command to end. Default 0."},
-				},
-				"required":             []string{"job_id"},
-				"additionalProperties": false,
-			}),
-			OutputSchema:   jobs.OutputSchema(jobSpec.IDField),
-			TimeoutSeconds: 60,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args jobIDArgs) *tool.Result {
-			wait := time.Duration(0)
-			if args.WaitSeconds != nil {
-				wait = time.Duration(*args.WaitSeconds) * time.Second
-			}
-			sc, bad := s.jobScope(ctx, call, args.Workspace)
-			if bad != nil {
-				return bad
-			}
-			st, err := s.jobs.Status(ctx, sc.owner, args.JobID, wait)
-			return s.jobAnswer("status", args.JobID, st, err, call, sc)
+	return declare(tool.Binding{
+		Name:        "sandbox_status",
+		Title:       "Command status",
+		Annotations: tool.ReadOnly(),
+		Description: "Tell the state of a command started with sandbox_start: running (with its output so far), succeeded, failed or cancelled (with its result). " +
+			fmt.Sprintf("Set wait_seconds (at most %d) to wait for it to end first.", maxWait),
+		InputSchema: mustJSON(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"job_id":       map[string]any{"type": "string", "pattern": jobs.IDPattern, "description": "The job_id sandbox_start returned."},
+				"wait_seconds": map[string]any{"type": "integer", "minimum": 0, "maximum": maxWait, "description": "Wait up to this many seconds for the command to end. Default 0."},
+			},
+			"required":             []string{"job_id"},
+			"additionalProperties": false,
 		}),
-	}
+		OutputSchema:   jobs.OutputSchema(jobSpec.IDField),
+		TimeoutSeconds: 60,
+	}, handle, func(ctx context.Context, call *service.Call, args jobIDArgs) (*tool.Result, error) {
+		wait := time.Duration(0)
+		if args.WaitSeconds != nil {
+			wait = time.Duration(*args.WaitSeconds) * time.Second
+		}
+		sc, bad := s.jobScope(ctx, call, args.Workspace)
+		if bad != nil {
+			return bad, nil
+		}
+		st, err := s.jobs.Status(ctx, sc.owner, args.JobID, wait)
+		return s.jobAnswer("status", args.JobID, st, err, call, sc), nil
+	})
+
 }
 
-func (s *Service) cancelTool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name:        "sandbox_cancel",
-			Description: "Kill a command started with sandbox_start, with every process it started, and tell its state afterwards. Cancelling a command that has already ended changes nothing.",
-			InputSchema: mustJSON(map[string]any{
-				"type":                 "object",
-				"properties":           map[string]any{"job_id": map[string]any{"type": "string", "pattern": jobs.IDPattern, "description": "The job_id sandbox_start returned."}},
-				"required":             []string{"job_id"},
-				"additionalProperties": false,
-			}),
-			OutputSchema:   jobs.OutputSchema(jobSpec.IDField),
-			TimeoutSeconds: 30,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args jobIDArgs) *tool.Result {
-			if args.WaitSeconds != nil {
-				return fieldErr("wait_seconds", "unknown field for sandbox_cancel")
-			}
-			sc, bad := s.jobScope(ctx, call, args.Workspace)
-			if bad != nil {
-				return bad
-			}
-			st, err := s.jobs.Cancel(ctx, sc.owner, args.JobID)
-			return s.jobAnswer("cancel", args.JobID, st, err, call, sc)
+func (s *Service) cancelTool(handle bool) service.Tool {
+	return declare(tool.Binding{
+		Name:  "sandbox_cancel",
+		Title: "Cancel a command",
+		// Killing stops the work (destructive); cancelling again changes
+		// nothing; the job is the service's own.
+		Annotations: &tool.Annotations{IdempotentHint: true, OpenWorldHint: new(bool)},
+		Description: "Kill a command started with sandbox_start, with every process it started, and tell its state afterwards. Cancelling a command that has already ended changes nothing.",
+		InputSchema: mustJSON(map[string]any{
+			"type":                 "object",
+			"properties":           map[string]any{"job_id": map[string]any{"type": "string", "pattern": jobs.IDPattern, "description": "The job_id sandbox_start returned."}},
+			"required":             []string{"job_id"},
+			"additionalProperties": false,
 		}),
-	}
+		OutputSchema:   jobs.OutputSchema(jobSpec.IDField),
+		TimeoutSeconds: 30,
+	}, handle, func(ctx context.Context, call *service.Call, args jobIDArgs) (*tool.Result, error) {
+		sc, bad := s.jobScope(ctx, call, args.Workspace)
+		if bad != nil {
+			return bad, nil
+		}
+		st, err := s.jobs.Cancel(ctx, sc.owner, args.JobID)
+		return s.jobAnswer("cancel", args.JobID, st, err, call, sc), nil
+	})
+
 }
 
 // jobAnswer renders a job's status, adding the output so far while it runs.

@@ -137,11 +137,18 @@ const handleDescription = "A workspace handle from sandbox_workspace_open, for M
 // sandbox_workspace_close, which issue and withdraw handles. See "Who a
 // call works for" above.
 func (s *Service) MCPTools() []service.Tool {
-	ts := s.Tools()
-	for i := range ts {
-		ts[i].Binding.InputSchema = withHandle(ts[i].Binding.InputSchema)
+	return append(s.tools(true), s.guard([]service.Tool{s.openTool(), s.closeTool()})...)
+}
+
+// declare is service.NewTool for one of the seven tools: b as POST
+// /tools/<name> serves it, or with handle set its MCP twin, whose input
+// schema also takes the workspace argument (every argument type has the
+// Workspace field; over HTTP the schema refuses it).
+func declare[In any](b tool.Binding, handle bool, fn service.TypedHandler[In, *tool.Result]) service.Tool {
+	if handle {
+		b.InputSchema = withHandle(b.InputSchema)
 	}
-	return append(ts, s.guard([]service.Tool{s.openTool(), s.closeTool()})...)
+	return service.NewTool(b, fn)
 }
 
 // withHandle adds the optional workspace property to an object schema.
@@ -176,55 +183,60 @@ type closeArgs struct {
 }
 
 func (s *Service) openTool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name: "sandbox_workspace_open",
-			Description: "Open a sandbox workspace for several calls and return its handle. Pass the handle as `workspace` to the other sandbox tools: " +
-				"they then share its files and jobs. For MCP clients without a session (the stateless 2026-07-28 revision), whose calls are otherwise one-shot. " +
-				"The workspace is removed after it goes unused for a while, or by sandbox_workspace_close.",
-			InputSchema:    mustJSON(map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}),
-			OutputSchema:   handleOutputSchema,
-			TimeoutSeconds: 30,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, _ noArgs) *tool.Result {
+	return service.NewTool(tool.Binding{
+		Name:  "sandbox_workspace_open",
+		Title: "Open a workspace",
+		// It adds an empty workspace of the service's own.
+		Annotations: &tool.Annotations{DestructiveHint: new(bool), OpenWorldHint: new(bool)},
+		Description: "Open a sandbox workspace for several calls and return its handle. Pass the handle as `workspace` to the other sandbox tools: " +
+			"they then share its files and jobs. For MCP clients without a session (the stateless 2026-07-28 revision), whose calls are otherwise one-shot. " +
+			"The workspace is removed after it goes unused for a while, or by sandbox_workspace_close.",
+		InputSchema:    mustJSON(map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}),
+		OutputSchema:   handleOutputSchema,
+		TimeoutSeconds: 30,
+	},
+		func(ctx context.Context, call *service.Call, _ noArgs) (*tool.Result, error) {
 			if o, ok := service.MCPCallOrigin(ctx); !ok || o == service.MCPOriginHost {
-				return tool.Errorf("sandbox_workspace_open: this call's session (%s) has its workspace; handles are for MCP clients without one", call.SessionID)
+				return tool.Errorf("sandbox_workspace_open: this call's session (%s) has its workspace; handles are for MCP clients without one", call.SessionID), nil
 			}
 			h, _, err := s.ws.OpenHandle(call.TenantID)
 			if err != nil {
-				return s.workspaceRefusal(call, err, workspace.MCP)
+				return s.workspaceRefusal(call, err, workspace.MCP), nil
 			}
 			call.Logger.Info("workspace handle opened")
 			idle := int(s.ws.Idle().Seconds())
 			return mustResult(tool.StructuredResult(map[string]any{"workspace": h, "idle_seconds": idle},
-				fmt.Sprintf("Opened workspace %s. Pass it as workspace to the sandbox tools; it is removed after %s unused, or by sandbox_workspace_close.", h, forHumans(s.ws.Idle()))))
-		}),
-	}
+				fmt.Sprintf("Opened workspace %s. Pass it as workspace to the sandbox tools; it is removed after %s unused, or by sandbox_workspace_close.", h, forHumans(s.ws.Idle())))), nil
+		})
+
 }
 
 func (s *Service) closeTool() service.Tool {
-	return service.Tool{
-		Binding: tool.Binding{
-			Name:        "sandbox_workspace_close",
-			Description: "Close a workspace opened with sandbox_workspace_open: cancel its running jobs and remove its files. The handle is then no longer valid.",
-			InputSchema: mustJSON(map[string]any{
-				"type":                 "object",
-				"properties":           map[string]any{"workspace": map[string]any{"type": "string", "pattern": workspace.HandlePattern, "description": "The handle sandbox_workspace_open returned."}},
-				"required":             []string{"workspace"},
-				"additionalProperties": false,
-			}),
-			OutputSchema:   handleOutputSchema,
-			TimeoutSeconds: 60,
-		},
-		Handler: service.Typed(func(ctx context.Context, call *service.Call, args closeArgs) *tool.Result {
+	return service.NewTool(tool.Binding{
+		Name:  "sandbox_workspace_close",
+		Title: "Close a workspace",
+		// It removes the workspace's files and stops its jobs; closing
+		// again changes nothing.
+		Annotations: &tool.Annotations{IdempotentHint: true, OpenWorldHint: new(bool)},
+		Description: "Close a workspace opened with sandbox_workspace_open: cancel its running jobs and remove its files. The handle is then no longer valid.",
+		InputSchema: mustJSON(map[string]any{
+			"type":                 "object",
+			"properties":           map[string]any{"workspace": map[string]any{"type": "string", "pattern": workspace.HandlePattern, "description": "The handle sandbox_workspace_open returned."}},
+			"required":             []string{"workspace"},
+			"additionalProperties": false,
+		}),
+		OutputSchema:   handleOutputSchema,
+		TimeoutSeconds: 60,
+	},
+		func(ctx context.Context, call *service.Call, args closeArgs) (*tool.Result, error) {
 			sc, bad := s.scopeOf(ctx, call, &args.Workspace)
 			if bad != nil {
-				return bad
+				return bad, nil
 			}
 			// The handle must be valid before its jobs are touched.
 			_, release, bad := s.acquireScope(call, sc)
 			if bad != nil {
-				return bad
+				return bad, nil
 			}
 			release()
 			cancelled := []string{}
@@ -235,13 +247,13 @@ func (s *Service) closeTool() service.Tool {
 			}
 			if err := s.ws.CloseHandle(ctx, call.TenantID, args.Workspace); err != nil && !errors.Is(err, workspace.ErrNoHandle) {
 				call.Logger.Error("close workspace handle", "err", err)
-				return tool.Errorf("sandbox_workspace_close: internal error")
+				return tool.Errorf("sandbox_workspace_close: internal error"), nil
 			}
 			call.Logger.Info("workspace handle closed", "cancelled", len(cancelled))
 			return mustResult(tool.StructuredResult(map[string]any{"workspace": args.Workspace, "cancelled_job_ids": cancelled},
-				fmt.Sprintf("Closed workspace %s; cancelled %d running job(s).", args.Workspace, len(cancelled))))
-		}),
-	}
+				fmt.Sprintf("Closed workspace %s; cancelled %d running job(s).", args.Workspace, len(cancelled)))), nil
+		})
+
 }
 
 // runningJobs returns the IDs of owner's jobs that have not ended.

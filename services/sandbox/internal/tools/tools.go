@@ -167,15 +167,19 @@ func (s *Service) Observe(m *metrics.Set) { s.jobs.Observe(m) }
 
 // Tools returns the service's tools, as POST /tools/<name> serves them.
 // Each refuses a tenant outside Limits.Tenants.
-func (s *Service) Tools() []service.Tool {
+func (s *Service) Tools() []service.Tool { return s.tools(false) }
+
+// tools are the seven tools; with handle, their schemas take the
+// workspace argument of MCP clients (MCPTools).
+func (s *Service) tools(handle bool) []service.Tool {
 	return s.guard([]service.Tool{
-		s.execTool(),
-		s.startTool(),
-		s.statusTool(),
-		s.cancelTool(),
-		s.writeFileTool(),
-		s.readFileTool(),
-		s.listFilesTool(),
+		s.execTool(handle),
+		s.startTool(handle),
+		s.statusTool(handle),
+		s.cancelTool(handle),
+		s.writeFileTool(handle),
+		s.readFileTool(handle),
+		s.listFilesTool(handle),
 	})
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
 )
 
@@ -29,7 +29,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (h *harness) mcpClient(t *testing.T, version string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "sandbox-test", Version: "1"}, nil)
-	tr := &mcp.StreamableClientTransport{Endpoint: h.url + mcpserver.Path, HTTPClient: &http.Client{Transport: bearerTransport{testToken}}, DisableStandaloneSSE: true, MaxRetries: -1}
+	tr := &mcp.StreamableClientTransport{Endpoint: h.url + service.MCPPath, HTTPClient: &http.Client{Transport: bearerTransport{testToken}}, DisableStandaloneSSE: true, MaxRetries: -1}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -124,7 +124,7 @@ func TestStatelessMCPClient(t *testing.T) {
 	if _, text, isErr := mcpCall(t, cs, "sandbox_status", map[string]any{"job_id": id}, nil); !isErr || !strings.Contains(text, "no command "+id) || !strings.Contains(text, "pass the workspace handle") {
 		t.Errorf("status without the handle: %s", text)
 	}
-	if _, text, isErr := mcpCall(t, cs, "sandbox_status", with(map[string]any{"job_id": id}), mcp.Meta{mcpserver.MetaTenantID: "tenant-b"}); !isErr || !strings.Contains(text, "no workspace with this handle for this tenant") {
+	if _, text, isErr := mcpCall(t, cs, "sandbox_status", with(map[string]any{"job_id": id}), mcp.Meta{service.MCPMetaTenantID: "tenant-b"}); !isErr || !strings.Contains(text, "no workspace with this handle for this tenant") {
 		t.Errorf("status with the handle as another tenant: %s", text)
 	}
 	if _, text, isErr := mcpCall(t, cs, "sandbox_start", map[string]any{"command": "true"}, nil); !isErr || !strings.Contains(text, "sandbox_workspace_open") {
@@ -223,10 +223,10 @@ func TestMCPSessionsUseTheMCPPool(t *testing.T) {
 	if _, text, isErr := mcpCall(t, b, "sandbox_list_files", map[string]any{}, nil); !isErr || !strings.Contains(text, "workspace for MCP clients") {
 		t.Fatalf("a second MCP session with the MCP pool full: %s", text)
 	}
-	if _, text, isErr := mcpCall(t, b, "sandbox_list_files", map[string]any{}, mcp.Meta{mcpserver.MetaSessionID: "brain-session"}); isErr {
+	if _, text, isErr := mcpCall(t, b, "sandbox_list_files", map[string]any{}, mcp.Meta{service.MCPMetaSessionID: "brain-session"}); isErr {
 		t.Fatalf("brain over MCP with the MCP pool full: %s", text)
 	}
-	if _, text, isErr := mcpCall(t, b, "sandbox_workspace_open", map[string]any{}, mcp.Meta{mcpserver.MetaSessionID: "brain-session"}); !isErr || !strings.Contains(text, "has its workspace") {
+	if _, text, isErr := mcpCall(t, b, "sandbox_workspace_open", map[string]any{}, mcp.Meta{service.MCPMetaSessionID: "brain-session"}); !isErr || !strings.Contains(text, "has its workspace") {
 		t.Fatalf("a handle for brain's session: %s", text)
 	}
 }

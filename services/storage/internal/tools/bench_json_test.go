@@ -7,7 +7,7 @@ import (
 
 	b64 "github.com/segmentio/asm/base64"
 
-	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 )
@@ -17,7 +17,7 @@ import (
 // service on top of the direct SDK calls: where BenchmarkPutGet256KiB's
 // difference goes. The caller's steps are brain's (Request.Body, the
 // result read and decoded); steps 2 and 4 are the service's: the request
-// decoded in one pass with the arguments in their type (TypedTool), which
+// decoded in one pass with the arguments in their type (NewTool), which
 // includes the base64 decode, and the result encoded (WriteJSON).
 func BenchmarkEncodingOverhead(b *testing.B) {
 	data := randomBytes(benchObjectBytes)
@@ -51,7 +51,7 @@ func BenchmarkEncodingOverhead(b *testing.B) {
 	var out []byte
 	add("4 WriteJSON result", func() {
 		w := httptest.NewRecorder()
-		service.WriteJSON(w, 200, res)
+		httpapi.WriteJSON(w, 200, res)
 		out = w.Body.Bytes()
 	})
 	add("5 client decode result", func() { tool.DecodeResult(out) })

@@ -53,9 +53,11 @@ var outputSchema = json.RawMessage(`{
 func Binding() tool.Binding {
 	return tool.Binding{
 		Name:           Name,
+		Title:          "Fetch a web page",
 		Description:    description,
 		InputSchema:    inputSchema,
 		OutputSchema:   outputSchema,
 		TimeoutSeconds: 90,
+		Annotations:    &tool.Annotations{ReadOnlyHint: true},
 	}
 }

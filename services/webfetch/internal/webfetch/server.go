@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/service"
 )
@@ -41,9 +40,5 @@ func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 	}
 	defer f.Close()
 	logger.Info("web fetch policy", "allow", cfg.Allow, "ports", cfg.Ports, "robots", cfg.Robots, "user_agent", cfg.UserAgent)
-	// The same tools, for MCP clients, at /mcp behind the same bearer check.
-	if err := mcpserver.Attach(srv, mcpserver.Options{Logger: logger}); err != nil {
-		return err
-	}
 	return service.Run(ctx, srv)
 }

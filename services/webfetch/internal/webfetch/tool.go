@@ -70,14 +70,13 @@ func bad(field, format string, args ...any) error {
 	return &strictjson.FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks every argument and names the one at fault.
+// Validate checks what input_schema cannot say (the runtime has checked
+// the schema first: url's presence and length, format's and render's
+// values, the
+// ranges of max_length and start_index, selector's length): that url is an
+// absolute http(s) URL with a host and selector a CSS selector, naming the
+// argument at fault.
 func (a *Args) Validate() error {
-	switch {
-	case a.URL == "":
-		return bad("url", "required")
-	case len(a.URL) > MaxURLLength:
-		return bad("url", "longer than %d bytes", MaxURLLength)
-	}
 	u, err := url.Parse(a.URL)
 	if err != nil {
 		return bad("url", "not a valid URL: %v", errors.Unwrap(err))
@@ -88,26 +87,7 @@ func (a *Args) Validate() error {
 	if u.Host == "" {
 		return bad("url", "has no host")
 	}
-	switch extract.Format(a.Format) {
-	case "", extract.Markdown, extract.TextFormat, extract.HTMLFormat:
-	default:
-		return bad("format", "must be markdown, text or html, got %q", a.Format)
-	}
-	if a.MaxLength != nil && (*a.MaxLength < 1 || *a.MaxLength > MaxMaxLength) {
-		return bad("max_length", "must be from 1 to %d characters, got %d", MaxMaxLength, *a.MaxLength)
-	}
-	if a.StartIndex != nil && *a.StartIndex < 0 {
-		return bad("start_index", "must be 0 or more, got %d", *a.StartIndex)
-	}
-	switch a.Render {
-	case "", RenderAuto, RenderAlways, RenderNever:
-	default:
-		return bad("render", "must be auto, always or never, got %q", a.Render)
-	}
 	if a.Selector != "" {
-		if len(a.Selector) > MaxSelectorLength {
-			return bad("selector", "longer than %d bytes", MaxSelectorLength)
-		}
 		if err := extract.CheckSelector(a.Selector); err != nil {
 			return bad("selector", "not a valid CSS selector: %v", err)
 		}
@@ -191,9 +171,14 @@ func NewFetcher(cfg Config, deps Deps, logger *slog.Logger) (*Fetcher, error) {
 // Close drops idle connections.
 func (f *Fetcher) Close() { f.client.Close() }
 
-// Tool returns the web_fetch binding and handler.
+// Tool returns web_fetch, declared with its hand-written schemas (the
+// runtime checks the arguments against input_schema on every transport,
+// then Args.Validate the rules a schema cannot say: a URL's scheme and
+// host, a CSS selector).
 func (f *Fetcher) Tool() service.Tool {
-	return service.Tool{Binding: Binding(), Handler: service.Typed(f.handle)}
+	return service.NewTool(Binding(), func(ctx context.Context, call *service.Call, a Args) (*tool.Result, error) {
+		return f.handle(ctx, call, a), nil
+	})
 }
 
 func (f *Fetcher) count(outcome string) { f.outcomes.WithLabelValues(outcome).Inc() }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/brain-tools/suite/pkg/httpapi"
 )
 
 // rawPost sends headers that promise a body of size bytes, then only sent
@@ -37,7 +39,7 @@ func rawPostClosed(t *testing.T, addr, path, auth string, size, sent int, wait t
 	line, _ := rd.ReadString('\n')
 	took = time.Since(start)
 	_, err = io.Copy(io.Discard, rd) // until the server closes, or wait
-	return strings.TrimSpace(line), took, err == nil && time.Since(start) < DrainGrace+2*time.Second
+	return strings.TrimSpace(line), took, err == nil && time.Since(start) < httpapi.DrainGrace+2*time.Second
 }
 
 // TestStalledBody: a client that declares a body and never sends it holds
@@ -54,7 +56,7 @@ func TestStalledBody(t *testing.T) {
 	if !strings.Contains(status, "408") || took > 3*time.Second {
 		t.Errorf("stalled body with the right token: %q after %s, want 408 after about %s", status, took, bodyTimeout)
 	}
-	// Refusals come within DrainGrace, well before a long body timeout.
+	// Refusals come within httpapi.DrainGrace, well before a long body timeout.
 	bodyTimeout = 10 * time.Second
 	srv, _ = testServer(t, nil)
 	addr = strings.TrimPrefix(srv.URL, "http://")
@@ -66,14 +68,14 @@ func TestStalledBody(t *testing.T) {
 		// A small declared body, most of it never sent: net/http would
 		// wait for it (up to 256 KiB) before answering or closing.
 		status, took, closed := rawPostClosed(t, addr, tc.path, tc.auth, 100, 10, 5*time.Second)
-		if !strings.Contains(status, tc.want) || took > DrainGrace+2*time.Second || !closed {
+		if !strings.Contains(status, tc.want) || took > httpapi.DrainGrace+2*time.Second || !closed {
 			t.Errorf("%s with a stalled body: %q after %s (closed %v), want %s within the drain grace and the connection closed", tc.name, status, took, closed, tc.want)
 		}
 	}
 
 	// The deadline ends with the body: long work after it is not cut off.
 	done := make(chan error, 1)
-	h := LimitBodyTime(100*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := httpapi.LimitBodyTime(100*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
 		select {
 		case <-time.After(400 * time.Millisecond):

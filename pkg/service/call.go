@@ -45,7 +45,7 @@ type Tool struct {
 	// of the tool's own: pkg/jobs counts the jobs of its Manager there.
 	Metrics func(*metrics.Set)
 
-	// decodeArgs, set by NewTool and TypedTool, decodes the arguments in
+	// decodeArgs, set by NewTool, decodes the arguments in
 	// the same pass as the request body.
 	decodeArgs argsDecoder
 	// decl, set by NewTool, holds the compiled schemas every transport
@@ -56,18 +56,6 @@ type Tool struct {
 // OverMCP reports whether /mcp lists the tool: not HTTPOnly and no
 // inspect_session (an MCP call carries no inspection token).
 func (t *Tool) OverMCP() bool { return !t.HTTPOnly && !t.Binding.InspectSession }
-
-// TypedTool is a Tool whose handler is Typed(fn), with one difference on
-// the HTTP transport: the arguments are decoded into A in the same pass as
-// the request body instead of a second pass over them, which matters for
-// large arguments (a base64 upload). Results are the same as Typed's.
-//
-// Deprecated: declare the tool with NewTool, which also infers the
-// schemas and checks them on every transport. Phase 2 of issue 16 moves
-// every service onto it and removes TypedTool.
-func TypedTool[A any](b tool.Binding, fn func(ctx context.Context, call *Call, args A) *tool.Result) Tool {
-	return Tool{Binding: b, Handler: typed(fn), decodeArgs: decoderOf[A]()}
-}
 
 // decoderOf decodes a tool's arguments into a new A in the same pass as
 // the request body.
@@ -88,7 +76,7 @@ type Call struct {
 	// Logger carries the call's tool, tenant, session and call IDs.
 	Logger   *slog.Logger
 	progress func(any) error
-	args     any      // the arguments already decoded (TypedTool), or nil
+	args     any      // the arguments already decoded (NewTool), or nil
 	written  []func() // OnWritten's functions
 	// badArgs says the handler refused the arguments (Typed's decoding
 	// or Validate), so the call counts as invalid_arguments, as a
@@ -125,20 +113,12 @@ func (c *Call) OnWritten(f func()) {
 	c.written = append(c.written, f)
 }
 
-// Typed adapts a handler that takes its arguments as a struct: the call's
-// arguments are decoded strictly into A (unknown fields and wrong types
-// refused), and a decoding failure answers an is_error result naming the
-// field, before fn runs. A may implement Validate() error for rules beyond
-// types; its error is reported the same way.
-//
-// Deprecated: declare the tool with NewTool, which infers the schemas
-// from the types and checks them on every transport. Phase 2 of issue 16
-// moves every service onto it and removes Typed.
-func Typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result) Handler {
-	return typed(fn)
-}
-
-// typed is Typed, which NewTool's handlers run on.
+// typed adapts a handler that takes its arguments as a struct, as
+// NewTool's handlers do: the call's arguments are decoded strictly into A
+// (unknown fields and wrong types refused; the HTTP transport has decoded
+// them already, in the same pass as the request body), and a decoding
+// failure, or an error of A's Validate() error, answers an is_error result
+// naming the field before fn runs.
 func typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result) Handler {
 	return func(ctx context.Context, call *Call) *tool.Result {
 		var args A

@@ -44,10 +44,10 @@ func observedTools() []service.Tool {
 		}),
 		{Binding: tool.Binding{Name: "panics", Description: "Panics.", InputSchema: []byte(`{"type":"object"}`)},
 			Handler: func(context.Context, *service.Call) *tool.Result { panic("boom") }},
-		{Binding: tool.Binding{Name: "typed", Description: "Typed.", InputSchema: []byte(`{"type":"object"}`)},
-			Handler: service.Typed(func(_ context.Context, _ *service.Call, in shoutIn) *tool.Result {
-				return tool.TextResult("%s", in.Text)
-			})},
+		service.NewTool(tool.Binding{Name: "typed", Description: "Typed.", InputSchema: []byte(`{"type":"object"}`)},
+			func(_ context.Context, _ *service.Call, in shoutIn) (*tool.Result, error) {
+				return tool.TextResult("%s", in.Text), nil
+			}),
 	}
 }
 

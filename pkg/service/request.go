@@ -10,16 +10,17 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
 // argsDecoder decodes a tool's arguments straight from the request's
-// decoder into the tool's argument type (see TypedTool).
+// decoder into the tool's argument type (see NewTool).
 type argsDecoder func(dec *jsontext.Decoder) (any, error)
 
-// bodyTimeout is BodyTimeout; tests shorten it.
-var bodyTimeout = BodyTimeout
+// bodyTimeout is httpapi.BodyTimeout; tests shorten it.
+var bodyTimeout = httpapi.BodyTimeout
 
 // decodeRequest decodes the request body data strictly. It reads the
 // envelope token by token in one pass: Arguments is the slice of data that

@@ -82,18 +82,19 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { sameAsStrict(t, data) })
 }
 
-// TestTypedToolDecodesOnce: a TypedTool gets the same arguments, and the
-// same refusals, as Typed; the raw arguments stay available to it.
-func TestTypedToolDecodesOnce(t *testing.T) {
+// TestNewToolDecodesOnce: a tool declared with NewTool gets its arguments
+// decoded in the same pass as the request body, with the refusals naming
+// the field; the raw arguments stay available to it.
+func TestNewToolDecodesOnce(t *testing.T) {
 	type args struct {
 		Text string `json:"text"`
 	}
 	var raw json.RawMessage
 	srv := &Server{Name: "t", Config: Config{NoAuth: true, MaxRequestBytes: 1 << 20}, Tools: []Tool{
-		TypedTool(tool.Binding{Name: "shout", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)},
-			func(_ context.Context, call *Call, a args) *tool.Result {
+		NewTool(tool.Binding{Name: "shout", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(_ context.Context, call *Call, a args) (*tool.Result, error) {
 				raw = call.Arguments
-				return tool.TextResult("%s!", strings.ToUpper(a.Text))
+				return tool.TextResult("%s!", strings.ToUpper(a.Text)), nil
 			}),
 	}}
 	h := srv.Handler()

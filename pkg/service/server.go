@@ -27,7 +27,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -70,7 +69,6 @@ type Server struct {
 	MCP MCPOptions
 
 	once    sync.Once // builds handler
-	built   atomic.Bool
 	regOnce sync.Once // builds metrics
 	handler http.Handler
 	metrics *metrics.Set
@@ -85,8 +83,8 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Registry returns the Prometheus registry /metrics serves, so a service
-// can register its own collectors. It does not build the handler: Routes may
-// still be changed afterwards (pkg/mcpserver.Attach does).
+// can register its own collectors. It does not build the handler: Routes and
+// MCP may still be changed afterwards.
 func (s *Server) Registry() *prometheus.Registry {
 	return s.Metrics().Registry
 }
@@ -100,16 +98,11 @@ func (s *Server) Metrics() *metrics.Set {
 	return s.metrics
 }
 
-// Built reports whether Handler has been built; Tools and Routes changed
-// after that are never served.
-func (s *Server) Built() bool { return s.built.Load() }
-
 func (s *Server) initMetrics() {
 	s.metrics = metrics.New(s.Name)
 }
 
 func (s *Server) build() {
-	s.built.Store(true)
 	s.Logger = orDiscard(s.Logger)
 	s.regOnce.Do(s.initMetrics)
 
@@ -473,21 +466,6 @@ func zeroQuality(params string) bool {
 		}
 	}
 	return false
-}
-
-// WriteJSON encodes v, then writes status and the body; an encoding failure
-// becomes a clean 500.
-//
-// Deprecated: use httpapi.WriteJSON, which this calls.
-func WriteJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
-
-// WriteError writes {"error":{"code":code,"message":message,"request_id":...}}
-// with status; request_id repeats the response's X-Request-Id header.
-//
-// Deprecated: return an *httpapi.Error from an httpapi.HandlerFunc, or use
-// httpapi.WriteError, which this calls.
-func WriteError(w http.ResponseWriter, status int, code, message string) {
-	httpapi.Refuse(w, status, code, message)
 }
 
 // Serve serves s on ln until ctx is cancelled, then shuts down: in-flight

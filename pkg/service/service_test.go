@@ -610,7 +610,9 @@ func TestTooLargeAnsweredByTool(t *testing.T) {
 					heads = append(heads, string(head[:20]))
 					return tool.Errorf("text: more than %d bytes", l)
 				}},
-			{Binding: echoBinding, Handler: Typed(func(ctx context.Context, c *Call, a echoArgs) *tool.Result { return tool.TextResult("%s", a.Text) })},
+			NewTool(echoBinding, func(ctx context.Context, c *Call, a echoArgs) (*tool.Result, error) {
+				return tool.TextResult("%s", a.Text), nil
+			}),
 		}}
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()

@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -33,9 +32,6 @@ func echoService(b *testing.B) string {
 		b.Fatal(err)
 	}
 	srv := &service.Server{Name: "bench", Config: cfg, Tools: []service.Tool{{Binding: echoBinding, Handler: echoHandler}}}
-	if err := mcpserver.Attach(srv, mcpserver.Options{}); err != nil {
-		b.Fatal(err)
-	}
 	ts := httptest.NewServer(srv.Handler())
 	b.Cleanup(ts.Close)
 	return ts.URL
@@ -49,7 +45,7 @@ func echoService(b *testing.B) string {
 func BenchmarkEchoCall(b *testing.B) {
 	base := echoService(b)
 	httpTool := bind(b, "echo", base+"/tools/echo", "x", func(m map[string]any) { delete(m, "mcp_tool") })
-	mcpTool := bind(b, "echo", base+mcpserver.Path, "echo", nil)
+	mcpTool := bind(b, "echo", base+service.MCPPath, "echo", nil)
 	req := request(`{"text":"hello"}`)
 
 	b.Run("http", func(b *testing.B) {

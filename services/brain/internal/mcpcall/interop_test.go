@@ -10,31 +10,30 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/brain-tools/suite/pkg/bearer"
-	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
 )
 
 // TestOwnServiceOverMCP calls a tool service's tools through its /mcp
-// endpoint (pkg/mcpserver), as a binding with mcp_tool pointing at a
+// endpoint (service.NewMCPHandler), as a binding with mcp_tool pointing at a
 // service of the suite would: both halves of the issue against each other,
 // on both revisions.
 func TestOwnServiceOverMCP(t *testing.T) {
 	obj := json.RawMessage(`{"type":"object"}`)
 	seen := make(chan tool.Request, 10)
 	tools := []service.Tool{
-		{Binding: tool.Binding{Name: "echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
-			Handler: service.Typed(func(_ context.Context, c *service.Call, a struct {
+		service.NewTool(tool.Binding{Name: "echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
+			func(_ context.Context, c *service.Call, a struct {
 				Text string `json:"text"`
-			}) *tool.Result {
+			}) (*tool.Result, error) {
 				select {
 				case seen <- c.Request:
 				default:
 				}
 				_ = c.Progress(map[string]string{"status": "echoing"})
-				return tool.TextResult("%s", a.Text)
-			})},
+				return tool.TextResult("%s", a.Text), nil
+			}),
 		{Binding: tool.Binding{Name: "flaky", Description: "flaky", InputSchema: obj},
 			Handler: func(context.Context, *service.Call) *tool.Result {
 				return &tool.Result{Content: []tool.Content{tool.Text("upstream timed out")}, IsError: true, UnknownOutcome: true}
@@ -45,7 +44,7 @@ func TestOwnServiceOverMCP(t *testing.T) {
 				return r
 			}},
 	}
-	h, err := mcpserver.New(tools, mcpserver.Options{Tenant: "local"})
+	h, err := service.NewMCPHandler(tools, service.MCPOptions{Tenant: "local"})
 	if err != nil {
 		t.Fatal(err)
 	}

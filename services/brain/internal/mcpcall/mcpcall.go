@@ -31,7 +31,7 @@
 //   - maps the CallToolResult to the contract's result: text and image
 //     blocks (other MCP blocks become text describing them),
 //     structuredContent, isError, and unknown_outcome from the _meta key
-//     mcpserver.MetaUnknownOutcome; output_schema is checked for results
+//     service.MCPMetaUnknownOutcome; output_schema is checked for results
 //     that are not errors, and a structured-only result gets a text block;
 //   - classifies a stream that drops before the result, a connection that
 //     fails (before the call was sent too: the contract's outcome table
@@ -59,8 +59,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
 	"github.com/brain-tools/suite/pkg/netguard"
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/pkg/version"
@@ -160,7 +160,7 @@ func (c *Caller) Close() error { return c.pool.closeAll() }
 // order, never after Call returns.
 //
 // req's tenant, session and call go in the request's _meta
-// (pkg/mcpserver.MetaTenantID and the rest), which our own services use and
+// (service.MCPMetaTenantID and the rest), which our own services use and
 // other servers may ignore. inspect_session is not sent over MCP.
 func (c *Caller) Call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(data json.RawMessage)) invoke.Outcome {
 	start := time.Now()
@@ -218,9 +218,9 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 			// keeps state per session (a sandbox workspace) follows brain's
 			// session, not the pooled MCP session shared by all of them.
 			Meta: mcp.Meta{
-				mcpserver.MetaTenantID:  req.TenantID,
-				mcpserver.MetaSessionID: req.SessionID,
-				mcpserver.MetaCallID:    req.CallID,
+				service.MCPMetaTenantID:  req.TenantID,
+				service.MCPMetaSessionID: req.SessionID,
+				service.MCPMetaCallID:    req.CallID,
 			}}
 		params.SetProgressToken(token)
 		res, err := conn.session.CallTool(withTrace(callCtx, tr), params)

@@ -20,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -89,7 +89,7 @@ func newMCPServer(t *testing.T, o serverOpts) *mcpServer {
 		return &mcp.CallToolResult{Content: text("city not found"), IsError: true, StructuredContent: map[string]any{"code": 404}}, nil
 	})
 	add("unknown", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{Content: text("upstream dropped"), IsError: true, Meta: mcp.Meta{mcpserver.MetaUnknownOutcome: true}}, nil
+		return &mcp.CallToolResult{Content: text("upstream dropped"), IsError: true, Meta: mcp.Meta{service.MCPMetaUnknownOutcome: true}}, nil
 	})
 	add("mixed", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{

@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/brain-tools/suite/pkg/mcpserver"
+	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -90,7 +90,7 @@ func toResult(res *mcp.CallToolResult) (*tool.Result, error) {
 			r.StructuredContent = data
 		}
 	}
-	if v, ok := res.Meta[mcpserver.MetaUnknownOutcome].(bool); ok && v {
+	if v, ok := res.Meta[service.MCPMetaUnknownOutcome].(bool); ok && v {
 		r.UnknownOutcome = true
 	}
 	return r, nil

@@ -1,4 +1,4 @@
-package mcpserver
+package service_test
 
 import (
 	"bufio"
@@ -65,10 +65,10 @@ func (f *fixture) tools() []service.Tool {
 		return tool.Binding{Name: name, Description: "test tool " + name, InputSchema: in, OutputSchema: out}
 	}
 	return []service.Tool{
-		{Binding: b("echo", textSchema, nil), Handler: service.Typed(func(_ context.Context, c *service.Call, a textArgs) *tool.Result {
+		service.NewTool(b("echo", textSchema, nil), func(_ context.Context, c *service.Call, a textArgs) (*tool.Result, error) {
 			f.record(c)
-			return tool.TextResult("%s", a.Text)
-		})},
+			return tool.TextResult("%s", a.Text), nil
+		}),
 		{Binding: b("structured", objSchema, countSchma), Handler: func(_ context.Context, c *service.Call) *tool.Result {
 			f.record(c)
 			r, _ := tool.StructuredResult(map[string]int{"count": 3}, "")
@@ -125,7 +125,7 @@ func (a authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // startService runs a service with the fixture's tools and /mcp attached.
-func startService(t *testing.T, f *fixture, o Options) (*httptest.Server, *service.Server) {
+func startService(t *testing.T, f *fixture, o service.MCPOptions) (*httptest.Server, *service.Server) {
 	t.Helper()
 	cfg, err := service.ParseEnv[service.Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": testToken, "TOOL_TENANTS": "acme,other"})
 	if err != nil {
@@ -137,7 +137,8 @@ func startService(t *testing.T, f *fixture, o Options) (*httptest.Server, *servi
 				_, _ = io.WriteString(w, "own route")
 			})
 		}}
-	if err := Attach(srv, o); err != nil {
+	srv.MCP = o
+	if err := srv.CheckMCP(); err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler())
@@ -199,8 +200,8 @@ func TestCallsBothRevisions(t *testing.T) {
 	for _, rev := range revisions {
 		t.Run(rev, func(t *testing.T) {
 			f := newFixture()
-			ts, _ := startService(t, f, Options{})
-			cs := connect(t, ts.URL+Path, rev, nil)
+			ts, _ := startService(t, f, service.MCPOptions{})
+			cs := connect(t, ts.URL+service.MCPPath, rev, nil)
 			ctx := context.Background()
 			// serverInfo names the service and the build that runs it.
 			if si := cs.InitializeResult().ServerInfo; si == nil || si.Name != "test" || si.Version != version.Get().Version {
@@ -256,7 +257,7 @@ func TestCallsBothRevisions(t *testing.T) {
 					if res.IsError != tc.isError {
 						t.Errorf("isError = %v, want %v (%v)", res.IsError, tc.isError, texts(res))
 					}
-					if got := res.Meta[MetaUnknownOutcome] == true; got != tc.unknown {
+					if got := res.Meta[service.MCPMetaUnknownOutcome] == true; got != tc.unknown {
 						t.Errorf("unknown outcome meta = %v, want %v", got, tc.unknown)
 					}
 					if tx := texts(res); len(tx) == 0 || !strings.Contains(tx[0], tc.text) {
@@ -294,8 +295,8 @@ func TestIdentity(t *testing.T) {
 	for _, rev := range revisions {
 		t.Run(rev, func(t *testing.T) {
 			f := newFixture()
-			ts, _ := startService(t, f, Options{})
-			cs := connect(t, ts.URL+Path, rev, nil)
+			ts, _ := startService(t, f, service.MCPOptions{})
+			cs := connect(t, ts.URL+service.MCPPath, rev, nil)
 			var reqs []tool.Request
 			for range 2 {
 				if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]string{"text": "x"}}); err != nil {
@@ -331,8 +332,8 @@ func TestIdentity(t *testing.T) {
 	}
 	t.Run("explicit tenant", func(t *testing.T) {
 		f := newFixture()
-		ts, _ := startService(t, f, Options{Tenant: "mcp"})
-		cs := connect(t, ts.URL+Path, "2026-07-28", nil)
+		ts, _ := startService(t, f, service.MCPOptions{Tenant: "mcp"})
+		cs := connect(t, ts.URL+service.MCPPath, "2026-07-28", nil)
 		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]string{"text": "x"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -349,18 +350,18 @@ func TestIdentityFromMeta(t *testing.T) {
 	for _, rev := range revisions {
 		t.Run(rev, func(t *testing.T) {
 			f := newFixture()
-			ts, _ := startService(t, f, Options{})
-			cs := connect(t, ts.URL+Path, rev, nil)
+			ts, _ := startService(t, f, service.MCPOptions{})
+			cs := connect(t, ts.URL+service.MCPPath, rev, nil)
 			tests := []struct {
 				name                  string
 				meta                  mcp.Meta
 				tenant, session, call string // "" = the default applies
 			}{
-				{"all given", mcp.Meta{MetaTenantID: "t9", MetaSessionID: "ses_brain", MetaCallID: "call_brain"}, "t9", "ses_brain", "call_brain"},
-				{"session only", mcp.Meta{MetaSessionID: "ses_other"}, "", "ses_other", ""},
-				{"not strings", mcp.Meta{MetaSessionID: 5, MetaTenantID: true}, "", "", ""},
-				{"too long", mcp.Meta{MetaSessionID: strings.Repeat("s", maxMetaID+1)}, "", "", ""},
-				{"empty", mcp.Meta{MetaSessionID: ""}, "", "", ""},
+				{"all given", mcp.Meta{service.MCPMetaTenantID: "t9", service.MCPMetaSessionID: "ses_brain", service.MCPMetaCallID: "call_brain"}, "t9", "ses_brain", "call_brain"},
+				{"session only", mcp.Meta{service.MCPMetaSessionID: "ses_other"}, "", "ses_other", ""},
+				{"not strings", mcp.Meta{service.MCPMetaSessionID: 5, service.MCPMetaTenantID: true}, "", "", ""},
+				{"too long", mcp.Meta{service.MCPMetaSessionID: strings.Repeat("s", service.MCPMaxMetaID+1)}, "", "", ""},
+				{"empty", mcp.Meta{service.MCPMetaSessionID: ""}, "", "", ""},
 			}
 			for _, tt := range tests {
 				p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]string{"text": "x"}, Meta: tt.meta}
@@ -385,9 +386,9 @@ func TestProgress(t *testing.T) {
 	for _, rev := range revisions {
 		t.Run(rev, func(t *testing.T) {
 			f := newFixture()
-			ts, _ := startService(t, f, Options{})
+			ts, _ := startService(t, f, service.MCPOptions{})
 			pl := &progressLog{}
-			cs := connect(t, ts.URL+Path, rev, pl)
+			cs := connect(t, ts.URL+service.MCPPath, rev, pl)
 
 			// Without a token, progress is dropped and the call still works.
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{}})
@@ -477,8 +478,8 @@ func sseMessages(t *testing.T, body string) []map[string]any {
 // TestProgressTokenEcho checks on the wire that the client's token comes
 // back as sent, 0 included.
 func TestProgressTokenEcho(t *testing.T) {
-	ts, _ := startService(t, newFixture(), Options{})
-	post := rawSession(t, ts.URL+Path)
+	ts, _ := startService(t, newFixture(), service.MCPOptions{})
+	post := rawSession(t, ts.URL+service.MCPPath)
 	for i, token := range []string{`0`, `"0"`, `17`, `"abc"`} {
 		body := post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"progress","arguments":{},"_meta":{"progressToken":%s}}}`, 10+i, token))
 		var tokens []string
@@ -502,9 +503,9 @@ func TestCancellation(t *testing.T) {
 	for _, rev := range revisions {
 		t.Run(rev, func(t *testing.T) {
 			f := newFixture()
-			ts, _ := startService(t, f, Options{})
+			ts, _ := startService(t, f, service.MCPOptions{})
 			pl := &progressLog{}
-			cs := connect(t, ts.URL+Path, rev, pl)
+			cs := connect(t, ts.URL+service.MCPPath, rev, pl)
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
 			go func() {
@@ -533,23 +534,23 @@ func TestCancellation(t *testing.T) {
 }
 
 func TestAuthAndRoutes(t *testing.T) {
-	ts, _ := startService(t, newFixture(), Options{})
+	ts, _ := startService(t, newFixture(), service.MCPOptions{})
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 	for _, tc := range []struct {
 		name, method, path, auth, host string
 		want                           int
 		body, code, message            string // body "" sends init; code and message of a refusal
 	}{
-		{"malformed JSON", http.MethodPost, Path, "Bearer " + testToken, "", http.StatusBadRequest, "{", "invalid_request", "mcp: "},
-		{"no token", http.MethodPost, Path, "", "", http.StatusUnauthorized, "", "", ""},
-		{"wrong token", http.MethodPost, Path, "Bearer nope", "", http.StatusUnauthorized, "", "", ""},
-		{"token", http.MethodPost, Path, "Bearer " + testToken, "", http.StatusOK, "", "", ""},
-		{"GET without session", http.MethodGet, Path, "Bearer " + testToken, "", http.StatusBadRequest, "", "invalid_request", "mcp: Bad Request: GET requires an Mcp-Session-Id header"},
-		{"DELETE unknown session", http.MethodDelete, Path, "Bearer " + testToken, "", http.StatusBadRequest, "", "", ""},
-		{"GET no token", http.MethodGet, Path, "", "", http.StatusUnauthorized, "", "", ""},
-		{"rebinding Host", http.MethodPost, Path, "Bearer " + testToken, "evil.example", http.StatusForbidden, "", "forbidden", "mcp: Forbidden: invalid Host header"},
+		{"malformed JSON", http.MethodPost, service.MCPPath, "Bearer " + testToken, "", http.StatusBadRequest, "{", "invalid_request", "mcp: "},
+		{"no token", http.MethodPost, service.MCPPath, "", "", http.StatusUnauthorized, "", "", ""},
+		{"wrong token", http.MethodPost, service.MCPPath, "Bearer nope", "", http.StatusUnauthorized, "", "", ""},
+		{"token", http.MethodPost, service.MCPPath, "Bearer " + testToken, "", http.StatusOK, "", "", ""},
+		{"GET without session", http.MethodGet, service.MCPPath, "Bearer " + testToken, "", http.StatusBadRequest, "", "invalid_request", "mcp: Bad Request: GET requires an Mcp-Session-Id header"},
+		{"DELETE unknown session", http.MethodDelete, service.MCPPath, "Bearer " + testToken, "", http.StatusBadRequest, "", "", ""},
+		{"GET no token", http.MethodGet, service.MCPPath, "", "", http.StatusUnauthorized, "", "", ""},
+		{"rebinding Host", http.MethodPost, service.MCPPath, "Bearer " + testToken, "evil.example", http.StatusForbidden, "", "forbidden", "mcp: Forbidden: invalid Host header"},
 		{"own route kept", http.MethodGet, "/own", "", "", http.StatusOK, "", "", ""},
-		{"PUT", http.MethodPut, Path, "Bearer " + testToken, "", http.StatusMethodNotAllowed, "", "", ""},
+		{"PUT", http.MethodPut, service.MCPPath, "Bearer " + testToken, "", http.StatusMethodNotAllowed, "", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := init
@@ -592,8 +593,8 @@ func TestAuthAndRoutes(t *testing.T) {
 }
 
 func TestSessionIdle(t *testing.T) {
-	ts, _ := startService(t, newFixture(), Options{SessionIdle: 50 * time.Millisecond})
-	cs := connect(t, ts.URL+Path, "2025-11-25", nil)
+	ts, _ := startService(t, newFixture(), service.MCPOptions{SessionIdle: 50 * time.Millisecond})
+	cs := connect(t, ts.URL+service.MCPPath, "2025-11-25", nil)
 	time.Sleep(200 * time.Millisecond)
 	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]string{"text": "x"}})
 	if !errors.Is(err, mcp.ErrSessionMissing) {
@@ -630,7 +631,7 @@ func TestNewRefuses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(tc.tools, Options{Tenant: tc.tenant})
+			_, err := service.NewMCPHandler(tc.tools, service.MCPOptions{Tenant: tc.tenant})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("New: %v, want success", err)
@@ -642,9 +643,9 @@ func TestNewRefuses(t *testing.T) {
 }
 
 func TestRequestBodyLimit(t *testing.T) {
-	ts, _ := startService(t, newFixture(), Options{MaxRequestBytes: 1024})
+	ts, _ := startService(t, newFixture(), service.MCPOptions{MaxRequestBytes: 1024})
 	big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"` + strings.Repeat("x", 1024) + `","version":"1"}}}`
-	req, _ := http.NewRequest(http.MethodPost, ts.URL+Path, strings.NewReader(big))
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+service.MCPPath, strings.NewReader(big))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+testToken)
@@ -658,34 +659,12 @@ func TestRequestBodyLimit(t *testing.T) {
 	}
 }
 
-// TestAttachOrder: Registry (a service registering its own metrics) may come
-// before Attach and /mcp is still served; Attach after the handler is built
-// is refused instead of silently serving nothing.
-func TestAttachOrder(t *testing.T) {
-	f := newFixture()
-	cfg := service.Config{Token: testToken, MaxRequestBytes: 1 << 20, Tenants: []string{"acme"}}
-	srv := &service.Server{Name: "test", Config: cfg, Tools: f.tools()}
-	_ = srv.Registry()
-	if err := Attach(srv, Options{}); err != nil {
-		t.Fatalf("Attach after Registry: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	defer ts.Close()
-	cs := connect(t, ts.URL+Path, "2026-07-28", nil)
-	if _, err := cs.ListTools(context.Background(), nil); err != nil {
-		t.Fatalf("tools/list after Registry then Attach: %v", err)
-	}
-	if err := Attach(srv, Options{}); err == nil || !strings.Contains(err.Error(), "already built") {
-		t.Fatalf("Attach after Handler: %v", err)
-	}
-}
-
 // TestOriginChecked: a request with an Origin other than the server's own
 // (a browser page elsewhere: DNS rebinding) is refused with 403 naming it;
 // the server's own origin and no Origin at all pass.
 func TestOriginChecked(t *testing.T) {
 	f := newFixture()
-	ts, _ := startService(t, f, Options{})
+	ts, _ := startService(t, f, service.MCPOptions{})
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	tests := []struct {
 		origin string
@@ -697,7 +676,7 @@ func TestOriginChecked(t *testing.T) {
 		{"null", http.StatusForbidden},
 	}
 	for _, tt := range tests {
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+Path, strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+service.MCPPath, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -732,7 +711,7 @@ func TestCallOriginAndOwnTools(t *testing.T) {
 			return tool.TextResult("%d %v", o, ok)
 		},
 	}
-	ts, srv := startService(t, f, Options{Tools: []service.Tool{originTool}})
+	ts, srv := startService(t, f, service.MCPOptions{Tools: []service.Tool{originTool}})
 	if _, ok := service.MCPCallOrigin(context.Background()); ok {
 		t.Fatal("CallOrigin of a context that is no MCP call's says ok")
 	}
@@ -746,12 +725,12 @@ func TestCallOriginAndOwnTools(t *testing.T) {
 	}{
 		{"2025-11-25", nil, service.MCPOriginSession},
 		{"2026-07-28", nil, service.MCPOriginRequest},
-		{"2025-11-25", mcp.Meta{MetaSessionID: "ses_1"}, service.MCPOriginHost},
-		{"2026-07-28", mcp.Meta{MetaSessionID: "ses_1"}, service.MCPOriginHost},
-		{"2026-07-28", mcp.Meta{MetaTenantID: "acme"}, service.MCPOriginRequest},
+		{"2025-11-25", mcp.Meta{service.MCPMetaSessionID: "ses_1"}, service.MCPOriginHost},
+		{"2026-07-28", mcp.Meta{service.MCPMetaSessionID: "ses_1"}, service.MCPOriginHost},
+		{"2026-07-28", mcp.Meta{service.MCPMetaTenantID: "acme"}, service.MCPOriginRequest},
 	}
 	for _, tt := range tests {
-		cs := connect(t, ts.URL+Path, tt.rev, nil)
+		cs := connect(t, ts.URL+service.MCPPath, tt.rev, nil)
 		list, err := cs.ListTools(context.Background(), nil)
 		if err != nil || len(list.Tools) != 1 || list.Tools[0].Name != "origin" {
 			t.Fatalf("%s: tools/list = %v, %v; want only origin", tt.rev, list, err)

@@ -137,14 +137,15 @@ func DecodeOptionalJSON(r *http.Request, limit int64, v any) error {
 // a JSON null would otherwise read as "nothing to set".
 func DecodeObject(data []byte, v any) error {
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] != '{' {
-		return BadRequest("request body: must be a JSON object, got %s", jsonKind(t[0]))
+		return BadRequest("request body: must be a JSON object, got %s", JSONKind(t[0]))
 	}
 	return BodyError(strictjson.Unmarshal(data, v))
 }
 
 // BodyError words a strictjson error about a request body as a 400 *Error
 // ("request body: text: required", "request body is empty: …"), a
-// *strictjson.TooLargeError as 413; nil stays nil.
+// *strictjson.TooLargeError as 413; nil stays nil. The 400's Cause is err,
+// so a caller can still read the *strictjson.FieldError's field.
 func BodyError(err error) error {
 	if err == nil {
 		return nil
@@ -154,13 +155,15 @@ func BodyError(err error) error {
 		return TooLarge(tl.Limit)
 	}
 	if msg := err.Error(); strings.HasPrefix(msg, "body ") {
-		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "request " + msg}
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "request " + msg, Cause: err}
 	}
-	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "request body: " + err.Error()}
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "request body: " + err.Error(), Cause: err}
 }
 
-// jsonKind names the kind of JSON value that starts with b.
-func jsonKind(b byte) string {
+// JSONKind names the kind of JSON value whose first byte is b, for a
+// refusal: "null", "an array", "a string", "a boolean", "a number", or
+// "malformed JSON".
+func JSONKind(b byte) string {
 	switch {
 	case b == 'n':
 		return "null"

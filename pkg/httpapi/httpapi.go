@@ -97,6 +97,18 @@ func NotFound(format string, args ...any) *Error {
 	return Errorf(http.StatusNotFound, CodeNotFound, format, args...)
 }
 
+// Conflict is Errorf with 409 conflict: the request is well-formed but
+// the resource's state refuses it (a closed session, an answered call).
+func Conflict(format string, args ...any) *Error {
+	return Errorf(http.StatusConflict, CodeConflict, format, args...)
+}
+
+// Unavailable is Errorf with 503 unavailable: the server cannot take the
+// request now (shutting down, a dependency down); the client may retry.
+func Unavailable(format string, args ...any) *Error {
+	return Errorf(http.StatusServiceUnavailable, CodeUnavailable, format, args...)
+}
+
 // Internal is the answer for an unexpected failure: 500 "internal error",
 // with cause kept for the log only.
 func Internal(cause error) *Error {

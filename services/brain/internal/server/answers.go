@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
@@ -347,16 +348,16 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 			// out: the answer goes through the store.
 			return s.respondRemote(w, r, tenant, key, stored)
 		}
-		return conflict("tool call %q is no longer waiting for input", id)
+		return httpapi.Conflict("tool call %q is no longer waiting for input", id)
 	}
 	cur := rc.snapshot()
 	if cur.Status != store.CallRequiresInput {
-		return conflict("tool call %q is %s, not waiting for input (requires_input)", id, cur.Status)
+		return httpapi.Conflict("tool call %q is %s, not waiting for input (requires_input)", id, cur.Status)
 	}
-	if err := checkJSONContentType(r); err != nil {
+	if err := httpapi.CheckJSON(r); err != nil {
 		return err
 	}
-	data, err := readBody(r, s.maxBody)
+	data, err := httpapi.ReadBody(r, s.maxBody)
 	if err != nil {
 		return err
 	}
@@ -365,7 +366,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 		return err
 	}
 	if won, standing := rc.offer(a); !won {
-		return conflict("tool call %q %s", id, standing.why())
+		return httpapi.Conflict("tool call %q %s", id, standing.why())
 	}
 	select {
 	case <-a.done:
@@ -390,7 +391,7 @@ func parseAnswer(t *config.Tool, kind, key string, data []byte) (*answer, error)
 	if kind == store.InputFunction {
 		a.function = true
 		if t == nil {
-			return nil, conflict("the call's tool is no longer in brain's host config")
+			return nil, httpapi.Conflict("the call's tool is no longer in brain's host config")
 		}
 		a.outcome, err = functionAnswer(t, data)
 	} else {
@@ -421,16 +422,16 @@ func approvalAnswer(data []byte) (approved bool, comment string, err error) {
 		Approved *bool   `json:"approved"`
 		Comment  *string `json:"comment"`
 	}
-	if err := decodeObject(data, &body); err != nil {
+	if err := httpapi.DecodeObject(data, &body); err != nil {
 		return false, "", err
 	}
 	if body.Approved == nil {
-		return false, "", badRequest(`approved: required: true to send the call, false to refuse it`)
+		return false, "", httpapi.BadRequest(`approved: required: true to send the call, false to refuse it`)
 	}
 	if body.Comment != nil {
 		comment = *body.Comment
 		if n := utf8.RuneCountInString(comment); n > MaxCommentChars {
-			return false, "", badRequest("comment: longer than %d characters (got %d)", MaxCommentChars, n)
+			return false, "", httpapi.BadRequest("comment: longer than %d characters (got %d)", MaxCommentChars, n)
 		}
 	}
 	return *body.Approved, comment, nil
@@ -440,23 +441,23 @@ func approvalAnswer(data []byte) (approved bool, comment string, err error) {
 // tool's answer is checked, and returns the outcome it makes.
 func functionAnswer(t *config.Tool, data []byte) (invoke.Outcome, error) {
 	if n := int64(len(data)); n > t.MaxOutputBytes() {
-		return invoke.Outcome{}, errorf(http.StatusRequestEntityTooLarge, codeTooLarge,
+		return invoke.Outcome{}, httpapi.Errorf(http.StatusRequestEntityTooLarge, httpapi.CodeTooLarge,
 			"body: the result of %d bytes is larger than tool %s's max_output_bytes %d", n, t.Name, t.MaxOutputBytes())
 	}
 	if t := strings.TrimSpace(string(data)); t != "" && t[0] != '{' {
-		return invoke.Outcome{}, badRequest("body: must be a result object, got %s", jsonKind(t[0]))
+		return invoke.Outcome{}, httpapi.BadRequest("body: must be a result object, got %s", httpapi.JSONKind(t[0]))
 	}
 	r, err := tool.DecodeResult(data)
 	if err != nil {
 		var fe *strictjson.FieldError
 		if errors.As(err, &fe) && fe.Field != "" {
-			return invoke.Outcome{}, badRequest("%s: %s", fe.Field, fe.Problem)
+			return invoke.Outcome{}, httpapi.BadRequest("%s: %s", fe.Field, fe.Problem)
 		}
-		return invoke.Outcome{}, badRequest("body: %s", strings.TrimPrefix(err.Error(), "result: "))
+		return invoke.Outcome{}, httpapi.BadRequest("body: %s", strings.TrimPrefix(err.Error(), "result: "))
 	}
 	o, err := invoke.Accept(t, r)
 	if err != nil {
-		return invoke.Outcome{}, badRequest("structured_content: does not match tool %s's output_schema: %v", t.Name, err)
+		return invoke.Outcome{}, httpapi.BadRequest("structured_content: does not match tool %s's output_schema: %v", t.Name, err)
 	}
 	return o, nil
 }

@@ -30,7 +30,7 @@ func (s *Server) caller(r *http.Request) (tenant, keyEnv string, err error) {
 	}
 	k, ok := s.config().APIKeyFor(tok)
 	if !ok {
-		return "", "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key")
+		return "", "", httpapi.Errorf(http.StatusUnauthorized, httpapi.CodeUnauthorized, "authorization: unknown API key")
 	}
 	httpapi.SetTenant(r.Context(), k.Tenant)
 	return k.Tenant, k.Env, nil
@@ -44,9 +44,9 @@ func bearerToken(r *http.Request, want string) (string, error) {
 		return tok, nil
 	}
 	if n := len(r.Header.Values("Authorization")); n > 1 {
-		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: %d Authorization headers; send one (%s)", n, want)
+		return "", httpapi.Errorf(http.StatusUnauthorized, httpapi.CodeUnauthorized, "authorization: %d Authorization headers; send one (%s)", n, want)
 	}
-	return "", errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: missing bearer token (%s)", want)
+	return "", httpapi.Errorf(http.StatusUnauthorized, httpapi.CodeUnauthorized, "authorization: missing bearer token (%s)", want)
 }
 
 // inspectionTokenBytes is the entropy of an inspection token: 256 bits.
@@ -160,10 +160,10 @@ func (s *Server) eventsAuth(r *http.Request, sessionID string) (string, *grant, 
 		return "", nil, err
 	}
 	if !ok {
-		return "", nil, errorf(http.StatusUnauthorized, codeUnauthorized, "authorization: unknown API key or expired inspection token")
+		return "", nil, httpapi.Errorf(http.StatusUnauthorized, httpapi.CodeUnauthorized, "authorization: unknown API key or expired inspection token")
 	}
 	if g.sessionID != sessionID {
-		return "", nil, notFound("session %q not found", sessionID)
+		return "", nil, httpapi.NotFound("session %q not found", sessionID)
 	}
 	httpapi.SetTenant(r.Context(), g.tenant)
 	return g.tenant, g, nil

@@ -33,12 +33,11 @@ func echoService(b *testing.B) *httptest.Server {
 		Name: "bench-echo",
 		Config: service.Config{Addr: "127.0.0.1:0", Token: toolsKey, Tenants: []string{"t1"}, MaxRequestBytes: 4 << 20,
 			Heartbeat: 15 * time.Second, StreamAfter: 10 * time.Second},
-		Tools: []service.Tool{{
-			Binding: tool.Binding{Name: "echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
-			Handler: service.Typed(func(_ context.Context, _ *service.Call, a args) *tool.Result {
-				return tool.TextResult("%s", a.Text)
+		Tools: []service.Tool{service.NewTool(tool.Binding{Name: "echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(_ context.Context, _ *service.Call, a args) (*tool.Result, error) {
+				return tool.TextResult("%s", a.Text), nil
 			}),
-		}},
+		},
 	}
 	hs := httptest.NewServer(s.Handler())
 	b.Cleanup(hs.Close)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/httpapi"
 )
 
 // TestStalledBodyRefusedAtOnce: a client that declares a body, sends part
@@ -35,9 +35,9 @@ func TestStalledBodyRefusedAtOnce(t *testing.T) {
 		status, _ := rd.ReadString('\n')
 		answered := time.Since(start)
 		_, err = io.Copy(io.Discard, rd) // the rest, until brain closes
-		closed := err == nil && time.Since(start) < service.DrainGrace+2*time.Second
+		closed := err == nil && time.Since(start) < httpapi.DrainGrace+2*time.Second
 		conn.Close()
-		if !strings.Contains(status, tc.want) || answered > service.DrainGrace+2*time.Second || !closed {
+		if !strings.Contains(status, tc.want) || answered > httpapi.DrainGrace+2*time.Second || !closed {
 			t.Errorf("%s %q: %q after %s (closed %v), want %s at once and the connection closed", tc.path, tc.auth, strings.TrimSpace(status), answered, closed, tc.want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/julienschmidt/httprouter"
 )
@@ -33,24 +34,24 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 		return err
 	}
 	var req createCallRequest
-	if err := s.decodeBody(r, &req); err != nil {
+	if err := httpapi.DecodeJSON(r, s.maxBody, &req); err != nil {
 		return err
 	}
 	if req.Tool == "" {
-		return badRequest("tool: required")
+		return httpapi.BadRequest("tool: required")
 	}
 	args := bytes.TrimSpace(req.Arguments)
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		args = []byte("{}")
 	}
 	if args[0] != '{' {
-		return badRequest("arguments: must be a JSON object")
+		return httpapi.BadRequest("arguments: must be a JSON object")
 	}
 	var wait int64
 	if req.WaitSeconds != nil {
 		wait = *req.WaitSeconds
 		if wait < 0 || wait > MaxWaitSeconds {
-			return badRequest("wait_seconds: must be 0..%d, got %d", MaxWaitSeconds, wait)
+			return httpapi.BadRequest("wait_seconds: must be 0..%d, got %d", MaxWaitSeconds, wait)
 		}
 	}
 	sess, err := s.knownSession(r.Context(), tenant, p.ByName("id"))
@@ -58,7 +59,7 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 		return err
 	}
 	if sess.Status != store.SessionActive {
-		return conflict("session %q is %s", sess.ID, sess.Status)
+		return httpapi.Conflict("session %q is %s", sess.ID, sess.Status)
 	}
 	// The binding as it is now: a call keeps it (and, for a custom tool,
 	// its revision) however the tool changes while the call is in flight.
@@ -94,14 +95,14 @@ func writeCall(w http.ResponseWriter, c *store.Call, pos *int) {
 	if !store.Terminal(c.Status) {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, callJSON(c, pos))
+	httpapi.WriteJSON(w, status, callJSON(c, pos))
 }
 
 // call returns the tenant's call id, or 404.
 func (s *Server) call(ctx context.Context, tenant, id string) (*store.Call, error) {
 	c, err := s.store.Call(ctx, tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("tool call %q not found", id)
+		return nil, httpapi.NotFound("tool call %q not found", id)
 	}
 	return c, err
 }
@@ -114,7 +115,7 @@ func (s *Server) unfinishedCall(ctx context.Context, tenant, id, why string) (*s
 		return nil, err
 	}
 	if store.Terminal(c.Status) {
-		return nil, conflict("tool call %q is already %s%s", id, c.Status, why)
+		return nil, httpapi.Conflict("tool call %q is already %s%s", id, c.Status, why)
 	}
 	return c, nil
 }
@@ -171,7 +172,7 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 		return err
 	}
 	var empty struct{}
-	if err := s.decodeOptionalBody(r, &empty); err != nil {
+	if err := httpapi.DecodeOptionalJSON(r, s.maxBody, &empty); err != nil {
 		return err
 	}
 	id := p.ByName("id")
@@ -189,13 +190,13 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 			c = rc.final
 		case <-r.Context().Done():
 			if s.isDraining() {
-				return unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", id)
+				return httpapi.Unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", id)
 			}
 			return r.Context().Err()
 		}
 		if !store.Terminal(c.Status) {
 			// Left waiting by a shutdown that began first.
-			return unavailable("brain is shutting down; call %q waits as it was: cancel it again once brain is back", id)
+			return httpapi.Unavailable("brain is shutting down; call %q waits as it was: cancel it again once brain is back", id)
 		}
 	} else if s.shared != nil {
 		// Another replica runs it (or ran it and died): tell it, and wait
@@ -205,7 +206,7 @@ func (s *Server) cancelCall(w http.ResponseWriter, r *http.Request, p httprouter
 			return err
 		}
 		if !store.Terminal(c.Status) {
-			return unavailable("tool call %q runs on a brain replica that did not record its end in %s; read it again", id, s.endWait())
+			return httpapi.Unavailable("tool call %q runs on a brain replica that did not record its end in %s; read it again", id, s.endWait())
 		}
 	} else if c, err = s.call(r.Context(), tenant, id); err != nil {
 		return err
@@ -228,12 +229,12 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, _ httprouter.
 	// (or, for session_id, look up a session named ""): refuse it.
 	for _, name := range []string{"session_id", "tool", "status", "after"} {
 		if q.Has(name) && q.Get(name) == "" {
-			return badRequest("%s: must not be empty (omit it to list calls of every %s)", name, strings.TrimSuffix(name, "_id"))
+			return httpapi.BadRequest("%s: must not be empty (omit it to list calls of every %s)", name, strings.TrimSuffix(name, "_id"))
 		}
 	}
 	f := store.CallFilter{TenantID: tenant, SessionID: q.Get("session_id"), Tool: q.Get("tool"), Status: q.Get("status")}
 	if f.Status != "" && !slices.Contains(store.CallStatuses, f.Status) {
-		return badRequest("status: unknown status %q (want one of %s)", f.Status, strings.Join(store.CallStatuses, ", "))
+		return httpapi.BadRequest("status: unknown status %q (want one of %s)", f.Status, strings.Join(store.CallStatuses, ", "))
 	}
 	if q.Has("session_id") {
 		if _, err := s.knownSession(r.Context(), tenant, f.SessionID); err != nil {
@@ -246,7 +247,7 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, _ httprouter.
 	}
 	if after := q.Get("after"); after != "" {
 		if _, err := s.store.Call(r.Context(), tenant, after); errors.Is(err, store.ErrNotFound) {
-			return badRequest("after: no tool call %q (pass the next_after of the previous page)", after)
+			return httpapi.BadRequest("after: no tool call %q (pass the next_after of the previous page)", after)
 		} else if err != nil {
 			return fmt.Errorf("list tool calls: %w", err)
 		}
@@ -270,6 +271,6 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if more {
 		body["next_after"] = out[len(out)-1].ID
 	}
-	writeJSON(w, http.StatusOK, body)
+	httpapi.WriteJSON(w, http.StatusOK, body)
 	return nil
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/brain-tools/suite/pkg/httpapi"
+
 	"context"
 	"fmt"
 	"net/http"
@@ -38,19 +40,19 @@ func TestCreateCall(t *testing.T) {
 			status: 200, callStatus: "failed", errorCode: "invalid_arguments", isError: true, text: "/text"},
 		{name: "refused with wait 0 answers its end", body: map[string]any{"tool": "echo", "arguments": map[string]any{"extra": true, "text": "a"}, "wait_seconds": 0},
 			status: 200, callStatus: "failed", errorCode: "invalid_arguments", isError: true, text: "extra"},
-		{name: "tool not enabled", body: map[string]any{"tool": "progress"}, status: 400, code: codeInvalidRequest, want: []string{"tool", `"progress"`, "not enabled"}},
-		{name: "tool of another tenant", body: map[string]any{"tool": "secret"}, status: 400, code: codeInvalidRequest, want: []string{"tool", `"secret"`}},
-		{name: "no tool", body: map[string]any{"arguments": map[string]string{}}, status: 400, code: codeInvalidRequest, want: []string{"tool", "required"}},
-		{name: "wait_seconds over its limit", body: map[string]any{"tool": "echo", "wait_seconds": MaxWaitSeconds + 1}, status: 400, code: codeInvalidRequest, want: []string{"wait_seconds", "0..60", "61"}},
-		{name: "negative wait_seconds", body: map[string]any{"tool": "echo", "wait_seconds": -1}, status: 400, code: codeInvalidRequest, want: []string{"wait_seconds"}},
-		{name: "wait_seconds of wrong type", body: `{"tool":"echo","wait_seconds":"5"}`, status: 400, code: codeInvalidRequest, want: []string{"wait_seconds", "integer"}},
-		{name: "fractional wait_seconds", body: `{"tool":"echo","wait_seconds":1.5}`, status: 400, code: codeInvalidRequest, want: []string{"wait_seconds", "integer"}},
-		{name: "arguments not an object", body: `{"tool":"echo","arguments":["a"]}`, status: 400, code: codeInvalidRequest, want: []string{"arguments", "object"}},
-		{name: "unknown field", body: `{"tool":"echo","args":{}}`, status: 400, code: codeInvalidRequest, want: []string{"args", "unknown field"}},
-		{name: "field in the wrong case", body: `{"Tool":"echo","arguments":{"text":"a"}}`, status: 400, code: codeInvalidRequest, want: []string{"Tool", "unknown field", `did you mean "tool"`}},
-		{name: "malformed JSON", body: `{"tool":`, status: 400, code: codeInvalidRequest, want: []string{"malformed JSON"}},
-		{name: "null body", body: `null`, status: 400, code: codeInvalidRequest, want: []string{"body: must be a JSON object, got null"}},
-		{name: "body over the size limit", body: `{"tool":"echo","arguments":{"text":"` + strings.Repeat("a", MaxBodyBytes) + `"}}`, status: 413, code: codeTooLarge, want: []string{"1048576"}},
+		{name: "tool not enabled", body: map[string]any{"tool": "progress"}, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"tool", `"progress"`, "not enabled"}},
+		{name: "tool of another tenant", body: map[string]any{"tool": "secret"}, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"tool", `"secret"`}},
+		{name: "no tool", body: map[string]any{"arguments": map[string]string{}}, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"tool", "required"}},
+		{name: "wait_seconds over its limit", body: map[string]any{"tool": "echo", "wait_seconds": MaxWaitSeconds + 1}, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"wait_seconds", "0..60", "61"}},
+		{name: "negative wait_seconds", body: map[string]any{"tool": "echo", "wait_seconds": -1}, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"wait_seconds"}},
+		{name: "wait_seconds of wrong type", body: `{"tool":"echo","wait_seconds":"5"}`, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"wait_seconds", "integer"}},
+		{name: "fractional wait_seconds", body: `{"tool":"echo","wait_seconds":1.5}`, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"wait_seconds", "integer"}},
+		{name: "arguments not an object", body: `{"tool":"echo","arguments":["a"]}`, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"arguments", "object"}},
+		{name: "unknown field", body: `{"tool":"echo","args":{}}`, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"args", "unknown field"}},
+		{name: "field in the wrong case", body: `{"Tool":"echo","arguments":{"text":"a"}}`, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"Tool", "unknown field", `did you mean "tool"`}},
+		{name: "malformed JSON", body: `{"tool":`, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"malformed JSON"}},
+		{name: "null body", body: `null`, status: 400, code: httpapi.CodeInvalidRequest, want: []string{"body: must be a JSON object, got null"}},
+		{name: "body over the size limit", body: `{"tool":"echo","arguments":{"text":"` + strings.Repeat("a", MaxBodyBytes) + `"}}`, status: 413, code: httpapi.CodeTooLarge, want: []string{"1048576"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,7 +131,7 @@ func TestWaitAndGet(t *testing.T) {
 		t.Run(tt.query, func(t *testing.T) {
 			r := b.do("GET", "/tool_calls/"+c.ID+tt.query, "t1", nil)
 			if tt.status >= 400 {
-				wantRefusal(t, r, tt.status, codeInvalidRequest, tt.want...)
+				wantRefusal(t, r, tt.status, httpapi.CodeInvalidRequest, tt.want...)
 				return
 			}
 			var got CallJSON
@@ -151,7 +153,7 @@ func TestWaitAndGet(t *testing.T) {
 	if r.status != 200 || done.Status != "succeeded" {
 		t.Errorf("wait for release: %d %s", r.status, r.body)
 	}
-	wantRefusal(t, b.do("GET", "/tool_calls/call_nope", "t1", nil), 404, codeNotFound, "call_nope")
+	wantRefusal(t, b.do("GET", "/tool_calls/call_nope", "t1", nil), 404, httpapi.CodeNotFound, "call_nope")
 }
 
 func TestCancelCall(t *testing.T) {
@@ -168,9 +170,9 @@ func TestCancelCall(t *testing.T) {
 		code   string
 		want   []string
 	}{
-		{"unknown field in body", `{"reason":"x"}`, nil, 400, codeInvalidRequest, []string{"reason", "unknown field"}},
-		{"body of wrong content type", `{}`, []string{"Content-Type", "text/plain"}, 415, codeUnsupportedMedia, []string{"content-type"}},
-		{"unknown call", nil, nil, 404, codeNotFound, []string{"not found"}},
+		{"unknown field in body", `{"reason":"x"}`, nil, 400, httpapi.CodeInvalidRequest, []string{"reason", "unknown field"}},
+		{"body of wrong content type", `{}`, []string{"Content-Type", "text/plain"}, 415, httpapi.CodeUnsupportedMedia, []string{"Content-Type must be application/json"}},
+		{"unknown call", nil, nil, 404, httpapi.CodeNotFound, []string{"not found"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,9 +193,9 @@ func TestCancelCall(t *testing.T) {
 	if !strings.Contains(text, "cancel") {
 		t.Errorf("result text %q does not say cancelled", text)
 	}
-	wantRefusal(t, b.do("POST", "/tool_calls/"+c.ID+"/cancel", "t1", `{}`), 409, codeConflict, c.ID, "cancelled")
+	wantRefusal(t, b.do("POST", "/tool_calls/"+c.ID+"/cancel", "t1", `{}`), 409, httpapi.CodeConflict, c.ID, "cancelled")
 	_, done := b.call("t1", s.ID, "echo", map[string]string{"text": "x"}, 5)
-	wantRefusal(t, b.do("POST", "/tool_calls/"+done.ID+"/cancel", "t1", nil), 409, codeConflict, "succeeded")
+	wantRefusal(t, b.do("POST", "/tool_calls/"+done.ID+"/cancel", "t1", nil), 409, httpapi.CodeConflict, "succeeded")
 	evs := b.events("t1", s.ID)
 	if diff := cmp.Diff([]string{"session.created", "tool.call", "tool.result", "tool.call", "tool.result"}, eventTypes(evs)); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -251,9 +253,9 @@ func TestInterruptAndClose(t *testing.T) {
 				t.Errorf("%s: %d %s", st.name, r.status, r.body)
 			}
 		case st.status == 400:
-			wantRefusal(t, r, 400, codeInvalidRequest, st.want...)
+			wantRefusal(t, r, 400, httpapi.CodeInvalidRequest, st.want...)
 		default:
-			wantRefusal(t, r, st.status, codeConflict, st.want...)
+			wantRefusal(t, r, st.status, httpapi.CodeConflict, st.want...)
 		}
 		if st.name == "interrupt" {
 			for _, c := range calls {
@@ -327,9 +329,9 @@ func TestListCalls(t *testing.T) {
 		t.Run(tt.query, func(t *testing.T) {
 			r := b.do("GET", "/tool_calls"+tt.query, "t1", nil)
 			if tt.status != 200 {
-				code := codeInvalidRequest
+				code := httpapi.CodeInvalidRequest
 				if tt.status == 404 {
-					code = codeNotFound
+					code = httpapi.CodeNotFound
 				}
 				wantRefusal(t, r, tt.status, code, tt.want...)
 				return
@@ -389,7 +391,7 @@ func TestListCallsPaging(t *testing.T) {
 		t.Fatalf("paged\n%v\nwant\n%v", got, want)
 	}
 	r := b.do("GET", "/tool_calls?after="+want[0], "t2", nil)
-	wantRefusal(t, r, 400, codeInvalidRequest, "after", want[0])
+	wantRefusal(t, r, 400, httpapi.CodeInvalidRequest, "after", want[0])
 }
 
 func TestTraceparent(t *testing.T) {

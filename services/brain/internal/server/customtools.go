@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
@@ -107,19 +108,19 @@ func customToolJSON(t *store.CustomTool) CustomToolJSON {
 // (nil on create): its name is the one the body may repeat, never change.
 func (s *Server) decodeCustomTool(ctx context.Context, tenant string, data []byte, current *customToolDefinition) (*customToolDefinition, *customToolBody, error) {
 	var keys map[string]json.RawMessage
-	if err := decodeObject(data, &keys); err != nil {
+	if err := httpapi.DecodeObject(data, &keys); err != nil {
 		return nil, nil, err
 	}
 	for k := range keys {
 		if why, ok := notForCustomTools[k]; ok {
-			return nil, nil, badRequest("%s: not a field of a custom tool: %s", k, why)
+			return nil, nil, httpapi.BadRequest("%s: not a field of a custom tool: %s", k, why)
 		}
 	}
 	var b customToolBody
-	if err := decodeObject(data, &b); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && strings.Contains(ae.message, "unknown field") {
-			ae.message += "; a custom tool takes " + customToolFields
+	if err := httpapi.DecodeObject(data, &b); err != nil {
+		var ae *httpapi.Error
+		if errors.As(err, &ae) && strings.Contains(ae.Message, "unknown field") {
+			ae.Message += "; a custom tool takes " + customToolFields
 		}
 		return nil, nil, err
 	}
@@ -129,31 +130,31 @@ func (s *Server) decodeCustomTool(ctx context.Context, tenant string, data []byt
 	}
 	switch {
 	case current != nil && b.Name != nil && *b.Name != current.Name:
-		return nil, nil, badRequest("name: a custom tool's name is immutable (this one is %q); create another tool for another name", current.Name)
+		return nil, nil, httpapi.BadRequest("name: a custom tool's name is immutable (this one is %q); create another tool for another name", current.Name)
 	case current != nil:
 		def.Name = current.Name
 	case b.Name == nil:
-		return nil, nil, badRequest("name: required")
+		return nil, nil, httpapi.BadRequest("name: required")
 	default:
 		def.Name = *b.Name
 	}
 	if b.Description == nil {
-		return nil, nil, badRequest("description: required: what the tool does, for the model")
+		return nil, nil, httpapi.BadRequest("description: required: what the tool does, for the model")
 	}
 	def.Description = *b.Description
 	if b.URL == nil {
-		return nil, nil, badRequest("url: required: the http or https endpoint brain posts calls to")
+		return nil, nil, httpapi.BadRequest("url: required: the http or https endpoint brain posts calls to")
 	}
 	def.URL = *b.URL
 	if b.TimeoutSeconds != nil {
 		if n := *b.TimeoutSeconds; n < 1 || n > tool.MaxTimeoutSeconds {
-			return nil, nil, badRequest("timeout_seconds: must be from 1 to %d, got %d", tool.MaxTimeoutSeconds, n)
+			return nil, nil, httpapi.BadRequest("timeout_seconds: must be from 1 to %d, got %d", tool.MaxTimeoutSeconds, n)
 		}
 		def.TimeoutSeconds = *b.TimeoutSeconds
 	}
 	if b.MaxOutputBytes != nil {
 		if n := *b.MaxOutputBytes; n < 1 || n > tool.MaxOutputBytesLimit {
-			return nil, nil, badRequest("max_output_bytes: must be from 1 to %d (2 MiB), got %d", tool.MaxOutputBytesLimit, n)
+			return nil, nil, httpapi.BadRequest("max_output_bytes: must be from 1 to %d (2 MiB), got %d", tool.MaxOutputBytesLimit, n)
 		}
 		def.MaxOutputBytes = *b.MaxOutputBytes
 	}
@@ -163,7 +164,7 @@ func (s *Server) decodeCustomTool(ctx context.Context, tenant string, data []byt
 			return nil, nil, err
 		}
 		if _, err := s.store.Secret(ctx, tenant, name); errors.Is(err, store.ErrNotFound) {
-			return nil, nil, badRequest("auth_secret_name: no secret %q; store it first with PUT /secrets/%s", name, name)
+			return nil, nil, httpapi.BadRequest("auth_secret_name: no secret %q; store it first with PUT /secrets/%s", name, name)
 		} else if err != nil {
 			return nil, nil, fmt.Errorf("read secret: %w", err)
 		}
@@ -176,11 +177,11 @@ func (s *Server) decodeCustomTool(ctx context.Context, tenant string, data []byt
 	def.TimeoutSeconds, def.MaxOutputBytes = t.TimeoutSeconds, t.Binding.MaxOutputBytes
 	u, _ := url.Parse(def.URL) // ValidateURL passed
 	if _, err := s.guard.CheckURL(u); err != nil {
-		return nil, nil, badRequest("url: %v (a tenant's tool reaches only public addresses unless the operator allows a range)", err)
+		return nil, nil, httpapi.BadRequest("url: %v (a tenant's tool reaches only public addresses unless the operator allows a range)", err)
 	}
 	if current == nil {
 		if h, ok := s.config().Tool(def.Name); ok && h.Allowed(tenant) {
-			return nil, nil, conflict("name: %q is a tool of the host config for tenant %q; choose another name", def.Name, tenant)
+			return nil, nil, httpapi.Conflict("name: %q is a tool of the host config for tenant %q; choose another name", def.Name, tenant)
 		}
 	}
 	return def, &b, nil
@@ -201,9 +202,9 @@ func newCustomBinding(tenant string, def *customToolDefinition, toolID, revID st
 	if err != nil {
 		var fe *strictjson.FieldError
 		if errors.As(err, &fe) {
-			return nil, badRequest("%s: %s", fe.Field, fe.Problem)
+			return nil, httpapi.BadRequest("%s: %s", fe.Field, fe.Problem)
 		}
-		return nil, badRequest("%v", err) // schema errors name input_schema / output_schema
+		return nil, httpapi.BadRequest("%v", err) // schema errors name input_schema / output_schema
 	}
 	return t, nil
 }
@@ -305,7 +306,7 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 			OutputSchema: def.OutputSchema, Source: config.SourceCustom, ID: ct.ID, CurrentRevisionID: &rev,
 			Shadowed: shadowed && h.Allowed(tenant)})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tools": entries})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"tools": entries})
 	return nil
 }
 
@@ -324,13 +325,13 @@ func (s *Server) createCustomTool(w http.ResponseWriter, r *http.Request, _ http
 	var le *store.LimitError
 	switch err := s.store.CreateCustomTool(r.Context(), ct, s.limits.CustomTools); {
 	case errors.Is(err, store.ErrNameTaken):
-		return conflict("name: tenant %q already has a custom tool %q; update it (PUT /custom_tools/{id}) or delete it first", tenant, def.Name)
+		return httpapi.Conflict("name: tenant %q already has a custom tool %q; update it (PUT /custom_tools/{id}) or delete it first", tenant, def.Name)
 	case errors.As(err, &le):
-		return conflict("custom tools: tenant %q has %d already, the most it keeps; delete one first", tenant, le.Limit)
+		return httpapi.Conflict("custom tools: tenant %q has %d already, the most it keeps; delete one first", tenant, le.Limit)
 	case err != nil:
 		return fmt.Errorf("create custom tool: %w", err)
 	}
-	writeJSON(w, http.StatusCreated, customToolJSON(ct))
+	httpapi.WriteJSON(w, http.StatusCreated, customToolJSON(ct))
 	return nil
 }
 
@@ -354,7 +355,7 @@ func storeErr(err error, what, id string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		return notFound("%s %q not found", what, id)
+		return httpapi.NotFound("%s %q not found", what, id)
 	}
 	return fmt.Errorf("%s %s: %w", what, id, err)
 }
@@ -364,10 +365,10 @@ func (s *Server) writeRequest(r *http.Request) (tenant string, body []byte, err 
 	if tenant, err = s.readRequest(r); err != nil {
 		return "", nil, err
 	}
-	if err := checkJSONContentType(r); err != nil {
+	if err := httpapi.CheckJSON(r); err != nil {
 		return "", nil, err
 	}
-	body, err = readBody(r, s.maxBody)
+	body, err = httpapi.ReadBody(r, s.maxBody)
 	return tenant, body, err
 }
 
@@ -386,7 +387,7 @@ func (s *Server) getCustomTool(w http.ResponseWriter, r *http.Request, p httprou
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, customToolJSON(ct))
+	httpapi.WriteJSON(w, http.StatusOK, customToolJSON(ct))
 	return nil
 }
 
@@ -403,7 +404,7 @@ func (s *Server) listCustomTools(w http.ResponseWriter, r *http.Request, _ httpr
 	for _, ct := range list {
 		out = append(out, customToolJSON(ct))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"custom_tools": out})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"custom_tools": out})
 	return nil
 }
 
@@ -429,7 +430,7 @@ func (s *Server) updateCustomTool(w http.ResponseWriter, r *http.Request, p http
 		return err
 	}
 	if body.CurrentRevisionID == nil || *body.CurrentRevisionID == "" {
-		return badRequest("current_revision_id: required: the revision this update is made from (now %s); read the tool first", ct.Revision.ID)
+		return httpapi.BadRequest("current_revision_id: required: the revision this update is made from (now %s); read the tool first", ct.Revision.ID)
 	}
 	now := time.Now().UTC()
 	rev := &store.ToolRevision{ID: newID("rev"), ToolID: id, TenantID: tenant, Definition: mustJSON(def), CreatedAt: now}
@@ -437,12 +438,12 @@ func (s *Server) updateCustomTool(w http.ResponseWriter, r *http.Request, p http
 	var re *store.RevisionError
 	switch {
 	case errors.As(err, &re):
-		return conflict("current_revision_id: %q is not the current revision of custom tool %q; it is now %s: read the tool again and update from that revision",
+		return httpapi.Conflict("current_revision_id: %q is not the current revision of custom tool %q; it is now %s: read the tool again and update from that revision",
 			*body.CurrentRevisionID, id, re.Current)
 	case err != nil:
 		return storeErr(err, "custom tool", id)
 	}
-	writeJSON(w, http.StatusOK, customToolJSON(updated))
+	httpapi.WriteJSON(w, http.StatusOK, customToolJSON(updated))
 	return nil
 }
 
@@ -462,7 +463,7 @@ func (s *Server) deleteCustomTool(w http.ResponseWriter, r *http.Request, p http
 	if err := storeErr(s.store.DeleteCustomTool(r.Context(), tenant, id), "custom tool", id); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, customToolJSON(ct))
+	httpapi.WriteJSON(w, http.StatusOK, customToolJSON(ct))
 	return nil
 }
 
@@ -480,7 +481,7 @@ func (s *Server) getRevision(w http.ResponseWriter, r *http.Request, p httproute
 	}
 	var def customToolDefinition
 	_ = json.Unmarshal(rev.Definition, &def)
-	writeJSON(w, http.StatusOK, RevisionJSON{ID: rev.ID, ToolID: rev.ToolID, customToolDefinition: def, CreatedAt: timeString(rev.CreatedAt)})
+	httpapi.WriteJSON(w, http.StatusOK, RevisionJSON{ID: rev.ID, ToolID: rev.ToolID, customToolDefinition: def, CreatedAt: timeString(rev.CreatedAt)})
 	return nil
 }
 

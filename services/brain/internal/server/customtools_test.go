@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/netguard/dnstest"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -43,7 +44,7 @@ func TestCustomToolRevisions(t *testing.T) {
 		t.Fatalf("updated %+v from %+v", v2, v1)
 	}
 	// The same update again names a revision that is no longer current.
-	wantRefusal(t, b.do("PUT", "/custom_tools/"+v1.ID, "t1", update), http.StatusConflict, codeConflict,
+	wantRefusal(t, b.do("PUT", "/custom_tools/"+v1.ID, "t1", update), http.StatusConflict, httpapi.CodeConflict,
 		"current_revision_id", v1.CurrentRevisionID, v2.CurrentRevisionID)
 
 	b.tools.releaseAll()
@@ -114,31 +115,31 @@ func TestCustomToolRefusals(t *testing.T) {
 		code   string
 		want   []string
 	}{
-		{"no name", base(map[string]any{"name": nil}), 400, codeInvalidRequest, []string{"name", "required"}},
-		{"dotted name", base(map[string]any{"name": "crm.lookup"}), 400, codeInvalidRequest, []string{"name", "crm.lookup"}},
-		{"name too long", base(map[string]any{"name": "a" + strings.Repeat("b", 64)}), 400, codeInvalidRequest, []string{"name"}},
-		{"no description", base(map[string]any{"description": nil}), 400, codeInvalidRequest, []string{"description"}},
-		{"blank description", base(map[string]any{"description": "  "}), 400, codeInvalidRequest, []string{"description"}},
-		{"no url", base(map[string]any{"url": nil}), 400, codeInvalidRequest, []string{"url", "required"}},
-		{"ftp url", base(map[string]any{"url": "ftp://example.com/x"}), 400, codeInvalidRequest, []string{"url", "scheme"}},
-		{"url with credentials", base(map[string]any{"url": "http://u:p@example.com/x"}), 400, codeInvalidRequest, []string{"url", "credentials"}},
-		{"url with fragment", base(map[string]any{"url": "http://example.com/x#f"}), 400, codeInvalidRequest, []string{"url", "fragment"}},
-		{"no input_schema", base(map[string]any{"input_schema": nil}), 400, codeInvalidRequest, []string{"input_schema"}},
-		{"string input_schema", base(map[string]any{"input_schema": map[string]any{"type": "string"}}), 400, codeInvalidRequest, []string{"input_schema", "object"}},
-		{"external ref", base(map[string]any{"input_schema": map[string]any{"$ref": "https://example.com/s.json"}}), 400, codeInvalidRequest, []string{"input_schema"}},
-		{"bad output_schema", base(map[string]any{"output_schema": "x"}), 400, codeInvalidRequest, []string{"output_schema"}},
-		{"timeout 0", base(map[string]any{"timeout_seconds": 0}), 400, codeInvalidRequest, []string{"timeout_seconds", "1 to 86400"}},
-		{"timeout too long", base(map[string]any{"timeout_seconds": 86401}), 400, codeInvalidRequest, []string{"timeout_seconds"}},
-		{"output too large", base(map[string]any{"max_output_bytes": tool.MaxOutputBytesLimit + 1}), 400, codeInvalidRequest, []string{"max_output_bytes"}},
-		{"token_env", base(map[string]any{"token_env": "BRAIN_TOOLS_KEY"}), 400, codeInvalidRequest, []string{"token_env", "auth_secret_name"}},
-		{"tenants", base(map[string]any{"tenants": []string{"t2"}}), 400, codeInvalidRequest, []string{"tenants"}},
-		{"inspect_session", base(map[string]any{"inspect_session": true}), 400, codeInvalidRequest, []string{"inspect_session"}},
-		{"unknown field", base(map[string]any{"timeout": 5}), 400, codeInvalidRequest, []string{"timeout", "unknown field", "timeout_seconds"}},
-		{"wrong type", base(map[string]any{"timeout_seconds": "5"}), 400, codeInvalidRequest, []string{"timeout_seconds"}},
-		{"unknown secret", base(map[string]any{"auth_secret_name": "nope"}), 400, codeInvalidRequest, []string{"auth_secret_name", "nope"}},
-		{"bad secret name", base(map[string]any{"auth_secret_name": "a b"}), 400, codeInvalidRequest, []string{"auth_secret_name"}},
-		{"host config name", base(map[string]any{"name": "echo"}), 409, codeConflict, []string{"name", "echo", "host config"}},
-		{"not an object", `[1]`, 400, codeInvalidRequest, []string{"body"}},
+		{"no name", base(map[string]any{"name": nil}), 400, httpapi.CodeInvalidRequest, []string{"name", "required"}},
+		{"dotted name", base(map[string]any{"name": "crm.lookup"}), 400, httpapi.CodeInvalidRequest, []string{"name", "crm.lookup"}},
+		{"name too long", base(map[string]any{"name": "a" + strings.Repeat("b", 64)}), 400, httpapi.CodeInvalidRequest, []string{"name"}},
+		{"no description", base(map[string]any{"description": nil}), 400, httpapi.CodeInvalidRequest, []string{"description"}},
+		{"blank description", base(map[string]any{"description": "  "}), 400, httpapi.CodeInvalidRequest, []string{"description"}},
+		{"no url", base(map[string]any{"url": nil}), 400, httpapi.CodeInvalidRequest, []string{"url", "required"}},
+		{"ftp url", base(map[string]any{"url": "ftp://example.com/x"}), 400, httpapi.CodeInvalidRequest, []string{"url", "scheme"}},
+		{"url with credentials", base(map[string]any{"url": "http://u:p@example.com/x"}), 400, httpapi.CodeInvalidRequest, []string{"url", "credentials"}},
+		{"url with fragment", base(map[string]any{"url": "http://example.com/x#f"}), 400, httpapi.CodeInvalidRequest, []string{"url", "fragment"}},
+		{"no input_schema", base(map[string]any{"input_schema": nil}), 400, httpapi.CodeInvalidRequest, []string{"input_schema"}},
+		{"string input_schema", base(map[string]any{"input_schema": map[string]any{"type": "string"}}), 400, httpapi.CodeInvalidRequest, []string{"input_schema", "object"}},
+		{"external ref", base(map[string]any{"input_schema": map[string]any{"$ref": "https://example.com/s.json"}}), 400, httpapi.CodeInvalidRequest, []string{"input_schema"}},
+		{"bad output_schema", base(map[string]any{"output_schema": "x"}), 400, httpapi.CodeInvalidRequest, []string{"output_schema"}},
+		{"timeout 0", base(map[string]any{"timeout_seconds": 0}), 400, httpapi.CodeInvalidRequest, []string{"timeout_seconds", "1 to 86400"}},
+		{"timeout too long", base(map[string]any{"timeout_seconds": 86401}), 400, httpapi.CodeInvalidRequest, []string{"timeout_seconds"}},
+		{"output too large", base(map[string]any{"max_output_bytes": tool.MaxOutputBytesLimit + 1}), 400, httpapi.CodeInvalidRequest, []string{"max_output_bytes"}},
+		{"token_env", base(map[string]any{"token_env": "BRAIN_TOOLS_KEY"}), 400, httpapi.CodeInvalidRequest, []string{"token_env", "auth_secret_name"}},
+		{"tenants", base(map[string]any{"tenants": []string{"t2"}}), 400, httpapi.CodeInvalidRequest, []string{"tenants"}},
+		{"inspect_session", base(map[string]any{"inspect_session": true}), 400, httpapi.CodeInvalidRequest, []string{"inspect_session"}},
+		{"unknown field", base(map[string]any{"timeout": 5}), 400, httpapi.CodeInvalidRequest, []string{"timeout", "unknown field", "timeout_seconds"}},
+		{"wrong type", base(map[string]any{"timeout_seconds": "5"}), 400, httpapi.CodeInvalidRequest, []string{"timeout_seconds"}},
+		{"unknown secret", base(map[string]any{"auth_secret_name": "nope"}), 400, httpapi.CodeInvalidRequest, []string{"auth_secret_name", "nope"}},
+		{"bad secret name", base(map[string]any{"auth_secret_name": "a b"}), 400, httpapi.CodeInvalidRequest, []string{"auth_secret_name"}},
+		{"host config name", base(map[string]any{"name": "echo"}), 409, httpapi.CodeConflict, []string{"name", "echo", "host config"}},
+		{"not an object", `[1]`, 400, httpapi.CodeInvalidRequest, []string{"body"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,21 +147,21 @@ func TestCustomToolRefusals(t *testing.T) {
 		})
 	}
 	t.Run("content type", func(t *testing.T) {
-		wantRefusal(t, b.do("POST", "/custom_tools", "t1", base(nil), "Content-Type", "text/plain"), 415, codeUnsupportedMedia, "content-type")
+		wantRefusal(t, b.do("POST", "/custom_tools", "t1", base(nil), "Content-Type", "text/plain"), 415, httpapi.CodeUnsupportedMedia, "Content-Type must be application/json")
 	})
 	t.Run("body too large", func(t *testing.T) {
 		big := base(map[string]any{"description": strings.Repeat("x", MaxBodyBytes)})
-		wantRefusal(t, b.do("POST", "/custom_tools", "t1", big), 413, codeTooLarge, "body")
+		wantRefusal(t, b.do("POST", "/custom_tools", "t1", big), 413, httpapi.CodeTooLarge, "body")
 	})
 	var ct CustomToolJSON
 	b.created("/custom_tools", "t1", base(nil), &ct)
 	t.Run("name taken", func(t *testing.T) {
-		wantRefusal(t, b.do("POST", "/custom_tools", "t1", base(nil)), 409, codeConflict, "name", "crm")
+		wantRefusal(t, b.do("POST", "/custom_tools", "t1", base(nil)), 409, httpapi.CodeConflict, "name", "crm")
 	})
 	t.Run("limit", func(t *testing.T) {
 		b := b.with(t)
 		b.created("/custom_tools", "t1", base(map[string]any{"name": "crm2"}), &CustomToolJSON{})
-		wantRefusal(t, b.do("POST", "/custom_tools", "t1", base(map[string]any{"name": "crm3"})), 409, codeConflict, "custom tools", "2")
+		wantRefusal(t, b.do("POST", "/custom_tools", "t1", base(map[string]any{"name": "crm3"})), 409, httpapi.CodeConflict, "custom tools", "2")
 	})
 	update := func(edit map[string]any) map[string]any {
 		m := base(edit)
@@ -177,11 +178,11 @@ func TestCustomToolRefusals(t *testing.T) {
 		code   string
 		want   []string
 	}{
-		{"rename", ct.ID, update(map[string]any{"name": "other"}), 400, codeInvalidRequest, []string{"name", "immutable", "crm"}},
-		{"no revision", ct.ID, update(map[string]any{"current_revision_id": nil}), 400, codeInvalidRequest, []string{"current_revision_id", "required", ct.CurrentRevisionID}},
-		{"stale revision", ct.ID, update(map[string]any{"current_revision_id": "rev_stale"}), 409, codeConflict, []string{"current_revision_id", "rev_stale", ct.CurrentRevisionID}},
-		{"bad field", ct.ID, update(map[string]any{"timeout_seconds": -1}), 400, codeInvalidRequest, []string{"timeout_seconds"}},
-		{"unknown tool", "ctool_nope", update(nil), 404, codeNotFound, []string{"ctool_nope"}},
+		{"rename", ct.ID, update(map[string]any{"name": "other"}), 400, httpapi.CodeInvalidRequest, []string{"name", "immutable", "crm"}},
+		{"no revision", ct.ID, update(map[string]any{"current_revision_id": nil}), 400, httpapi.CodeInvalidRequest, []string{"current_revision_id", "required", ct.CurrentRevisionID}},
+		{"stale revision", ct.ID, update(map[string]any{"current_revision_id": "rev_stale"}), 409, httpapi.CodeConflict, []string{"current_revision_id", "rev_stale", ct.CurrentRevisionID}},
+		{"bad field", ct.ID, update(map[string]any{"timeout_seconds": -1}), 400, httpapi.CodeInvalidRequest, []string{"timeout_seconds"}},
+		{"unknown tool", "ctool_nope", update(nil), 404, httpapi.CodeNotFound, []string{"ctool_nope"}},
 	}
 	for _, tt := range updates {
 		t.Run("update "+tt.name, func(t *testing.T) {
@@ -197,15 +198,15 @@ func TestCustomToolRefusals(t *testing.T) {
 		}
 	})
 	t.Run("unknown ids", func(t *testing.T) {
-		wantRefusal(t, b.do("GET", "/custom_tools/ctool_nope", "t1", nil), 404, codeNotFound, "ctool_nope")
-		wantRefusal(t, b.do("DELETE", "/custom_tools/ctool_nope", "t1", nil), 404, codeNotFound, "ctool_nope")
-		wantRefusal(t, b.do("GET", "/tool_revisions/rev_nope", "t1", nil), 404, codeNotFound, "rev_nope")
-		wantRefusal(t, b.do("GET", "/custom_tools?x=1", "t1", nil), 400, codeInvalidRequest, "x")
+		wantRefusal(t, b.do("GET", "/custom_tools/ctool_nope", "t1", nil), 404, httpapi.CodeNotFound, "ctool_nope")
+		wantRefusal(t, b.do("DELETE", "/custom_tools/ctool_nope", "t1", nil), 404, httpapi.CodeNotFound, "ctool_nope")
+		wantRefusal(t, b.do("GET", "/tool_revisions/rev_nope", "t1", nil), 404, httpapi.CodeNotFound, "rev_nope")
+		wantRefusal(t, b.do("GET", "/custom_tools?x=1", "t1", nil), 400, httpapi.CodeInvalidRequest, "x")
 	})
 	t.Run("delete frees the name", func(t *testing.T) {
 		b := b.with(t)
 		b.ok("DELETE", "/custom_tools/"+ct.ID, "t1", nil, nil)
-		wantRefusal(t, b.do("GET", "/custom_tools/"+ct.ID, "t1", nil), 404, codeNotFound, ct.ID)
+		wantRefusal(t, b.do("GET", "/custom_tools/"+ct.ID, "t1", nil), 404, httpapi.CodeNotFound, ct.ID)
 		b.created("/custom_tools", "t1", base(nil), &CustomToolJSON{})
 		var list struct {
 			CustomTools []CustomToolJSON `json:"custom_tools"`
@@ -298,7 +299,7 @@ func TestCustomToolSSRF(t *testing.T) {
 		"unspecific": fmt.Sprintf("http://0.0.0.0:%d/", port),
 	} {
 		t.Run("creation refuses "+name, func(t *testing.T) {
-			wantRefusal(t, b.do("POST", "/custom_tools", "t1", body("t_"+strings.ReplaceAll(name, " ", "_"), url)), 400, codeInvalidRequest, "url", "refused")
+			wantRefusal(t, b.do("POST", "/custom_tools", "t1", body("t_"+strings.ReplaceAll(name, " ", "_"), url)), 400, httpapi.CodeInvalidRequest, "url", "refused")
 		})
 	}
 	for _, tt := range []struct{ host, where string }{
@@ -345,7 +346,7 @@ func TestCustomToolSSRF(t *testing.T) {
 			t.Fatalf("put: %d %s", r.status, r.body)
 		}
 		r := b.do("POST", "/sessions/"+s2.ID+"/tool_calls", "t1", map[string]any{"tool": "echo", "arguments": map[string]any{"text": "x"}})
-		wantRefusal(t, r, 400, codeInvalidRequest, "docs: host tools.example.test resolves to 127.0.0.1, a loopback address", "required: true")
+		wantRefusal(t, r, 400, httpapi.CodeInvalidRequest, "docs: host tools.example.test resolves to 127.0.0.1, a loopback address", "required: true")
 	})
 	if n := victim.accepted.Load(); n != 0 {
 		t.Fatalf("the victim listener on 127.0.0.1 accepted %d connections; want none", n)
@@ -374,7 +375,7 @@ func TestCustomToolSSRF(t *testing.T) {
 			t.Error("allowed calls never reached the listeners")
 		}
 		// The allow-list opens loopback only: the metadata address stays shut.
-		wantRefusal(t, ab.do("POST", "/custom_tools", "t1", body("meta", "http://169.254.169.254/")), 400, codeInvalidRequest, "url", "refused")
+		wantRefusal(t, ab.do("POST", "/custom_tools", "t1", body("meta", "http://169.254.169.254/")), 400, httpapi.CodeInvalidRequest, "url", "refused")
 	})
 	t.Run("the host config's bindings are not guarded", func(t *testing.T) {
 		b := b.with(t)
@@ -444,7 +445,7 @@ func TestSecrets(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
-			wantRefusal(t, b.do("PUT", tt.path, "t1", tt.body), 400, codeInvalidRequest, tt.want...)
+			wantRefusal(t, b.do("PUT", tt.path, "t1", tt.body), 400, httpapi.CodeInvalidRequest, tt.want...)
 		})
 	}
 	t.Run("longest value and name", func(t *testing.T) {
@@ -456,7 +457,7 @@ func TestSecrets(t *testing.T) {
 	t.Run("limit", func(t *testing.T) {
 		b := b.with(t)
 		// crm-key, tools, nnn…: three; a fourth is refused, a rotation is not.
-		wantRefusal(t, b.do("PUT", "/secrets/fourth", "t1", map[string]any{"value": "v"}), 409, codeConflict, "secrets", "3")
+		wantRefusal(t, b.do("PUT", "/secrets/fourth", "t1", map[string]any{"value": "v"}), 409, httpapi.CodeConflict, "secrets", "3")
 		if r := b.do("PUT", "/secrets/crm-key", "t1", map[string]any{"value": toolsKey}); r.status != http.StatusOK {
 			t.Errorf("rotation at the limit: %d %s", r.status, r.body)
 		}
@@ -464,8 +465,8 @@ func TestSecrets(t *testing.T) {
 	t.Run("deleted: the tool is refused before sending", func(t *testing.T) {
 		b := b.with(t)
 		b.ok("DELETE", "/secrets/crm-key", "t1", nil, nil)
-		wantRefusal(t, b.do("GET", "/secrets/crm-key", "t1", nil), 404, codeNotFound, "crm-key")
-		wantRefusal(t, b.do("DELETE", "/secrets/crm-key", "t1", nil), 404, codeNotFound, "crm-key")
+		wantRefusal(t, b.do("GET", "/secrets/crm-key", "t1", nil), 404, httpapi.CodeNotFound, "crm-key")
+		wantRefusal(t, b.do("DELETE", "/secrets/crm-key", "t1", nil), 404, httpapi.CodeNotFound, "crm-key")
 		_, c := b.call("t1", s.ID, "crm", map[string]any{"text": "x"}, 5)
 		if c.ErrorCode == nil || *c.ErrorCode != "missing_credential" || c.UnknownOutcome {
 			t.Fatalf("call without its secret: %+v", c)

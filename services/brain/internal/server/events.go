@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/services/brain/internal/hub"
 	"github.com/brain-tools/suite/services/brain/internal/store"
@@ -40,7 +41,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Par
 		allowed = append(allowed, "limit")
 	}
 	if !asJSON && r.URL.Query().Has("limit") {
-		return badRequest("limit: only the JSON page takes it (send Accept: application/json); an event stream sends every event after ?after= or Last-Event-ID")
+		return httpapi.BadRequest("limit: only the JSON page takes it (send Accept: application/json); an event stream sends every event after ?after= or Last-Event-ID")
 	}
 	q, err := query(r, allowed...)
 	if err != nil {
@@ -55,7 +56,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Par
 	// Both forms read Last-Event-ID, which wins over ?after= (a client
 	// that reconnects sends the newest it saw).
 	if vs := r.Header.Values("Last-Event-ID"); len(vs) > 1 {
-		return badRequest("last-event-id: sent %d times; send one", len(vs))
+		return httpapi.BadRequest("last-event-id: sent %d times; send one", len(vs))
 	}
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if after, err = eventID("last-event-id", v); err != nil {
@@ -82,7 +83,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p httprouter.Par
 		for _, ev := range evs {
 			out = append(out, eventJSON(ev))
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"events": out, "has_more": more})
+		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"events": out, "has_more": more})
 		return nil
 	}
 	return s.stream(w, r, tenant, id, after, g)
@@ -94,7 +95,7 @@ func eventID(name, v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
 	// As the stream writes IDs: no sign, no leading zero ("+3", "03").
 	if err != nil || n < 0 || strconv.FormatInt(n, 10) != v {
-		return 0, badRequest("%s: want an event id (a non-negative integer; 0 = from the start), got %q", name, v)
+		return 0, httpapi.BadRequest("%s: want an event id (a non-negative integer; 0 = from the start), got %q", name, v)
 	}
 	return n, nil
 }

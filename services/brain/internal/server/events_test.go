@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/google/go-cmp/cmp"
 )
@@ -159,7 +160,7 @@ func TestEventPage(t *testing.T) {
 		t.Run(tt.query, func(t *testing.T) {
 			r := b.do("GET", "/sessions/"+s.ID+"/events"+tt.query, "t1", nil, "Accept", "application/json")
 			if tt.status != 200 {
-				wantRefusal(t, r, tt.status, codeInvalidRequest, tt.want...)
+				wantRefusal(t, r, tt.status, httpapi.CodeInvalidRequest, tt.want...)
 				return
 			}
 			var page struct {
@@ -198,7 +199,7 @@ func TestEventPage(t *testing.T) {
 	} {
 		r := b.do("GET", "/sessions/"+s.ID+"/events"+tc.query, "t1", nil, "Accept", "application/json", "Last-Event-ID", tc.hdr)
 		if tc.want != "" {
-			wantRefusal(t, r, 400, codeInvalidRequest, tc.want)
+			wantRefusal(t, r, 400, httpapi.CodeInvalidRequest, tc.want)
 			continue
 		}
 		var page struct {
@@ -214,7 +215,7 @@ func TestEventPage(t *testing.T) {
 		}
 	}
 	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events", "t1", nil, "Accept", "application/json", "Last-Event-ID", "1", "+Last-Event-ID", "2"),
-		400, codeInvalidRequest, "last-event-id: sent 2 times; send one")
+		400, httpapi.CodeInvalidRequest, "last-event-id: sent 2 times; send one")
 	// Refusals of the event stream (no Accept: application/json) say what
 	// to do instead; none prints an internal bound.
 	for _, tc := range []struct {
@@ -230,13 +231,13 @@ func TestEventPage(t *testing.T) {
 		{"?since=1", nil, "since: unknown query parameter (want one of after)"},
 	} {
 		r := b.do("GET", "/sessions/"+s.ID+"/events"+tc.query, "t1", nil, tc.hdr...)
-		wantRefusal(t, r, 400, codeInvalidRequest, tc.want)
+		wantRefusal(t, r, 400, httpapi.CodeInvalidRequest, tc.want)
 		if strings.Contains(string(r.body), "4611686018427387904") {
 			t.Errorf("%s: refusal prints an internal bound: %s", tc.query, r.body)
 		}
 	}
-	wantRefusal(t, b.do("GET", "/sessions/ses_nope/events", "t1", nil, "Accept", "application/json"), 404, codeNotFound, "ses_nope")
-	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events", "", nil), 401, codeUnauthorized, "authorization")
+	wantRefusal(t, b.do("GET", "/sessions/ses_nope/events", "t1", nil, "Accept", "application/json"), 404, httpapi.CodeNotFound, "ses_nope")
+	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events", "", nil), 401, httpapi.CodeUnauthorized, "authorization")
 }
 
 // TestInspection: a binding with inspect_session gets a token and brain_url;
@@ -308,8 +309,8 @@ func TestInspection(t *testing.T) {
 		t.Errorf("events seen by the tool (-want +got):\n%s", diff)
 	}
 	// After the call returned: 401 everywhere.
-	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events", token, nil, "Accept", "application/json"), 401, codeUnauthorized, "inspection token")
-	wantRefusal(t, b.do("GET", "/sessions/"+other.ID+"/events", token, nil, "Accept", "application/json"), 401, codeUnauthorized)
+	wantRefusal(t, b.do("GET", "/sessions/"+s.ID+"/events", token, nil, "Accept", "application/json"), 401, httpapi.CodeUnauthorized, "inspection token")
+	wantRefusal(t, b.do("GET", "/sessions/"+other.ID+"/events", token, nil, "Accept", "application/json"), 401, httpapi.CodeUnauthorized)
 	if !<-ended {
 		t.Error("SSE stream opened with the inspection token did not end when the call returned")
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/services/brain/internal/config"
@@ -218,9 +219,9 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 		var se *store.StateError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return nil, notFound("session %q not found", c.SessionID)
+			return nil, httpapi.NotFound("session %q not found", c.SessionID)
 		case errors.As(err, &se):
-			return nil, conflict("session %q is %s", c.SessionID, se.Status)
+			return nil, httpapi.Conflict("session %q is %s", c.SessionID, se.Status)
 		}
 		return nil, fmt.Errorf("create tool call: %w", err)
 	}
@@ -263,13 +264,13 @@ func (s *Server) register(rc *running) error {
 		return errShuttingDown()
 	}
 	if cs, ok := s.sessions[rc.sessionID]; ok && cs.Status != store.SessionActive {
-		return conflict("session %q is %s", rc.sessionID, cs.Status)
+		return httpapi.Conflict("session %q is %s", rc.sessionID, cs.Status)
 	}
 	if e, ok := s.ending[rc.sessionID]; ok {
-		return conflict("session %q is being %s", rc.sessionID, e.to)
+		return httpapi.Conflict("session %q is being %s", rc.sessionID, e.to)
 	}
 	if s.remotelyEnding(rc.sessionID) {
-		return conflict("session %q is being ended", rc.sessionID)
+		return httpapi.Conflict("session %q is being ended", rc.sessionID)
 	}
 	s.inflight[rc.id] = rc
 	if s.bySession[rc.sessionID] == nil {
@@ -593,8 +594,8 @@ func (s *Server) metricTool(c *store.Call) string {
 
 // errShuttingDown is the refusal of a request brain cannot answer because
 // it is shutting down.
-func errShuttingDown() *apiError {
-	return unavailable("brain is shutting down; retry once it is back")
+func errShuttingDown() *httpapi.Error {
+	return httpapi.Unavailable("brain is shutting down; retry once it is back")
 }
 
 // wait waits up to d for rc to finish (or ctx to end) and returns the call as
@@ -618,7 +619,7 @@ func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store
 		return rc.final, nil
 	default:
 		if ctx.Err() != nil && s.isDraining() {
-			return nil, unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", rc.id)
+			return nil, httpapi.Unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", rc.id)
 		}
 		c := rc.snapshot()
 		return &c, nil

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/brain-tools/suite/pkg/httpapi"
+
 	"net/http"
 	"strings"
 	"testing"
@@ -46,8 +48,8 @@ func TestReload(t *testing.T) {
 	if done := b.waitCall("t1", c.ID); done.Status != "succeeded" {
 		t.Fatalf("call in flight across the reload: %+v", done)
 	}
-	wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "slow"}), http.StatusBadRequest, codeInvalidRequest, "slow", "no longer")
-	wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"tools": []string{"slow"}}}), http.StatusBadRequest, codeInvalidRequest, "config.tools[0]", "slow")
+	wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "slow"}), http.StatusBadRequest, httpapi.CodeInvalidRequest, "slow", "no longer")
+	wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"tools": []string{"slow"}}}), http.StatusBadRequest, httpapi.CodeInvalidRequest, "config.tools[0]", "slow")
 	if n := testutil.ToFloat64(b.srv.metrics.reloads.WithLabelValues("applied")); n != 1 {
 		t.Errorf("config_reloads_total{result=applied} = %v", n)
 	}

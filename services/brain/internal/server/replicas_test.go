@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/pgtest"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/google/go-cmp/cmp"
@@ -394,7 +395,7 @@ func TestReplicaRespondThroughAnother(t *testing.T) {
 
 	// A function tool's call, answered through another replica.
 	_, fc := owner.call("t1", s.ID, "lookup", map[string]string{"order_id": "A-1"}, 0)
-	wantRefusal(t, other.respond("t1", fc.ID, `{"structured_content":{"status":5}}`), 400, codeInvalidRequest, "structured_content: does not match tool lookup's output_schema")
+	wantRefusal(t, other.respond("t1", fc.ID, `{"structured_content":{"status":5}}`), 400, httpapi.CodeInvalidRequest, "structured_content: does not match tool lookup's output_schema")
 	if _, c := owner.getCall("t1", fc.ID, 0); c.Status != "requires_input" {
 		t.Fatalf("after a refused answer the call is %s", c.Status)
 	}
@@ -450,7 +451,7 @@ func TestReplicaRespondThroughAnother(t *testing.T) {
 		// coming later, by its own (the call has finished).
 		var e errBody
 		loser.json(t, &e)
-		if e.Error.Code != codeConflict || !strings.Contains(e.Error.Message, "was already answered by the application (API key KEY_ONE)") &&
+		if e.Error.Code != httpapi.CodeConflict || !strings.Contains(e.Error.Message, "was already answered by the application (API key KEY_ONE)") &&
 			!strings.Contains(e.Error.Message, "is already succeeded") {
 			t.Fatalf("round %d: the second answer: %s", round, loser.body)
 		}

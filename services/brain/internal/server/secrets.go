@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/pkg/bearer"
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/services/brain/internal/seal"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/julienschmidt/httprouter"
@@ -28,7 +29,7 @@ var secretNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 func checkSecretName(field, name string) error {
 	if !secretNameRE.MatchString(name) {
-		return badRequest("%s: %q is not a secret name: a letter or digit, then up to 63 letters, digits, '_', '-' or '.'", field, name)
+		return httpapi.BadRequest("%s: %q is not a secret name: a letter or digit, then up to 63 letters, digits, '_', '-' or '.'", field, name)
 	}
 	return nil
 }
@@ -61,26 +62,26 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, p httprouter.
 	var body struct {
 		Value *string `json:"value"`
 	}
-	if err := decodeObject(data, &body); err != nil {
+	if err := httpapi.DecodeObject(data, &body); err != nil {
 		return err
 	}
 	switch {
 	case body.Value == nil:
-		return badRequest("value: required: the secret itself")
+		return httpapi.BadRequest("value: required: the secret itself")
 	case *body.Value == "":
-		return badRequest("value: must not be empty")
+		return httpapi.BadRequest("value: must not be empty")
 	case len(*body.Value) > MaxSecretBytes:
-		return badRequest("value: longer than %d bytes (got %d)", MaxSecretBytes, len(*body.Value))
+		return httpapi.BadRequest("value: longer than %d bytes (got %d)", MaxSecretBytes, len(*body.Value))
 	}
 	if err := bearer.CheckToken(*body.Value); err != nil {
-		return badRequest("value: %v (it is sent as Authorization: Bearer)", err)
+		return httpapi.BadRequest("value: %v (it is sent as Authorization: Bearer)", err)
 	}
 	now := time.Now().UTC()
 	sec := &store.Secret{TenantID: tenant, Name: name, Sealed: s.sealer.Seal(secretAD(tenant, name), []byte(*body.Value)), CreatedAt: now, UpdatedAt: now}
 	created, err := s.store.PutSecret(r.Context(), sec, s.limits.Secrets)
 	var le *store.LimitError
 	if errors.As(err, &le) {
-		return conflict("secrets: tenant %q has %d already, the most it keeps; delete one first", tenant, le.Limit)
+		return httpapi.Conflict("secrets: tenant %q has %d already, the most it keeps; delete one first", tenant, le.Limit)
 	}
 	if err != nil {
 		return fmt.Errorf("put secret: %w", err)
@@ -92,7 +93,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, p httprouter.
 			return fmt.Errorf("read secret: %w", err)
 		}
 	}
-	writeJSON(w, status, secretJSON(sec))
+	httpapi.WriteJSON(w, status, secretJSON(sec))
 	return nil
 }
 
@@ -111,7 +112,7 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request, p httprouter.
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, secretJSON(sec))
+	httpapi.WriteJSON(w, http.StatusOK, secretJSON(sec))
 	return nil
 }
 
@@ -128,7 +129,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, _ httproute
 	for _, sec := range list {
 		out = append(out, secretJSON(sec))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"secrets": out})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"secrets": out})
 	return nil
 }
 
@@ -142,6 +143,6 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request, p httprout
 	if err := storeErr(s.store.DeleteSecret(r.Context(), tenant, sec.Name), "secret", sec.Name); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, secretJSON(sec))
+	httpapi.WriteJSON(w, http.StatusOK, secretJSON(sec))
 	return nil
 }

@@ -30,7 +30,6 @@ import (
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/netguard"
-	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/hub"
@@ -378,10 +377,10 @@ func (s *Server) routes() http.Handler {
 	r.RedirectFixedPath = false
 	r.HandleMethodNotAllowed = true
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s.writeError(w, req, notFound("no endpoint %s %s", req.Method, req.URL.Path))
+		s.writeError(w, req, httpapi.NotFound("no endpoint %s %s", req.Method, req.URL.Path))
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s.writeError(w, req, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed,
+		s.writeError(w, req, httpapi.Errorf(http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed,
 			"method %s not allowed on %s (allowed: %s)", req.Method, req.URL.Path, w.Header().Get("Allow")))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
@@ -431,14 +430,14 @@ func (s *Server) routes() http.Handler {
 	handle(http.MethodPost, "/tool_calls/:id/cancel", s.handle(s.cancelCall))
 	handle(http.MethodPost, "/tool_calls/:id/respond", s.handle(s.respond))
 	obs := &httpapi.Observer{Metrics: s.metrics.Set, Logger: s.log}
-	return obs.Observe(httpapi.WithRequestID(service.LimitBodyTime(service.BodyTimeout, r)))
+	return obs.Observe(httpapi.WithRequestID(noStore(httpapi.LimitBodyTime(httpapi.BodyTimeout, r))))
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	if _, err := query(r); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }
 

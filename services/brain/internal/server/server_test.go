@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/version"
 )
@@ -30,12 +31,12 @@ func TestHealthzAndRouting(t *testing.T) {
 		want                       []string
 	}{
 		{"healthz without auth", "GET", "/healthz", "", 200, "", nil},
-		{"healthz with query", "GET", "/healthz?x=1", "", 400, codeInvalidRequest, []string{"x", "unknown query parameter"}},
-		{"unknown route", "GET", "/nope", "t1", 404, codeNotFound, []string{"/nope"}},
-		{"trailing slash is not redirected", "GET", "/catalog/", "t1", 404, codeNotFound, []string{"/catalog/"}},
-		{"wrong method on sessions", "PUT", "/sessions", "t1", 405, codeMethodNotAllowed, []string{"PUT", "POST"}},
-		{"wrong method on catalog", "POST", "/catalog", "t1", 405, codeMethodNotAllowed, []string{"POST", "GET"}},
-		{"wrong method on tool call", "DELETE", "/tool_calls/x", "t1", 405, codeMethodNotAllowed, []string{"DELETE"}},
+		{"healthz with query", "GET", "/healthz?x=1", "", 400, httpapi.CodeInvalidRequest, []string{"x", "unknown query parameter"}},
+		{"unknown route", "GET", "/nope", "t1", 404, httpapi.CodeNotFound, []string{"/nope"}},
+		{"trailing slash is not redirected", "GET", "/catalog/", "t1", 404, httpapi.CodeNotFound, []string{"/catalog/"}},
+		{"wrong method on sessions", "PUT", "/sessions", "t1", 405, httpapi.CodeMethodNotAllowed, []string{"PUT", "POST"}},
+		{"wrong method on catalog", "POST", "/catalog", "t1", 405, httpapi.CodeMethodNotAllowed, []string{"POST", "GET"}},
+		{"wrong method on tool call", "DELETE", "/tool_calls/x", "t1", 405, httpapi.CodeMethodNotAllowed, []string{"DELETE"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,8 +93,8 @@ func TestCatalog(t *testing.T) {
 	}{
 		{"t1", 200, []string{"echo", "slow", "progress", "inspect"}, ""},
 		{"t2", 200, []string{"echo", "secret"}, ""},
-		{"", 401, nil, codeUnauthorized},
-		{"wrong-key", 401, nil, codeUnauthorized},
+		{"", 401, nil, httpapi.CodeUnauthorized},
+		{"wrong-key", 401, nil, httpapi.CodeUnauthorized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tenant, func(t *testing.T) {
@@ -148,39 +149,39 @@ func TestCreateSession(t *testing.T) {
 		{"body at the size limit", "t1", exact, nil, 201, "", nil},
 		{"harness at its limit", "t1", map[string]any{"harness": strings.Repeat("h", MaxHarnessBytes)}, nil, 201, "", nil},
 		{"model at its limit", "t1", map[string]any{"config": map[string]any{"model": strings.Repeat("m", MaxModelBytes)}}, nil, 201, "", nil},
-		{"harness over its limit", "t1", map[string]any{"harness": strings.Repeat("h", MaxHarnessBytes+1)}, nil, 400, codeInvalidRequest, []string{"harness", "64"}},
-		{"model over its limit", "t1", map[string]any{"config": map[string]any{"model": strings.Repeat("m", MaxModelBytes+1)}}, nil, 400, codeInvalidRequest, []string{"config.model", "256"}},
-		{"unknown tool", "t1", `{"config":{"tools":["echo","nope"]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[1]", `"nope"`}},
-		{"tool of another tenant", "t1", `{"config":{"tools":["secret"]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[0]", `"secret"`}},
-		{"tool listed twice", "t1", `{"config":{"tools":["echo","slow","echo"]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[2]", `"echo"`, "twice"}},
-		{"empty tool name", "t1", `{"config":{"tools":[""]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[0]: must be a tool name, got an empty string"}},
-		{"null tool name", "t1", `{"config":{"tools":["echo",null]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[1]: must be a tool name, got null"}},
-		{"tool name not a string", "t1", `{"config":{"tools":[1]}}`, nil, 400, codeInvalidRequest, []string{"config.tools[0]"}},
-		{"model not a string", "t1", `{"config":{"model":1}}`, nil, 400, codeInvalidRequest, []string{"config.model"}},
-		{"unknown config field", "t1", `{"config":{"tools":[],"modle":"x"}}`, nil, 400, codeInvalidRequest, []string{"config.modle"}},
-		{"unknown field", "t1", `{"harnes":"pi"}`, nil, 400, codeInvalidRequest, []string{"harnes", "unknown field"}},
-		{"unknown nested field", "t1", `{"config":{"toolz":[]}}`, nil, 400, codeInvalidRequest, []string{"toolz", "unknown field"}},
-		{"nested field in the wrong case", "t1", `{"config":{"Tools":["echo"]}}`, nil, 400, codeInvalidRequest, []string{"config.Tools", "case-sensitive"}},
-		{"wrong type", "t1", `{"config":{"tools":"echo"}}`, nil, 400, codeInvalidRequest, []string{"tools", "array"}},
-		{"wrong type of harness", "t1", `{"harness":7}`, nil, 400, codeInvalidRequest, []string{"harness", "string"}},
-		{"malformed JSON", "t1", `{"config":`, nil, 400, codeInvalidRequest, []string{"malformed JSON"}},
-		{"trailing data", "t1", `{} {}`, nil, 400, codeInvalidRequest, []string{"after the JSON value"}},
-		{"empty body", "t1", ``, nil, 400, codeInvalidRequest, []string{"body is empty: expected a JSON value"}},
-		{"string with a lone surrogate", "t1", `{"harness":"\ud800"}`, nil, 400, codeInvalidRequest, []string{"harness: string has an unpaired UTF-16 surrogate"}},
-		{"null body", "t1", `null`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got null"}},
-		{"null body with spaces", "t1", " \n null ", nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got null"}},
-		{"array body", "t1", `[]`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got an array"}},
-		{"string body", "t1", `"config"`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got a string"}},
-		{"number body", "t1", `1`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got a number"}},
-		{"boolean body", "t1", `true`, nil, 400, codeInvalidRequest, []string{"body: must be a JSON object, got a boolean"}},
-		{"body over the size limit", "t1", big, nil, 413, codeTooLarge, []string{"1048576"}},
-		{"text content type", "t1", `{}`, []string{"Content-Type", "text/plain"}, 415, codeUnsupportedMedia, []string{"content-type", "text/plain"}},
-		{"no content type", "t1", `{}`, []string{"Content-Type", ""}, 415, codeUnsupportedMedia, []string{"content-type"}},
+		{"harness over its limit", "t1", map[string]any{"harness": strings.Repeat("h", MaxHarnessBytes+1)}, nil, 400, httpapi.CodeInvalidRequest, []string{"harness", "64"}},
+		{"model over its limit", "t1", map[string]any{"config": map[string]any{"model": strings.Repeat("m", MaxModelBytes+1)}}, nil, 400, httpapi.CodeInvalidRequest, []string{"config.model", "256"}},
+		{"unknown tool", "t1", `{"config":{"tools":["echo","nope"]}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"config.tools[1]", `"nope"`}},
+		{"tool of another tenant", "t1", `{"config":{"tools":["secret"]}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"config.tools[0]", `"secret"`}},
+		{"tool listed twice", "t1", `{"config":{"tools":["echo","slow","echo"]}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"config.tools[2]", `"echo"`, "twice"}},
+		{"empty tool name", "t1", `{"config":{"tools":[""]}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"config.tools[0]: must be a tool name, got an empty string"}},
+		{"null tool name", "t1", `{"config":{"tools":["echo",null]}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"config.tools[1]: must be a tool name, got null"}},
+		{"tool name not a string", "t1", `{"config":{"tools":[1]}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"config.tools[0]"}},
+		{"model not a string", "t1", `{"config":{"model":1}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"config.model"}},
+		{"unknown config field", "t1", `{"config":{"tools":[],"modle":"x"}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"config.modle"}},
+		{"unknown field", "t1", `{"harnes":"pi"}`, nil, 400, httpapi.CodeInvalidRequest, []string{"harnes", "unknown field"}},
+		{"unknown nested field", "t1", `{"config":{"toolz":[]}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"toolz", "unknown field"}},
+		{"nested field in the wrong case", "t1", `{"config":{"Tools":["echo"]}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"config.Tools", "case-sensitive"}},
+		{"wrong type", "t1", `{"config":{"tools":"echo"}}`, nil, 400, httpapi.CodeInvalidRequest, []string{"tools", "array"}},
+		{"wrong type of harness", "t1", `{"harness":7}`, nil, 400, httpapi.CodeInvalidRequest, []string{"harness", "string"}},
+		{"malformed JSON", "t1", `{"config":`, nil, 400, httpapi.CodeInvalidRequest, []string{"malformed JSON"}},
+		{"trailing data", "t1", `{} {}`, nil, 400, httpapi.CodeInvalidRequest, []string{"after the JSON value"}},
+		{"empty body", "t1", ``, nil, 400, httpapi.CodeInvalidRequest, []string{"body is empty: expected a JSON value"}},
+		{"string with a lone surrogate", "t1", `{"harness":"\ud800"}`, nil, 400, httpapi.CodeInvalidRequest, []string{"harness: string has an unpaired UTF-16 surrogate"}},
+		{"null body", "t1", `null`, nil, 400, httpapi.CodeInvalidRequest, []string{"body: must be a JSON object, got null"}},
+		{"null body with spaces", "t1", " \n null ", nil, 400, httpapi.CodeInvalidRequest, []string{"body: must be a JSON object, got null"}},
+		{"array body", "t1", `[]`, nil, 400, httpapi.CodeInvalidRequest, []string{"body: must be a JSON object, got an array"}},
+		{"string body", "t1", `"config"`, nil, 400, httpapi.CodeInvalidRequest, []string{"body: must be a JSON object, got a string"}},
+		{"number body", "t1", `1`, nil, 400, httpapi.CodeInvalidRequest, []string{"body: must be a JSON object, got a number"}},
+		{"boolean body", "t1", `true`, nil, 400, httpapi.CodeInvalidRequest, []string{"body: must be a JSON object, got a boolean"}},
+		{"body over the size limit", "t1", big, nil, 413, httpapi.CodeTooLarge, []string{"1048576"}},
+		{"text content type", "t1", `{}`, []string{"Content-Type", "text/plain"}, 415, httpapi.CodeUnsupportedMedia, []string{"Content-Type must be application/json", "text/plain"}},
+		{"no content type", "t1", `{}`, []string{"Content-Type", ""}, 415, httpapi.CodeUnsupportedMedia, []string{"Content-Type must be application/json"}},
 		{"json with charset", "t1", `{}`, []string{"Content-Type", "application/json; charset=utf-8"}, 201, "", nil},
-		{"json in another charset", "t1", `{}`, []string{"Content-Type", "application/json; charset=latin1"}, 415, codeUnsupportedMedia, []string{"charset", "latin1"}},
-		{"no API key", "", `{}`, nil, 401, codeUnauthorized, []string{"authorization"}},
-		{"wrong API key", "bogus", `{}`, nil, 401, codeUnauthorized, []string{"API key"}},
-		{"basic auth", "", `{}`, []string{"Authorization", "Basic dTpw"}, 401, codeUnauthorized, []string{"bearer"}},
+		{"json in another charset", "t1", `{}`, []string{"Content-Type", "application/json; charset=latin1"}, 415, httpapi.CodeUnsupportedMedia, []string{"charset", "latin1"}},
+		{"no API key", "", `{}`, nil, 401, httpapi.CodeUnauthorized, []string{"authorization"}},
+		{"wrong API key", "bogus", `{}`, nil, 401, httpapi.CodeUnauthorized, []string{"API key"}},
+		{"basic auth", "", `{}`, []string{"Authorization", "Basic dTpw"}, 401, httpapi.CodeUnauthorized, []string{"bearer"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,7 +219,7 @@ func TestCreateSession(t *testing.T) {
 		}
 	})
 	t.Run("unknown query parameter", func(t *testing.T) {
-		wantRefusal(t, b.do("POST", "/sessions?debug=1", "t1", `{}`), 400, codeInvalidRequest, "debug")
+		wantRefusal(t, b.do("POST", "/sessions?debug=1", "t1", `{}`), 400, httpapi.CodeInvalidRequest, "debug")
 	})
 }
 
@@ -250,7 +251,7 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantRefusal(t, b.do(tt.method, tt.path, "t2", tt.body, tt.hdr...), 404, codeNotFound, "not found")
+			wantRefusal(t, b.do(tt.method, tt.path, "t2", tt.body, tt.hdr...), 404, httpapi.CodeNotFound, "not found")
 		})
 	}
 	r := b.do("GET", "/tool_calls", "t2", nil)
@@ -316,7 +317,7 @@ func TestSessionEventsAfterContextDone(t *testing.T) {
 	}
 }
 
-// TestRefusalsDoNotEchoHugeInput: a refusal repeats at most maxEcho bytes of
+// TestRefusalsDoNotEchoHugeInput: a refusal repeats at most httpapi.MaxEcho bytes of
 // any one value the client sent (a path ID, a header, a field name).
 func TestRefusalsDoNotEchoHugeInput(t *testing.T) {
 	t.Parallel()
@@ -329,17 +330,17 @@ func TestRefusalsDoNotEchoHugeInput(t *testing.T) {
 		status     int
 		code, want string
 	}{
-		{"session id", b.do("GET", "/sessions/ses_"+huge, "t1", nil), 404, codeNotFound, `session "ses_xxx`},
-		{"call id", b.do("GET", "/tool_calls/call_"+huge, "t1", nil), 404, codeNotFound, `tool call "call_xxx`},
-		{"last-event-id", b.do("GET", "/sessions/"+s.ID+"/events", "t1", nil, "Accept", "application/json", "Last-Event-ID", huge), 400, codeInvalidRequest, `last-event-id: want an event id`},
-		{"field name", b.do("POST", "/sessions", "t1", []byte(`{"`+huge+`":1}`)), 400, codeInvalidRequest, "unknown field"},
-		{"exactly maxEcho is kept whole", b.do("GET", "/sessions/"+strings.Repeat("y", maxEcho), "t1", nil), 404, codeNotFound, strings.Repeat("y", maxEcho) + `"`},
+		{"session id", b.do("GET", "/sessions/ses_"+huge, "t1", nil), 404, httpapi.CodeNotFound, `session "ses_xxx`},
+		{"call id", b.do("GET", "/tool_calls/call_"+huge, "t1", nil), 404, httpapi.CodeNotFound, `tool call "call_xxx`},
+		{"last-event-id", b.do("GET", "/sessions/"+s.ID+"/events", "t1", nil, "Accept", "application/json", "Last-Event-ID", huge), 400, httpapi.CodeInvalidRequest, `last-event-id: want an event id`},
+		{"field name", b.do("POST", "/sessions", "t1", []byte(`{"`+huge+`":1}`)), 400, httpapi.CodeInvalidRequest, "unknown field"},
+		{"exactly httpapi.MaxEcho is kept whole", b.do("GET", "/sessions/"+strings.Repeat("y", httpapi.MaxEcho), "t1", nil), 404, httpapi.CodeNotFound, strings.Repeat("y", httpapi.MaxEcho) + `"`},
 	} {
 		wantRefusal(t, tc.r, tc.status, tc.code, tc.want)
-		if len(tc.r.body) > 2*maxEcho {
+		if len(tc.r.body) > 2*httpapi.MaxEcho {
 			t.Errorf("%s: refusal of %d bytes: %.200s", tc.name, len(tc.r.body), tc.r.body)
 		}
-		if tc.name != "exactly maxEcho is kept whole" && !strings.Contains(string(tc.r.body), "…") {
+		if tc.name != "exactly httpapi.MaxEcho is kept whole" && !strings.Contains(string(tc.r.body), "…") {
 			t.Errorf("%s: refusal does not mark the cut: %.200s", tc.name, tc.r.body)
 		}
 	}
@@ -354,7 +355,7 @@ func TestTwoAuthorizationHeaders(t *testing.T) {
 	s := b.session("t1", "echo")
 	for _, path := range []string{"/catalog", "/sessions/" + s.ID + "/events"} {
 		r := b.do("GET", path, "t1", nil, "Accept", "application/json", "+Authorization", "Bearer "+apiKeys["t1"])
-		wantRefusal(t, r, 401, codeUnauthorized, "authorization: 2 Authorization headers; send one")
+		wantRefusal(t, r, 401, httpapi.CodeUnauthorized, "authorization: 2 Authorization headers; send one")
 	}
 }
 
@@ -375,10 +376,10 @@ func TestMaxRequestBytes(t *testing.T) {
 	if r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", body(limit)); r.status != 200 {
 		t.Errorf("call of exactly %d bytes: %d %s", limit, r.status, r.body)
 	}
-	wantRefusal(t, b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", body(limit+1)), 413, codeTooLarge, "body: larger than the limit of 2097152 bytes")
+	wantRefusal(t, b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", body(limit+1)), 413, httpapi.CodeTooLarge, "request body is larger than the limit of 2097152 bytes")
 
 	small := startBrain(t, func(o *Options) { o.MaxRequestBytes = 64 })
-	wantRefusal(t, small.do("POST", "/sessions", "t1", `{"harness":"`+strings.Repeat("h", 60)+`"}`), 413, codeTooLarge, "limit of 64 bytes")
+	wantRefusal(t, small.do("POST", "/sessions", "t1", `{"harness":"`+strings.Repeat("h", 60)+`"}`), 413, httpapi.CodeTooLarge, "limit of 64 bytes")
 
 	for _, n := range []int64{-1, MaxRequestBytesLimit + 1} {
 		dir := filepath.Join(t.TempDir(), "data")

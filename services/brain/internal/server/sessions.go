@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 
@@ -78,18 +79,18 @@ func (s *Server) checkRequireApproval(ra map[string]*string, tools []string, bin
 		v := ra[name]
 		switch {
 		case !slices.Contains(tools, name):
-			return nil, badRequest("%s: %q is not one of config.tools", field, name)
+			return nil, httpapi.BadRequest("%s: %q is not one of config.tools", field, name)
 		case v == nil:
-			return nil, badRequest(`%s: must be "always" or "never", got null`, field)
+			return nil, httpapi.BadRequest(`%s: must be "always" or "never", got null`, field)
 		case *v != tool.ApprovalAlways && *v != tool.ApprovalNever:
-			return nil, badRequest(`%s: must be "always" or "never", got %q`, field, *v)
+			return nil, httpapi.BadRequest(`%s: must be "always" or "never", got %q`, field, *v)
 		}
 		t := bindings[name]
 		switch {
 		case *v == tool.ApprovalNever && t.Gated():
-			return nil, badRequest(`%s: "never" would loosen the binding's require_approval "always"; a session may only tighten it`, field)
+			return nil, httpapi.BadRequest(`%s: "never" would loosen the binding's require_approval "always"; a session may only tighten it`, field)
 		case *v == tool.ApprovalAlways && t.Function():
-			return nil, badRequest("%s: %q is a function tool, answered by the application itself; it cannot be gated", field, name)
+			return nil, httpapi.BadRequest("%s: %q is a function tool, answered by the application itself; it cannot be gated", field, name)
 		}
 		out[name] = *v
 	}
@@ -105,7 +106,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 		return err
 	}
 	var req createSessionRequest
-	if err := s.decodeBody(r, &req); err != nil {
+	if err := httpapi.DecodeJSON(r, s.maxBody, &req); err != nil {
 		return err
 	}
 	cfg := &sessionConfig{Tools: []string{}}
@@ -113,7 +114,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 		cfg.Model = req.Config.Model
 		for i, name := range req.Config.Tools {
 			if name == nil {
-				return badRequest("config.tools[%d]: must be a tool name, got null", i)
+				return httpapi.BadRequest("config.tools[%d]: must be a tool name, got null", i)
 			}
 			cfg.Tools = append(cfg.Tools, *name)
 		}
@@ -122,21 +123,21 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 	if req.Harness != nil {
 		harness = *req.Harness
 		if len(harness) > MaxHarnessBytes {
-			return badRequest("harness: longer than %d bytes (got %d)", MaxHarnessBytes, len(harness))
+			return httpapi.BadRequest("harness: longer than %d bytes (got %d)", MaxHarnessBytes, len(harness))
 		}
 	}
 	if cfg.Model != nil && len(*cfg.Model) > MaxModelBytes {
-		return badRequest("config.model: longer than %d bytes (got %d)", MaxModelBytes, len(*cfg.Model))
+		return httpapi.BadRequest("config.model: longer than %d bytes (got %d)", MaxModelBytes, len(*cfg.Model))
 	}
 	toolsField := "config.tools"
 	if req.Config != nil && req.Config.ToolsetID != nil {
 		if req.Config.Tools != nil {
-			return badRequest("config.toolset_id: give config.tools or config.toolset_id, not both")
+			return httpapi.BadRequest("config.toolset_id: give config.tools or config.toolset_id, not both")
 		}
 		id := *req.Config.ToolsetID
 		ts, err := s.store.Toolset(r.Context(), tenant, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return badRequest("config.toolset_id: no toolset %q", id)
+			return httpapi.BadRequest("config.toolset_id: no toolset %q", id)
 		}
 		if err != nil {
 			return fmt.Errorf("read toolset: %w", err)
@@ -144,7 +145,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 		cfg.ToolsetID, cfg.Tools, toolsField = id, append([]string{}, ts.Tools...), "config.toolset_id"
 	}
 	if len(cfg.Tools) > MaxSessionTools {
-		return badRequest("%s: %d tools, more than the ceiling of %d tools per session", toolsField, len(cfg.Tools), MaxSessionTools)
+		return httpapi.BadRequest("%s: %d tools, more than the ceiling of %d tools per session", toolsField, len(cfg.Tools), MaxSessionTools)
 	}
 	seen := map[string]int{}
 	bindings := map[string]*config.Tool{}
@@ -154,10 +155,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 			field = fmt.Sprintf("config.toolset_id: toolset %q: tools[%d]", cfg.ToolsetID, i)
 		}
 		if name == "" {
-			return badRequest("%s: must be a tool name, got an empty string", field)
+			return httpapi.BadRequest("%s: must be a tool name, got an empty string", field)
 		}
 		if j, dup := seen[name]; dup {
-			return badRequest("%s: tool %q is listed twice (also config.tools[%d])", field, name, j)
+			return httpapi.BadRequest("%s: tool %q is listed twice (also config.tools[%d])", field, name, j)
 		}
 		seen[name] = i
 		// Unknown and not-allowed read the same, so a tenant learns nothing
@@ -167,7 +168,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 			return err
 		}
 		if !ok {
-			return badRequest("%s: unknown tool %q (not in the catalog of tenant %q)", field, name, tenant)
+			return httpapi.BadRequest("%s: unknown tool %q (not in the catalog of tenant %q)", field, name, tenant)
 		}
 		bindings[name] = t
 	}
@@ -187,7 +188,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 		}
 		unavailable = s.mcp.Probe(r.Context(), tools, func(t *config.Tool) bool { return t.Required })
 		if err := mcpcall.RequiredError(unavailable); err != nil {
-			return badRequest("%s: %v", toolsField, err)
+			return httpapi.BadRequest("%s: %v", toolsField, err)
 		}
 	}
 	now := time.Now().UTC()
@@ -207,7 +208,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 	}
 	cp := *sess
 	s.cacheSession(&cp)
-	writeJSON(w, http.StatusCreated, sessionJSON(sess))
+	httpapi.WriteJSON(w, http.StatusCreated, sessionJSON(sess))
 	return nil
 }
 
@@ -240,7 +241,7 @@ func (s *Server) lookupSession(ctx context.Context, tenant, id string, fresh boo
 		// Other replicas end sessions too: the store has the status.
 		fresh, err := s.store.Session(ctx, tenant, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, notFound("session %q not found", id)
+			return nil, httpapi.NotFound("session %q not found", id)
 		}
 		if err != nil {
 			return nil, err
@@ -252,7 +253,7 @@ func (s *Server) lookupSession(ctx context.Context, tenant, id string, fresh boo
 	if !ok {
 		sess, err := s.store.Session(ctx, tenant, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, notFound("session %q not found", id)
+			return nil, httpapi.NotFound("session %q not found", id)
 		}
 		if err != nil {
 			return nil, err
@@ -260,7 +261,7 @@ func (s *Server) lookupSession(ctx context.Context, tenant, id string, fresh boo
 		c = s.cacheSession(sess)
 	}
 	if c.TenantID != tenant {
-		return nil, notFound("session %q not found", id)
+		return nil, httpapi.NotFound("session %q not found", id)
 	}
 	s.mu.Lock()
 	cp := *c
@@ -308,7 +309,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter
 	if sess.Tools, err = s.toolNames(r.Context(), tenant, ts); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, sessionJSON(sess))
+	httpapi.WriteJSON(w, http.StatusOK, sessionJSON(sess))
 	return nil
 }
 
@@ -379,7 +380,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 		return err
 	}
 	var empty struct{}
-	if err := s.decodeOptionalBody(r, &empty); err != nil {
+	if err := httpapi.DecodeOptionalJSON(r, s.maxBody, &empty); err != nil {
 		return err
 	}
 	from, evType := []string{store.SessionActive}, store.EventSessionInterrupted
@@ -404,7 +405,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 	if !slices.Contains(from, c.Status) {
 		st := c.Status
 		s.mu.Unlock()
-		return conflict("session %q is %s", id, st)
+		return httpapi.Conflict("session %q is %s", id, st)
 	}
 	var calls []*running
 	for _, rc := range s.bySession[id] {
@@ -435,7 +436,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 		// there before the signal arrived: tell them again and wait for it
 		// (a dead replica's calls are ended when its lease runs out).
 		if time.Now().After(deadline) {
-			return unavailable("session %q still has calls in flight on other brain replicas after %s; send the %s again", id, s.endWait(), to)
+			return httpapi.Unavailable("session %q still has calls in flight on other brain replicas after %s; send the %s again", id, s.endWait(), to)
 		}
 		time.Sleep(pause)
 		s.notify(ctx, endSig)
@@ -447,7 +448,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 		s.mu.Unlock()
 		var se *store.StateError
 		if errors.As(err, &se) {
-			return conflict("session %q is %s", id, se.Status)
+			return httpapi.Conflict("session %q is %s", id, se.Status)
 		}
 		return fmt.Errorf("end session: %w", err)
 	}
@@ -455,6 +456,6 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 	c.Status, c.UpdatedAt = to, now
 	cp := *c
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, sessionJSON(&cp))
+	httpapi.WriteJSON(w, http.StatusOK, sessionJSON(&cp))
 	return nil
 }

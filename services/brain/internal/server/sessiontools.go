@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/brain-tools/suite/pkg/bearer"
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
@@ -213,22 +214,22 @@ func (s *Server) decodeToolSet(ctx context.Context, tenant, sessionID string, da
 		Object    *string            `json:"object"`
 		SessionID *string            `json:"session_id"`
 	}
-	if err := decodeObject(data, &body); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && strings.Contains(ae.message, "unknown field") {
-			ae.message += `; the body is {"tools": [...]}`
+	if err := httpapi.DecodeObject(data, &body); err != nil {
+		var ae *httpapi.Error
+		if errors.As(err, &ae) && strings.Contains(ae.Message, "unknown field") {
+			ae.Message += `; the body is {"tools": [...]}`
 		}
 		return nil, err
 	}
 	switch {
 	case body.Object != nil && *body.Object != "session.tools":
-		return nil, badRequest(`object: must be "session.tools" when sent, got %q`, *body.Object)
+		return nil, httpapi.BadRequest(`object: must be "session.tools" when sent, got %q`, *body.Object)
 	case body.SessionID != nil && *body.SessionID != sessionID:
-		return nil, badRequest("session_id: %q is not this session (%q)", *body.SessionID, sessionID)
+		return nil, httpapi.BadRequest("session_id: %q is not this session (%q)", *body.SessionID, sessionID)
 	case body.Tools == nil:
-		return nil, badRequest(`tools: required: the whole tool set, which replaces the session's ([] for none)`)
+		return nil, httpapi.BadRequest(`tools: required: the whole tool set, which replaces the session's ([] for none)`)
 	case len(*body.Tools) > MaxSessionTools:
-		return nil, badRequest("tools: %d entries, more than the ceiling of %d tools per session", len(*body.Tools), MaxSessionTools)
+		return nil, httpapi.BadRequest("tools: %d entries, more than the ceiling of %d tools per session", len(*body.Tools), MaxSessionTools)
 	}
 	entries := make([]*sessionEntry, 0, len(*body.Tools))
 	seen := map[string]int{}
@@ -238,7 +239,7 @@ func (s *Server) decodeToolSet(ctx context.Context, tenant, sessionID string, da
 			return nil, err
 		}
 		if j, dup := seen[e.Name]; dup {
-			return nil, badRequest("tools[%d].name: %q is named twice (also tools[%d]); names are unique within a session's tool set", i, e.Name, j)
+			return nil, httpapi.BadRequest("tools[%d].name: %q is named twice (also tools[%d]); names are unique within a session's tool set", i, e.Name, j)
 		}
 		seen[e.Name] = i
 		entries = append(entries, e)
@@ -265,21 +266,21 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		kind := "nothing"
 		if len(t) > 0 {
-			kind = jsonKind(t[0])
+			kind = httpapi.JSONKind(t[0])
 		}
-		return nil, badRequest(`%s: must be an object such as {"name": "echo"}, got %s`, field, kind)
+		return nil, httpapi.BadRequest(`%s: must be an object such as {"name": "echo"}, got %s`, field, kind)
 	}
 	var keys map[string]json.RawMessage
-	if err := decodeObject(raw, &keys); err != nil {
+	if err := httpapi.DecodeObject(raw, &keys); err != nil {
 		return nil, prefixed(field, err)
 	}
 	if _, ok := keys["redacted"]; ok {
-		return nil, badRequest("%s.redacted: not a request field: it names the secrets a read withheld; re-send the secrets themselves (authorization, headers), or build the body from your own source", field)
+		return nil, httpapi.BadRequest("%s.redacted: not a request field: it names the secrets a read withheld; re-send the secrets themselves (authorization, headers), or build the body from your own source", field)
 	}
 	typ := entryCatalog
 	if rt, ok := keys["type"]; ok {
 		if json.Unmarshal(rt, &typ) != nil || (typ != entryFunction && typ != entryMCP) {
-			return nil, badRequest(`%s.type: must be "function" or "mcp" (or omitted, for a tool of the tenant's catalog: {"name": ...}), got %s`, field, strictjson.Clip(string(rt), 64))
+			return nil, httpapi.BadRequest(`%s.type: must be "function" or "mcp" (or omitted, for a tool of the tenant's catalog: {"name": ...}), got %s`, field, strictjson.Clip(string(rt), 64))
 		}
 	}
 	accepted := entryFields[typ]
@@ -291,32 +292,32 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 		if typ == entryMCP && (k == "command" || k == "args" || k == "env_refs") {
 			why = "brain starts no MCP server processes; it connects to one at url (Streamable HTTP)"
 		}
-		return nil, badRequest("%s.%s: %s; %s accepts %s", field, strictjson.Clip(k, 64), why, entryKind(typ), strings.Join(accepted, ", "))
+		return nil, httpapi.BadRequest("%s.%s: %s; %s accepts %s", field, strictjson.Clip(k, 64), why, entryKind(typ), strings.Join(accepted, ", "))
 	}
 	if rq, ok := keys["required"]; ok {
 		if t := bytes.TrimSpace(rq); !bytes.Equal(t, []byte("true")) && !bytes.Equal(t, []byte("false")) {
-			return nil, badRequest("%s.required: must be true or false, got %s %s (a string is not read as false: false is a choice to make, not a default to fall into)",
-				field, jsonKind(t[0]), strictjson.Clip(string(t), 64))
+			return nil, httpapi.BadRequest("%s.required: must be true or false, got %s %s (a string is not read as false: false is a choice to make, not a default to fall into)",
+				field, httpapi.JSONKind(t[0]), strictjson.Clip(string(t), 64))
 		}
 	}
 	var b entryBody
-	if err := decodeObject(raw, &b); err != nil {
+	if err := httpapi.DecodeObject(raw, &b); err != nil {
 		return nil, prefixed(field, err)
 	}
 	e := &sessionEntry{Type: typ}
 	if b.Name == nil {
-		return nil, badRequest("%s.name: required", field)
+		return nil, httpapi.BadRequest("%s.name: required", field)
 	}
 	e.Name = *b.Name
 	if n := len([]rune(e.Name)); n < 1 || n > MaxToolNameChars {
-		return nil, badRequest("%s.name: must be 1 to %d characters, got %d", field, MaxToolNameChars, n)
+		return nil, httpapi.BadRequest("%s.name: must be 1 to %d characters, got %d", field, MaxToolNameChars, n)
 	}
 	switch typ {
 	case entryCatalog:
 		if _, ok, err := s.catalogTool(ctx, tenant, e.Name); err != nil {
 			return nil, err
 		} else if !ok {
-			return nil, badRequest("%s.name: unknown tool %q (not in the catalog of tenant %q); a tool the deployment does not give the tenant cannot be named into a session", field, e.Name, tenant)
+			return nil, httpapi.BadRequest("%s.name: unknown tool %q (not in the catalog of tenant %q); a tool the deployment does not give the tenant cannot be named into a session", field, e.Name, tenant)
 		}
 		return e, nil
 	case entryFunction:
@@ -325,14 +326,20 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 	return e, s.checkMCPEntry(field, e, &b)
 }
 
-// prefixed puts field before the field a decoding refusal names.
+// prefixed puts field before the field a decoding refusal names
+// ("tools[0].description: wrong type"), or before the refusal of the
+// whole value ("tools[0]: must be a JSON object").
 func prefixed(field string, err error) error {
-	var ae *apiError
-	if errors.As(err, &ae) && ae.status == http.StatusBadRequest {
-		if rest, ok := strings.CutPrefix(ae.message, "body: "); ok {
-			ae.message = field + ": " + rest
-		} else {
-			ae.message = field + "." + ae.message
+	var ae *httpapi.Error
+	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+		var fe *strictjson.FieldError
+		switch rest, ok := strings.CutPrefix(ae.Message, "request body: "); {
+		case errors.As(ae.Cause, &fe) && fe.Field != "":
+			ae.Message = field + "." + fe.Error()
+		case ok:
+			ae.Message = field + ": " + rest
+		default:
+			ae.Message = field + "." + ae.Message
 		}
 	}
 	return err
@@ -340,7 +347,7 @@ func prefixed(field string, err error) error {
 
 func checkEntryName(field string, e *sessionEntry, what string) error {
 	if !tool.ValidName(e.Name) {
-		return badRequest("%s.name: %q is not a %s name: a letter, then up to 63 letters, digits or underscores", field, e.Name, what)
+		return httpapi.BadRequest("%s.name: %q is not a %s name: a letter, then up to 63 letters, digits or underscores", field, e.Name, what)
 	}
 	return nil
 }
@@ -350,7 +357,7 @@ func (s *Server) checkFunctionEntry(field, tenant string, e *sessionEntry, b *en
 		return err
 	}
 	if b.Description == nil || strings.TrimSpace(*b.Description) == "" {
-		return badRequest("%s.description: required: what the function does, for the model", field)
+		return httpapi.BadRequest("%s.description: required: what the function does, for the model", field)
 	}
 	e.Description = *b.Description
 	if !isNull(b.Parameters) {
@@ -358,16 +365,16 @@ func (s *Server) checkFunctionEntry(field, tenant string, e *sessionEntry, b *en
 	}
 	if b.TimeoutSeconds != nil {
 		if n := *b.TimeoutSeconds; n < 1 || n > tool.MaxTimeoutSeconds {
-			return badRequest("%s.timeout_seconds: must be from 1 to %d, got %d", field, tool.MaxTimeoutSeconds, n)
+			return httpapi.BadRequest("%s.timeout_seconds: must be from 1 to %d, got %d", field, tool.MaxTimeoutSeconds, n)
 		}
 		e.TimeoutSeconds = *b.TimeoutSeconds
 	}
 	if _, err := functionTool(tenant, e); err != nil {
 		var fe *strictjson.FieldError
 		if errors.As(err, &fe) {
-			return badRequest("%s.%s: %s", field, strings.ReplaceAll(fe.Field, "input_schema", "parameters"), fe.Problem)
+			return httpapi.BadRequest("%s.%s: %s", field, strings.ReplaceAll(fe.Field, "input_schema", "parameters"), fe.Problem)
 		}
-		return badRequest("%s.%s", field, strings.ReplaceAll(err.Error(), "input_schema", "parameters"))
+		return httpapi.BadRequest("%s.%s", field, strings.ReplaceAll(err.Error(), "input_schema", "parameters"))
 	}
 	return nil
 }
@@ -377,31 +384,31 @@ func (s *Server) checkMCPEntry(field string, e *sessionEntry, b *entryBody) erro
 		return err
 	}
 	if b.URL == nil {
-		return badRequest("%s.url: required: the server's MCP endpoint (Streamable HTTP)", field)
+		return httpapi.BadRequest("%s.url: required: the server's MCP endpoint (Streamable HTTP)", field)
 	}
 	e.URL = *b.URL
 	if err := tool.ValidateURL(e.URL); err != nil {
-		return badRequest("%s.url: %v", field, err)
+		return httpapi.BadRequest("%s.url: %v", field, err)
 	}
 	u, _ := url.Parse(e.URL)
 	if _, err := s.guard.CheckURL(u); err != nil {
-		return badRequest("%s.url: %v (a tenant's MCP server must be at a public address unless the operator allows a range)", field, err)
+		return httpapi.BadRequest("%s.url: %v (a tenant's MCP server must be at a public address unless the operator allows a range)", field, err)
 	}
 	if b.Authorization != nil {
 		a := *b.Authorization
 		switch {
 		case a == "":
-			return badRequest("%s.authorization: must not be empty; omit it to send none", field)
+			return httpapi.BadRequest("%s.authorization: must not be empty; omit it to send none", field)
 		case len(a) > MaxMCPSecretBytes:
-			return badRequest("%s.authorization: longer than %d bytes", field, MaxMCPSecretBytes)
+			return httpapi.BadRequest("%s.authorization: longer than %d bytes", field, MaxMCPSecretBytes)
 		}
 		if err := bearer.CheckToken(a); err != nil {
-			return badRequest("%s.authorization: %v (it is sent as Authorization: Bearer)", field, err)
+			return httpapi.BadRequest("%s.authorization: %v (it is sent as Authorization: Bearer)", field, err)
 		}
 		e.authorization = a
 	}
 	if len(b.Headers) > MaxMCPHeaders {
-		return badRequest("%s.headers: %d headers, more than %d", field, len(b.Headers), MaxMCPHeaders)
+		return httpapi.BadRequest("%s.headers: %d headers, more than %d", field, len(b.Headers), MaxMCPHeaders)
 	}
 	if len(b.Headers) > 0 {
 		e.headers = http.Header{}
@@ -412,39 +419,39 @@ func (s *Server) checkMCPEntry(field string, e *sessionEntry, b *entryBody) erro
 		canon := http.CanonicalHeaderKey(name)
 		switch {
 		case !httpguts.ValidHeaderFieldName(name):
-			return badRequest("%s: not a valid header name", hf)
+			return httpapi.BadRequest("%s: not a valid header name", hf)
 		case slices.Contains(reservedHeaders, canon):
 			if canon == "Authorization" {
-				return badRequest("%s: give the server's token as authorization (sent as Authorization: Bearer)", hf)
+				return httpapi.BadRequest("%s: give the server's token as authorization (sent as Authorization: Bearer)", hf)
 			}
-			return badRequest("%s: brain sets this header itself", hf)
+			return httpapi.BadRequest("%s: brain sets this header itself", hf)
 		case e.headers.Get(canon) != "":
-			return badRequest("%s: the header is given twice (names are case-insensitive)", hf)
+			return httpapi.BadRequest("%s: the header is given twice (names are case-insensitive)", hf)
 		case v == nil:
-			return badRequest("%s: must be a string, got null", hf)
+			return httpapi.BadRequest("%s: must be a string, got null", hf)
 		case *v == "":
-			return badRequest("%s: must not be empty", hf)
+			return httpapi.BadRequest("%s: must not be empty", hf)
 		case len(*v) > MaxMCPSecretBytes:
-			return badRequest("%s: longer than %d bytes", hf, MaxMCPSecretBytes)
+			return httpapi.BadRequest("%s: longer than %d bytes", hf, MaxMCPSecretBytes)
 		case !httpguts.ValidHeaderFieldValue(*v):
-			return badRequest("%s: not a valid header value (control characters)", hf)
+			return httpapi.BadRequest("%s: not a valid header value (control characters)", hf)
 		}
 		e.headers.Set(canon, *v)
 	}
 	if b.AllowedTools != nil {
 		if len(b.AllowedTools) > MaxAllowedTools {
-			return badRequest("%s.allowed_tools: %d names, more than %d", field, len(b.AllowedTools), MaxAllowedTools)
+			return httpapi.BadRequest("%s.allowed_tools: %d names, more than %d", field, len(b.AllowedTools), MaxAllowedTools)
 		}
 		e.AllowedTools = []string{}
 		for j, n := range b.AllowedTools {
 			af := fmt.Sprintf("%s.allowed_tools[%d]", field, j)
 			switch {
 			case n == nil:
-				return badRequest("%s: must be a tool name, got null", af)
+				return httpapi.BadRequest("%s: must be a tool name, got null", af)
 			case !mcpToolRE.MatchString(*n):
-				return badRequest("%s: %q is not an MCP tool name: 1 to 128 letters, digits, '_', '-', '.' or '/'", af, *n)
+				return httpapi.BadRequest("%s: %q is not an MCP tool name: 1 to 128 letters, digits, '_', '-', '.' or '/'", af, *n)
 			case slices.Contains(e.AllowedTools, *n):
-				return badRequest("%s: %q is listed twice", af, *n)
+				return httpapi.BadRequest("%s: %q is listed twice", af, *n)
 			}
 			e.AllowedTools = append(e.AllowedTools, *n)
 		}
@@ -722,7 +729,7 @@ func (s *Server) writeToolSet(w http.ResponseWriter, ctx context.Context, sess *
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "session.tools", "session_id": sess.ID, "tools": tools})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"object": "session.tools", "session_id": sess.ID, "tools": tools})
 	return nil
 }
 
@@ -747,7 +754,7 @@ func (s *Server) postSessionTools(w http.ResponseWriter, r *http.Request, p http
 	if _, err := s.tenant(r); err != nil {
 		return err
 	}
-	return badRequest("method: POST /sessions/%s/tools would append; the tool set is replaced, not appended: send the whole set with PUT", p.ByName("id"))
+	return httpapi.BadRequest("method: POST /sessions/%s/tools would append; the tool set is replaced, not appended: send the whole set with PUT", p.ByName("id"))
 }
 
 // unavailableData is the data of an mcp.unavailable event of a session's
@@ -772,7 +779,7 @@ func (s *Server) putSessionTools(w http.ResponseWriter, r *http.Request, p httpr
 		return err
 	}
 	if sess.Status != store.SessionActive {
-		return conflict("session %q is %s", sess.ID, sess.Status)
+		return httpapi.Conflict("session %q is %s", sess.ID, sess.Status)
 	}
 	entries, err := s.decodeToolSet(r.Context(), tenant, sess.ID, data)
 	if err != nil {
@@ -812,9 +819,9 @@ func (s *Server) storeToolSet(ctx context.Context, w http.ResponseWriter, sess *
 	var se *store.StateError
 	switch err := s.store.PutSessionTools(ctx, st, evs...); {
 	case errors.Is(err, store.ErrNotFound):
-		return notFound("session %q not found", sess.ID)
+		return httpapi.NotFound("session %q not found", sess.ID)
 	case errors.As(err, &se):
-		return conflict("session %q is %s", sess.ID, se.Status)
+		return httpapi.Conflict("session %q is %s", sess.ID, se.Status)
 	case err != nil:
 		return fmt.Errorf("put session tools: %w", err)
 	}
@@ -872,7 +879,7 @@ func (s *Server) requireServers(ctx context.Context, sess *store.Session, ts *to
 		}
 	}
 	if len(parts) > 0 {
-		return badRequest("session %s: this session cannot start: required MCP server(s) failed to initialise — %s. That server is configured with `required: true`, "+
+		return httpapi.BadRequest("session %s: this session cannot start: required MCP server(s) failed to initialise — %s. That server is configured with `required: true`, "+
 			"so the session refuses to run without it — fix the server, or set `required: false` (PUT /sessions/%s/tools) to let the agent continue with fewer tools.",
 			sess.ID, strings.Join(parts, "; "), sess.ID)
 	}
@@ -909,7 +916,7 @@ func (s *Server) sessionTool(ctx context.Context, sess *store.Session, name stri
 			return nil, nil, err
 		}
 		if !ok {
-			return nil, nil, badRequest("tool: %q is no longer in the catalog of tenant %q (the host config or the tenant's custom tools changed), so session %q no longer has it", name, sess.TenantID, sess.ID)
+			return nil, nil, httpapi.BadRequest("tool: %q is no longer in the catalog of tenant %q (the host config or the tenant's custom tools changed), so session %q no longer has it", name, sess.TenantID, sess.ID)
 		}
 		return s.withSecret(ctx, sess.TenantID, t)
 	}
@@ -917,5 +924,5 @@ func (s *Server) sessionTool(ctx context.Context, sess *store.Session, name stri
 	if err != nil {
 		return nil, nil, err
 	}
-	return nil, nil, badRequest("tool: %q is not enabled in session %q (enabled: %s)", name, sess.ID, strings.Join(names, ", "))
+	return nil, nil, httpapi.BadRequest("tool: %q is not enabled in session %q (enabled: %s)", name, sess.ID, strings.Join(names, ", "))
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/brain-tools/suite/pkg/httpapi"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -148,7 +150,7 @@ func TestSessionToolSet(t *testing.T) {
 			t.Errorf("after the custom tool went: %v", names)
 		}
 		r := b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "crm", "arguments": map[string]any{}})
-		wantRefusal(t, r, 400, codeInvalidRequest, "tool", "crm", "no longer")
+		wantRefusal(t, r, 400, httpapi.CodeInvalidRequest, "tool", "crm", "no longer")
 		// A new custom tool of the same name is the tenant's catalog again.
 		b.secretTool("t1", "crm", "echo", nil)
 		if _, c := b.call("t1", sess.ID, "crm", map[string]any{"text": "x"}, 5); c.Status != "succeeded" {
@@ -172,7 +174,7 @@ func TestSessionToolSet(t *testing.T) {
 		if done := b.waitCall("t1", c.ID); done.Status != "succeeded" {
 			t.Errorf("call in flight across the PUT: %+v", done)
 		}
-		wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "echo"}), 400, codeInvalidRequest, "tool", "echo", "not enabled")
+		wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "echo"}), 400, httpapi.CodeInvalidRequest, "tool", "echo", "not enabled")
 	})
 	var types []string
 	for _, e := range b.events("t1", sess.ID) {
@@ -263,7 +265,7 @@ func TestSessionToolSetRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantRefusal(t, b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", tt.body), 400, codeInvalidRequest, tt.want...)
+			wantRefusal(t, b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", tt.body), 400, httpapi.CodeInvalidRequest, tt.want...)
 		})
 	}
 	t.Run("32 entries", func(t *testing.T) {
@@ -272,24 +274,24 @@ func TestSessionToolSetRefusals(t *testing.T) {
 		}
 	})
 	t.Run("POST instead of PUT", func(t *testing.T) {
-		wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tools", "t1", map[string]any{"tools": []any{}}), 400, codeInvalidRequest, "replaced, not appended", "PUT")
+		wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tools", "t1", map[string]any{"tools": []any{}}), 400, httpapi.CodeInvalidRequest, "replaced, not appended", "PUT")
 	})
 	t.Run("another tenant's session", func(t *testing.T) {
-		wantRefusal(t, b.putTools("t1", other.ID, []any{}), 404, codeNotFound, other.ID)
-		wantRefusal(t, b.do("GET", "/sessions/"+other.ID+"/tools", "t1", nil), 404, codeNotFound, other.ID)
+		wantRefusal(t, b.putTools("t1", other.ID, []any{}), 404, httpapi.CodeNotFound, other.ID)
+		wantRefusal(t, b.do("GET", "/sessions/"+other.ID+"/tools", "t1", nil), 404, httpapi.CodeNotFound, other.ID)
 	})
 	t.Run("content type", func(t *testing.T) {
-		wantRefusal(t, b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", `{"tools":[]}`, "Content-Type", "text/plain"), 415, codeUnsupportedMedia, "content-type")
+		wantRefusal(t, b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", `{"tools":[]}`, "Content-Type", "text/plain"), 415, httpapi.CodeUnsupportedMedia, "Content-Type must be application/json")
 	})
 	t.Run("a url the guard refuses", func(t *testing.T) {
 		strict := startBrain(t)
 		s := strict.session("t1")
-		wantRefusal(t, strict.putTools("t1", s.ID, []any{server}), 400, codeInvalidRequest, "tools[0].url", "refused")
+		wantRefusal(t, strict.putTools("t1", s.ID, []any{server}), 400, httpapi.CodeInvalidRequest, "tools[0].url", "refused")
 	})
 	t.Run("a closed session", func(t *testing.T) {
 		b := b.with(t)
 		b.ok("POST", "/sessions/"+sess.ID+"/close", "t1", nil, nil)
-		wantRefusal(t, b.putTools("t1", sess.ID, []any{}), 409, codeConflict, sess.ID, "closed")
+		wantRefusal(t, b.putTools("t1", sess.ID, []any{}), 409, httpapi.CodeConflict, sess.ID, "closed")
 	})
 }
 
@@ -341,12 +343,12 @@ func TestSessionMCPServers(t *testing.T) {
 	if !slices.Contains(keys, apiKey) || !slices.Contains(auths, "Bearer "+token) {
 		t.Errorf("the server saw X-Api-Key %q and Authorization %q", keys, auths)
 	}
-	wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "docs.delete"}), 400, codeInvalidRequest, "docs.delete", "not enabled")
+	wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "docs.delete"}), 400, httpapi.CodeInvalidRequest, "docs.delete", "not enabled")
 	if _, ran := docs.ran.Load("delete"); ran {
 		t.Error("a tool allowed_tools left out ran")
 	}
 	// What was read, sent back: refused naming redacted.
-	wantRefusal(t, b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", got), 400, codeInvalidRequest, "tools[0].redacted")
+	wantRefusal(t, b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", got), 400, httpapi.CodeInvalidRequest, "tools[0].redacted")
 	if dump := b.storeDump(); !bytes.Contains(dump, []byte(sess.ID)) || bytes.Contains(dump, []byte(apiKey)) || bytes.Contains(dump, []byte(token)) {
 		t.Errorf("the store's dump holds an MCP secret in the clear (or not the session at all)")
 	}
@@ -359,7 +361,7 @@ func TestSessionMCPServers(t *testing.T) {
 			t.Fatalf("put: %d %s", r.status, r.body)
 		}
 		r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "echo", "arguments": map[string]any{"text": "x"}})
-		wantRefusal(t, r, 400, codeInvalidRequest, "crm", "connection refused", "required: true", "cannot start")
+		wantRefusal(t, r, 400, httpapi.CodeInvalidRequest, "crm", "connection refused", "required: true", "cannot start")
 		if ev := findEvent(b.events("t1", s.ID), "mcp.unavailable"); !strings.Contains(string(ev), `"server":"crm"`) || !strings.Contains(string(ev), `"required":true`) {
 			t.Errorf("mcp.unavailable %s", ev)
 		}
@@ -371,7 +373,7 @@ func TestSessionMCPServers(t *testing.T) {
 		s := b.session("t1", "echo")
 		b.putTools("t1", s.ID, []any{map[string]any{"name": "echo"}, map[string]any{"type": "mcp", "name": "crm", "url": flaky.url, "required": true}})
 		r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "echo", "arguments": map[string]any{"text": "x"}})
-		wantRefusal(t, r, 400, codeInvalidRequest, "crm", "Service Unavailable")
+		wantRefusal(t, r, 400, httpapi.CodeInvalidRequest, "crm", "Service Unavailable")
 		flaky.down.Store(false)
 		if _, c := b.call("t1", s.ID, "crm.lookup", map[string]any{}, 5); c.Status != "succeeded" {
 			t.Fatalf("crm.lookup once the server answers: %+v", c)
@@ -403,7 +405,7 @@ func TestSessionMCPServers(t *testing.T) {
 	t.Run("a tenant's MCP server is guarded", func(t *testing.T) {
 		strict := startBrain(t)
 		s := strict.session("t1")
-		wantRefusal(t, strict.putTools("t1", s.ID, []any{map[string]any{"type": "mcp", "name": "docs", "url": docs.url}}), 400, codeInvalidRequest, "tools[0].url", "loopback")
+		wantRefusal(t, strict.putTools("t1", s.ID, []any{map[string]any{"type": "mcp", "name": "docs", "url": docs.url}}), 400, httpapi.CodeInvalidRequest, "tools[0].url", "loopback")
 	})
 }
 
@@ -503,5 +505,5 @@ func TestToolSetAcrossReplicas(t *testing.T) {
 	if st, c := b.call("t1", sess.ID, "lookup", map[string]any{}, 0); st != http.StatusAccepted || c.Status != "requires_input" {
 		t.Fatalf("replica b calls the new set's function tool: %d %+v", st, c)
 	}
-	wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "echo"}), 400, codeInvalidRequest, "echo", "not enabled")
+	wantRefusal(t, b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "echo"}), 400, httpapi.CodeInvalidRequest, "echo", "not enabled")
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 )
 
@@ -225,10 +226,10 @@ func (s *Server) respondRemote(w http.ResponseWriter, r *http.Request, tenant, k
 	if c.Status != store.CallRequiresInput {
 		return notWaiting(c.ID, c.Status)
 	}
-	if err := checkJSONContentType(r); err != nil {
+	if err := httpapi.CheckJSON(r); err != nil {
 		return err
 	}
-	data, err := readBody(r, s.maxBody)
+	data, err := httpapi.ReadBody(r, s.maxBody)
 	if err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func (s *Server) respondRemote(w http.ResponseWriter, r *http.Request, tenant, k
 		var se *store.StateError
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return notFound("tool call %q not found", c.ID)
+			return httpapi.NotFound("tool call %q not found", c.ID)
 		case errors.As(err, &se):
 			return notWaiting(c.ID, se.Status)
 		}
@@ -280,7 +281,7 @@ func (s *Server) respondRemote(w http.ResponseWriter, r *http.Request, tenant, k
 			writeCall(w, cur, s.queuePosition(cur))
 			return nil
 		case store.AnswerRefused:
-			return conflict("tool call %q %s", c.ID, got.Reason)
+			return httpapi.Conflict("tool call %q %s", c.ID, got.Reason)
 		case store.AnswerPending:
 			// The call went on without taking it (another answer, its
 			// expiry, a cancel): withdraw it and say so.
@@ -295,7 +296,7 @@ func (s *Server) respondRemote(w http.ResponseWriter, r *http.Request, tenant, k
 		case <-tick.C:
 		case <-giveUp.C:
 			if ok, err := s.shared.WithdrawAnswer(ctx, a.ID); err == nil && ok {
-				return unavailable("tool call %q: no brain replica took the answer within %s; answer again", c.ID, s.endWait())
+				return httpapi.Unavailable("tool call %q: no brain replica took the answer within %s; answer again", c.ID, s.endWait())
 			}
 		case <-ctx.Done():
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -316,9 +317,9 @@ func (s *Server) respondRemote(w http.ResponseWriter, r *http.Request, tenant, k
 // replica words it: a finished call takes no answer.
 func notWaiting(id, status string) error {
 	if store.Terminal(status) {
-		return conflict("tool call %q is already %s; it takes no answer", id, status)
+		return httpapi.Conflict("tool call %q is already %s; it takes no answer", id, status)
 	}
-	return conflict("tool call %q is %s, not waiting for input (requires_input)", id, status)
+	return httpapi.Conflict("tool call %q is %s, not waiting for input (requires_input)", id, status)
 }
 
 // awaitSettled returns a channel closed when answer id is settled

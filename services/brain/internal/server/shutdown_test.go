@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -122,7 +123,7 @@ func TestShutdownRefusals(t *testing.T) {
 		s := b.session("t1", "echo")
 		b.srv.drain(time.Second)
 		wantRefusal(t, b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "echo", "arguments": map[string]string{"text": "x"}}),
-			http.StatusServiceUnavailable, codeUnavailable, "shutting down")
+			http.StatusServiceUnavailable, httpapi.CodeUnavailable, "shutting down")
 	})
 	t.Run("waiter outlasting the grace", func(t *testing.T) {
 		t.Parallel()
@@ -136,6 +137,6 @@ func TestShutdownRefusals(t *testing.T) {
 		}()
 		<-si.started
 		go b.stop()
-		wantRefusal(t, <-waiter, http.StatusServiceUnavailable, codeUnavailable, "shutting down", "final state")
+		wantRefusal(t, <-waiter, http.StatusServiceUnavailable, httpapi.CodeUnavailable, "shutting down", "final state")
 	})
 }

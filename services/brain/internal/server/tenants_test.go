@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/brain-tools/suite/pkg/httpapi"
+
 	"bytes"
 	"net/http"
 	"strings"
@@ -52,7 +54,7 @@ func TestTenantsKeepToThemselves(t *testing.T) {
 	for _, tt := range notFound {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
 			r := b.do(tt.method, tt.path, "t2", tt.body)
-			wantRefusal(t, r, http.StatusNotFound, codeNotFound)
+			wantRefusal(t, r, http.StatusNotFound, httpapi.CodeNotFound)
 			never := b.do(tt.method, madeUp.Replace(tt.path), "t2", tt.body)
 			var got, want errBody
 			r.json(t, &got)
@@ -75,12 +77,12 @@ func TestTenantsKeepToThemselves(t *testing.T) {
 	}
 	for _, tt := range unknown {
 		t.Run(tt.name, func(t *testing.T) {
-			wantRefusal(t, b.do("POST", tt.path, "t2", tt.body), http.StatusBadRequest, codeInvalidRequest, tt.want)
+			wantRefusal(t, b.do("POST", tt.path, "t2", tt.body), http.StatusBadRequest, httpapi.CodeInvalidRequest, tt.want)
 		})
 	}
 	t2sess := b.session("t2", "echo")
 	t.Run("session tool set with t1's custom tool", func(t *testing.T) {
-		wantRefusal(t, b.putTools("t2", t2sess.ID, []any{map[string]any{"name": "crm"}}), http.StatusBadRequest, codeInvalidRequest, "tools[0].name", "crm")
+		wantRefusal(t, b.putTools("t2", t2sess.ID, []any{map[string]any{"name": "crm"}}), http.StatusBadRequest, httpapi.CodeInvalidRequest, "tools[0].name", "crm")
 	})
 	t.Run("lists and catalog show nothing of t1's", func(t *testing.T) {
 		for _, path := range []string{"/custom_tools", "/toolsets", "/secrets", "/catalog"} {
@@ -93,7 +95,7 @@ func TestTenantsKeepToThemselves(t *testing.T) {
 		}
 		var call CallJSON
 		_, call = b.call("t1", sess.ID, "crm", map[string]any{"text": "x"}, 5)
-		wantRefusal(t, b.do("GET", "/tool_calls/"+call.ID, "t2", nil), http.StatusNotFound, codeNotFound)
+		wantRefusal(t, b.do("GET", "/tool_calls/"+call.ID, "t2", nil), http.StatusNotFound, httpapi.CodeNotFound)
 	})
 	t.Run("t2's own names do not touch t1's", func(t *testing.T) {
 		b := b.with(t)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/julienschmidt/httprouter"
 )
@@ -54,42 +55,42 @@ func (s *Server) decodeToolset(ctx context.Context, tenant string, data []byte) 
 		Description *string   `json:"description"`
 		Tools       []*string `json:"tools"`
 	}
-	if err := decodeObject(data, &body); err != nil {
+	if err := httpapi.DecodeObject(data, &body); err != nil {
 		return nil, err
 	}
 	ts := &store.Toolset{TenantID: tenant, Tools: []string{}}
 	switch {
 	case body.Name == nil:
-		return nil, badRequest("name: required")
+		return nil, httpapi.BadRequest("name: required")
 	case strings.TrimSpace(*body.Name) == "":
-		return nil, badRequest("name: must not be blank")
+		return nil, httpapi.BadRequest("name: must not be blank")
 	case utf8.RuneCountInString(*body.Name) > MaxToolsetNameChars:
-		return nil, badRequest("name: longer than %d characters (got %d)", MaxToolsetNameChars, utf8.RuneCountInString(*body.Name))
+		return nil, httpapi.BadRequest("name: longer than %d characters (got %d)", MaxToolsetNameChars, utf8.RuneCountInString(*body.Name))
 	}
 	ts.Name = *body.Name
 	if body.Description != nil {
 		if n := utf8.RuneCountInString(*body.Description); n > MaxToolsetDescriptionChars {
-			return nil, badRequest("description: longer than %d characters (got %d)", MaxToolsetDescriptionChars, n)
+			return nil, httpapi.BadRequest("description: longer than %d characters (got %d)", MaxToolsetDescriptionChars, n)
 		}
 		ts.Description = *body.Description
 	}
 	if len(body.Tools) > MaxSessionTools {
-		return nil, badRequest("tools: %d tools, more than the %d a session can have", len(body.Tools), MaxSessionTools)
+		return nil, httpapi.BadRequest("tools: %d tools, more than the %d a session can have", len(body.Tools), MaxSessionTools)
 	}
 	seen := map[string]int{}
 	for i, name := range body.Tools {
 		field := fmt.Sprintf("tools[%d]", i)
 		if name == nil || *name == "" {
-			return nil, badRequest("%s: must be a tool name", field)
+			return nil, httpapi.BadRequest("%s: must be a tool name", field)
 		}
 		if j, dup := seen[*name]; dup {
-			return nil, badRequest("%s: tool %q is listed twice (also tools[%d])", field, *name, j)
+			return nil, httpapi.BadRequest("%s: tool %q is listed twice (also tools[%d])", field, *name, j)
 		}
 		seen[*name] = i
 		if _, ok, err := s.catalogTool(ctx, tenant, *name); err != nil {
 			return nil, err
 		} else if !ok {
-			return nil, badRequest("%s: unknown tool %q (not in the catalog of tenant %q)", field, *name, tenant)
+			return nil, httpapi.BadRequest("%s: unknown tool %q (not in the catalog of tenant %q)", field, *name, tenant)
 		}
 		ts.Tools = append(ts.Tools, *name)
 	}
@@ -109,11 +110,11 @@ func (s *Server) createToolset(w http.ResponseWriter, r *http.Request, _ httprou
 	ts.ID, ts.CreatedAt, ts.UpdatedAt = newID("tset"), now, now
 	var le *store.LimitError
 	if err := s.store.CreateToolset(r.Context(), ts, s.limits.Toolsets); errors.As(err, &le) {
-		return conflict("toolsets: tenant %q has %d already, the most it keeps; delete one first", tenant, le.Limit)
+		return httpapi.Conflict("toolsets: tenant %q has %d already, the most it keeps; delete one first", tenant, le.Limit)
 	} else if err != nil {
 		return fmt.Errorf("create toolset: %w", err)
 	}
-	writeJSON(w, http.StatusCreated, toolsetJSON(ts))
+	httpapi.WriteJSON(w, http.StatusCreated, toolsetJSON(ts))
 	return nil
 }
 
@@ -132,7 +133,7 @@ func (s *Server) getToolset(w http.ResponseWriter, r *http.Request, p httprouter
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toolsetJSON(ts))
+	httpapi.WriteJSON(w, http.StatusOK, toolsetJSON(ts))
 	return nil
 }
 
@@ -149,7 +150,7 @@ func (s *Server) listToolsets(w http.ResponseWriter, r *http.Request, _ httprout
 	for _, ts := range list {
 		out = append(out, toolsetJSON(ts))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"toolsets": out})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"toolsets": out})
 	return nil
 }
 
@@ -172,7 +173,7 @@ func (s *Server) updateToolset(w http.ResponseWriter, r *http.Request, p httprou
 	if err := storeErr(s.store.UpdateToolset(r.Context(), ts), "toolset", id); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toolsetJSON(ts))
+	httpapi.WriteJSON(w, http.StatusOK, toolsetJSON(ts))
 	return nil
 }
 
@@ -189,6 +190,6 @@ func (s *Server) deleteToolset(w http.ResponseWriter, r *http.Request, p httprou
 	if err := storeErr(s.store.DeleteToolset(r.Context(), tenant, id), "toolset", id); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toolsetJSON(ts))
+	httpapi.WriteJSON(w, http.StatusOK, toolsetJSON(ts))
 	return nil
 }

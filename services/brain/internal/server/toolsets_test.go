@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/brain-tools/suite/pkg/httpapi"
+
 	"fmt"
 	"slices"
 	"strings"
@@ -63,7 +65,7 @@ func TestToolsets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantRefusal(t, b.do("POST", "/toolsets", "t1", tt.body), 400, codeInvalidRequest, tt.want...)
+			wantRefusal(t, b.do("POST", "/toolsets", "t1", tt.body), 400, httpapi.CodeInvalidRequest, tt.want...)
 		})
 	}
 	t.Run("longest name and description, 32 tools", func(t *testing.T) {
@@ -79,7 +81,7 @@ func TestToolsets(t *testing.T) {
 			"description": strings.Repeat("d", MaxToolsetDescriptionChars), "tools": full}, &ok)
 		var s SessionJSON
 		b.created("/sessions", "t1", map[string]any{"config": map[string]any{"tools": full}}, &s)
-		wantRefusal(t, b.do("POST", "/toolsets", "t1", map[string]any{"name": "third"}), 409, codeConflict, "toolsets", "2")
+		wantRefusal(t, b.do("POST", "/toolsets", "t1", map[string]any{"name": "third"}), 409, httpapi.CodeConflict, "toolsets", "2")
 	})
 	sessionRefusals := []struct {
 		name string
@@ -92,7 +94,7 @@ func TestToolsets(t *testing.T) {
 	}
 	for _, tt := range sessionRefusals {
 		t.Run("session "+tt.name, func(t *testing.T) {
-			wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": tt.cfg}), 400, codeInvalidRequest, tt.want...)
+			wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": tt.cfg}), 400, httpapi.CodeInvalidRequest, tt.want...)
 		})
 	}
 	t.Run("a toolset naming a tool deleted since", func(t *testing.T) {
@@ -101,15 +103,15 @@ func TestToolsets(t *testing.T) {
 		var gone ToolsetJSON
 		b.ok("PUT", "/toolsets/"+ts.ID, "t1", map[string]any{"name": "x", "tools": []string{"gone"}}, &gone)
 		b.ok("DELETE", "/custom_tools/"+ct.ID, "t1", nil, nil)
-		wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"toolset_id": ts.ID}}), 400, codeInvalidRequest,
+		wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"toolset_id": ts.ID}}), 400, httpapi.CodeInvalidRequest,
 			"config.toolset_id", ts.ID, "gone")
 	})
 	t.Run("delete", func(t *testing.T) {
 		b.ok("DELETE", "/toolsets/"+ts.ID, "t1", nil, nil)
 		for _, m := range []string{"GET", "DELETE"} {
-			wantRefusal(t, b.do(m, "/toolsets/"+ts.ID, "t1", nil), 404, codeNotFound, ts.ID)
+			wantRefusal(t, b.do(m, "/toolsets/"+ts.ID, "t1", nil), 404, httpapi.CodeNotFound, ts.ID)
 		}
-		wantRefusal(t, b.do("PUT", "/toolsets/"+ts.ID, "t1", map[string]any{"name": "x"}), 404, codeNotFound, ts.ID)
+		wantRefusal(t, b.do("PUT", "/toolsets/"+ts.ID, "t1", map[string]any{"name": "x"}), 404, httpapi.CodeNotFound, ts.ID)
 		var list struct{ Toolsets []ToolsetJSON }
 		b.ok("GET", "/toolsets", "t1", nil, &list)
 		if len(list.Toolsets) != 1 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
@@ -246,22 +247,22 @@ func TestFunctionTool(t *testing.T) {
 		code   string
 		want   string
 	}{
-		{"unknown field", `{"content":[{"type":"text","text":"x"}],"extra":1}`, 400, codeInvalidRequest, "extra: unknown field"},
-		{"bad block type", `{"content":[{"type":"audio"}]}`, 400, codeInvalidRequest, `content[0].type: unknown content type "audio"`},
-		{"text block without text", `{"content":[{"type":"text"}]}`, 400, codeInvalidRequest, "content[0].text: required in a text block"},
-		{"empty result", `{}`, 400, codeInvalidRequest, "neither content nor structured_content"},
-		{"empty content list", `{"content":[]}`, 400, codeInvalidRequest, "content is an empty list; give it at least 1 block"},
-		{"output_schema mismatch", `{"structured_content":{"status":5}}`, 400, codeInvalidRequest, `structured_content: does not match tool lookup's output_schema: structured_content: at "/status"`},
-		{"not an object", `[1]`, 400, codeInvalidRequest, "body: must be a result object, got an array"},
-		{"trailing data", `{"content":[{"type":"text","text":"x"}]} {}`, 400, codeInvalidRequest, "body: unexpected data after the JSON value"},
-		{"over max_output_bytes", `{"content":[{"type":"text","text":"` + strings.Repeat("x", 500) + `"}]}`, 413, codeTooLarge, "larger than tool lookup's max_output_bytes 512"},
+		{"unknown field", `{"content":[{"type":"text","text":"x"}],"extra":1}`, 400, httpapi.CodeInvalidRequest, "extra: unknown field"},
+		{"bad block type", `{"content":[{"type":"audio"}]}`, 400, httpapi.CodeInvalidRequest, `content[0].type: unknown content type "audio"`},
+		{"text block without text", `{"content":[{"type":"text"}]}`, 400, httpapi.CodeInvalidRequest, "content[0].text: required in a text block"},
+		{"empty result", `{}`, 400, httpapi.CodeInvalidRequest, "neither content nor structured_content"},
+		{"empty content list", `{"content":[]}`, 400, httpapi.CodeInvalidRequest, "content is an empty list; give it at least 1 block"},
+		{"output_schema mismatch", `{"structured_content":{"status":5}}`, 400, httpapi.CodeInvalidRequest, `structured_content: does not match tool lookup's output_schema: structured_content: at "/status"`},
+		{"not an object", `[1]`, 400, httpapi.CodeInvalidRequest, "body: must be a result object, got an array"},
+		{"trailing data", `{"content":[{"type":"text","text":"x"}]} {}`, 400, httpapi.CodeInvalidRequest, "body: unexpected data after the JSON value"},
+		{"over max_output_bytes", `{"content":[{"type":"text","text":"` + strings.Repeat("x", 500) + `"}]}`, 413, httpapi.CodeTooLarge, "larger than tool lookup's max_output_bytes 512"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantRefusal(t, b.respond("t1", c.ID, tc.body), tc.status, tc.code, tc.want)
 		})
 	}
-	wantRefusal(t, b.do("POST", "/tool_calls/"+c.ID+"/respond", "t1", `{"content":[]}`, "Content-Type", "text/plain"), 415, codeUnsupportedMedia, "content-type")
-	wantRefusal(t, b.respond("t2", c.ID, `{"content":[{"type":"text","text":"x"}]}`), 404, codeNotFound, c.ID)
+	wantRefusal(t, b.do("POST", "/tool_calls/"+c.ID+"/respond", "t1", `{"content":[]}`, "Content-Type", "text/plain"), 415, httpapi.CodeUnsupportedMedia, "Content-Type must be application/json")
+	wantRefusal(t, b.respond("t2", c.ID, `{"content":[{"type":"text","text":"x"}]}`), 404, httpapi.CodeNotFound, c.ID)
 	if _, again := b.getCall("t1", c.ID, 0); again.Status != "requires_input" {
 		t.Fatalf("after refused answers the call is %s, want still requires_input", again.Status)
 	}
@@ -278,7 +279,7 @@ func TestFunctionTool(t *testing.T) {
 		string(done.ResponseSchema) != "null" || done.ResponseExpiresAt != nil || !strings.Contains(text, `"status":"shipped"`) || res.IsError {
 		t.Fatalf("answered: %d %s", r.status, r.body)
 	}
-	wantRefusal(t, b.respond("t1", c.ID, `{"content":[{"type":"text","text":"again"}]}`), 409, codeConflict, "already succeeded")
+	wantRefusal(t, b.respond("t1", c.ID, `{"content":[{"type":"text","text":"again"}]}`), 409, httpapi.CodeConflict, "already succeeded")
 	evs := eventsOf(b.events("t1", s.ID), c.ID)
 	if got := eventTypes(evs); !slices.Equal(got, []string{"tool.call", "tool.requires_input", "tool.responded", "tool.result"}) {
 		t.Fatalf("events %v", got)
@@ -307,7 +308,7 @@ func TestFunctionTool(t *testing.T) {
 	if timedOut.Status != "timed_out" || deref(timedOut.ErrorCode) != "timeout" || !timedOut.UnknownOutcome || timedOut.Retryable == nil || *timedOut.Retryable {
 		t.Fatalf("after timeout_seconds: %+v", timedOut)
 	}
-	wantRefusal(t, b.respond("t1", c3.ID, `{"content":[{"type":"text","text":"late"}]}`), 409, codeConflict, "already timed_out")
+	wantRefusal(t, b.respond("t1", c3.ID, `{"content":[{"type":"text","text":"late"}]}`), 409, httpapi.CodeConflict, "already timed_out")
 
 	// Cancelled while waiting: it takes no answer.
 	_, c4 := b.call("t1", s.ID, "lookup", map[string]string{"order_id": "C"}, 0)
@@ -317,12 +318,12 @@ func TestFunctionTool(t *testing.T) {
 	if r.status != 200 || cancelled.Status != "cancelled" || !cancelled.UnknownOutcome {
 		t.Fatalf("cancel while waiting: %d %s", r.status, r.body)
 	}
-	wantRefusal(t, b.respond("t1", c4.ID, `{"content":[{"type":"text","text":"late"}]}`), 409, codeConflict, "already cancelled")
+	wantRefusal(t, b.respond("t1", c4.ID, `{"content":[{"type":"text","text":"late"}]}`), 409, httpapi.CodeConflict, "already cancelled")
 
 	// A call that does not wait for input takes none.
 	_, p := b.call("t1", s.ID, "plain", map[string]any{}, 5)
-	wantRefusal(t, b.respond("t1", p.ID, `{"approved":true}`), 409, codeConflict, "already succeeded")
-	wantRefusal(t, b.respond("t1", "call_nope", `{}`), 404, codeNotFound, "call_nope")
+	wantRefusal(t, b.respond("t1", p.ID, `{"approved":true}`), 409, httpapi.CodeConflict, "already succeeded")
+	wantRefusal(t, b.respond("t1", "call_nope", `{}`), 404, httpapi.CodeNotFound, "call_nope")
 	// Arguments that fail input_schema are refused before anybody is asked.
 	_, bad := b.call("t1", s.ID, "lookup", map[string]any{"order": 1}, 5)
 	if bad.Status != "failed" || deref(bad.ErrorCode) != "invalid_arguments" || bad.Prompt != nil {
@@ -351,7 +352,7 @@ func TestApprovalGate(t *testing.T) {
 		{`{"Approved":true}`, `did you mean "approved"`},
 		{`null`, "body: must be a JSON object, got null"},
 	} {
-		wantRefusal(t, b.respond("t1", c.ID, tc.body), 400, codeInvalidRequest, tc.want)
+		wantRefusal(t, b.respond("t1", c.ID, tc.body), 400, httpapi.CodeInvalidRequest, tc.want)
 	}
 	if ct.count(c.ID) != 0 {
 		t.Fatal("the tool got a gated call before it was approved")
@@ -366,7 +367,7 @@ func TestApprovalGate(t *testing.T) {
 	if ok.Status != "succeeded" || ct.count(c.ID) != 1 || ok.StartedAt == nil {
 		t.Fatalf("approved call: %+v, the tool got %d requests", ok, ct.count(c.ID))
 	}
-	wantRefusal(t, b.respond("t1", c.ID, `{"approved":false}`), 409, codeConflict, "already succeeded")
+	wantRefusal(t, b.respond("t1", c.ID, `{"approved":false}`), 409, httpapi.CodeConflict, "already succeeded")
 
 	_, d := b.call("t1", s.ID, "gated", map[string]any{"rm": "-rf"}, 0)
 	r = b.respond("t1", d.ID, map[string]any{"approved": false, "comment": "Use the staging copy."})
@@ -386,7 +387,7 @@ func TestApprovalGate(t *testing.T) {
 		expired.Retryable == nil || !*expired.Retryable || ct.count(e.ID) != 0 || !strings.Contains(text, "nobody answered") {
 		t.Fatalf("expired: %+v", expired)
 	}
-	wantRefusal(t, b.respond("t1", e.ID, `{"approved":true}`), 409, codeConflict, "already failed")
+	wantRefusal(t, b.respond("t1", e.ID, `{"approved":true}`), 409, httpapi.CodeConflict, "already failed")
 
 	// Cancelled while waiting for its approval: never sent, retryable.
 	_, f := b.call("t1", s.ID, "gated", map[string]any{}, 0)
@@ -438,7 +439,7 @@ func TestSessionRequireApproval(t *testing.T) {
 		{"in the wrong case", map[string]any{"tools": []string{"plain"}, "requireApproval": map[string]any{}}, "config.requireApproval: unknown field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": tc.cfg}), 400, codeInvalidRequest, tc.want)
+			wantRefusal(t, b.do("POST", "/sessions", "t1", map[string]any{"config": tc.cfg}), 400, httpapi.CodeInvalidRequest, tc.want)
 		})
 	}
 	r := b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"tools": []string{"plain", "gated"},

@@ -69,7 +69,7 @@ const (
 	CodeTenantNotAllowed     = "tenant_not_allowed"     // refused before sending; known outcome
 	CodeInvalidArguments     = "invalid_arguments"      // refused before sending; known outcome
 	CodeMissingCredential    = "missing_credential"     // refused before sending; known outcome
-	CodeMCPNotSupported      = "mcp_not_supported"      // binding has mcp_tool; MCP calling is not built yet; known outcome
+	CodeMCPNotSupported      = "mcp_not_supported"      // binding has mcp_tool and the Invoker has no MCP caller (Route); known outcome
 	CodeConnectionFailed     = "connection_failed"      // connect failed or the connection dropped; unknown outcome
 	CodeHeaderTimeout        = "header_timeout"         // no response headers within 30 s; unknown outcome
 	CodeTimeout              = "timeout"                // whole call exceeded timeout_seconds; unknown outcome
@@ -171,10 +171,18 @@ func newTransport(proxy func(*http.Request) (*url.URL, error)) *http.Transport {
 	return t
 }
 
+// The causes a call's context is cancelled with, and the read error past
+// the output cap, for both callers (HTTP here, MCP in mcpcall), which
+// classify them the same way.
 var (
-	errCallTimeout    = errors.New("tool call exceeded timeout_seconds")
-	errHeaderTimeout  = errors.New("no response headers within the header limit")
-	errOutputTooLarge = errors.New("response larger than max_output_bytes")
+	// ErrCallTimeout ends a call that ran past its binding's
+	// timeout_seconds.
+	ErrCallTimeout = errors.New("tool call exceeded timeout_seconds")
+	// ErrHeaderTimeout ends a request whose response headers did not come
+	// within the header limit (tool.HeaderTimeout by default).
+	ErrHeaderTimeout = errors.New("no response headers within the header limit")
+	// ErrOutputTooLarge is a CapReader's read past max_output_bytes.
+	ErrOutputTooLarge = errors.New("response larger than max_output_bytes")
 	errAfterResult    = errors.New("the event stream stayed open after its result")
 )
 
@@ -257,7 +265,7 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		return Refused(CodeMissingCredential, fmt.Sprintf("tool %s: inspect_session needs an inspection_token and a brain_url", t.Name))
 	}
 	if t.MCPTool != "" {
-		return Refused(CodeMCPNotSupported, fmt.Sprintf("tool %s: calling MCP tool %q is not supported yet", t.Name, t.MCPTool))
+		return mcpNotSupported(t)
 	}
 	if err := ctx.Err(); err != nil {
 		return Cancelled(t, false, err)
@@ -268,7 +276,7 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		return Refused(CodeInvalidArguments, fmt.Sprintf("tool %s: encode request: %v", t.Name, err))
 	}
 
-	callCtx, cancelCall := context.WithTimeoutCause(ctx, t.Timeout(), errCallTimeout)
+	callCtx, cancelCall := context.WithTimeoutCause(ctx, t.Timeout(), ErrCallTimeout)
 	defer cancelCall()
 	reqCtx, cancelReq := context.WithCancelCause(callCtx)
 	defer cancelReq(nil)
@@ -285,7 +293,7 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 
 	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, t.URL, body)
 	if err != nil {
-		return Refused(CodeConnectionFailed, fmt.Sprintf("tool %s: build request: %v", t.Name, describe(err)))
+		return Refused(CodeConnectionFailed, fmt.Sprintf("tool %s: build request: %v", t.Name, Describe(err)))
 	}
 	hreq.ContentLength = bodyLen
 	// A request the tool never received (a dead keep-alive connection, an
@@ -301,7 +309,7 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		hreq.Header.Set("Authorization", "Bearer "+t.Token)
 	}
 
-	headerTimer := time.AfterFunc(c.headerTimeout, func() { cancelReq(errHeaderTimeout) })
+	headerTimer := time.AfterFunc(c.headerTimeout, func() { cancelReq(ErrHeaderTimeout) })
 	resp, err := c.client.Do(hreq)
 	headerTimer.Stop()
 	if err != nil {
@@ -336,7 +344,7 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, cancelReq context.Can
 	if resp.ContentLength > limit {
 		return Failed(CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response of %d bytes is larger than max_output_bytes %d", t.Name, resp.ContentLength, limit))
 	}
-	capped := &capReader{r: resp.Body, left: limit}
+	capped := NewCapReader(resp.Body, limit)
 	ct := resp.Header.Get("Content-Type")
 	mediaType, _, err := mime.ParseMediaType(ct)
 	switch {
@@ -398,9 +406,9 @@ func (c *Caller) readStream(ctx, reqCtx context.Context, cancelReq context.Cance
 	for ev, err := range sse.Read(body, int(limit)+1024) {
 		if err != nil {
 			if errors.Is(err, sse.ErrEventTooLarge) {
-				err = errOutputTooLarge
+				err = ErrOutputTooLarge
 			}
-			if result != nil && !errors.Is(err, errOutputTooLarge) {
+			if result != nil && !errors.Is(err, ErrOutputTooLarge) {
 				break
 			}
 			return c.readFailure(ctx, reqCtx, t, true, err)
@@ -483,20 +491,20 @@ func (c *Caller) readFailure(ctx, reqCtx context.Context, t *config.Tool, sent b
 	}
 	cause := context.Cause(reqCtx)
 	switch {
-	case errors.Is(cause, errCallTimeout):
+	case errors.Is(cause, ErrCallTimeout):
 		o := Failed(CodeTimeout, true, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s)", t.Name, t.Timeout()))
 		o.Status, o.Sent = StatusTimedOut, sent
 		return o
-	case errors.Is(cause, errHeaderTimeout):
+	case errors.Is(cause, ErrHeaderTimeout):
 		o := Failed(CodeHeaderTimeout, true, fmt.Sprintf("tool %s: no response headers within %s", t.Name, c.headerTimeout))
 		o.Status, o.Sent = StatusTimedOut, sent
 		return o
-	case errors.Is(err, errOutputTooLarge):
+	case errors.Is(err, ErrOutputTooLarge):
 		return Failed(CodeOutputTooLarge, true, fmt.Sprintf("tool %s: response is larger than max_output_bytes %d", t.Name, t.MaxOutputBytes()))
 	case errors.Is(err, netguard.ErrRefused):
 		return GuardRefused(t, err)
 	}
-	o := Failed(CodeConnectionFailed, true, fmt.Sprintf("tool %s: connection failed: %s", t.Name, describe(err)))
+	o := Failed(CodeConnectionFailed, true, fmt.Sprintf("tool %s: connection failed: %s", t.Name, Describe(err)))
 	o.Sent = sent
 	return o
 }
@@ -599,9 +607,11 @@ func errorText(t *config.Tool, r *tool.Result) string {
 	return fmt.Sprintf("tool %s reported an error", t.Name)
 }
 
-// describe renders a transport error without the request URL (a binding's
-// url is never shown to clients) and without addresses.
-func describe(err error) string {
+// Describe renders a transport error for a client: without the request
+// URL (a binding's url is never shown to clients) and without addresses,
+// naming the operation once ("dial: connection refused", "read:
+// connection reset by peer"), at most 300 bytes.
+func Describe(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
@@ -615,7 +625,7 @@ func describe(err error) string {
 		case errors.As(oe.Err, &se):
 			return oe.Op + ": " + se.Err.Error()
 		case oe.Err != nil:
-			return oe.Op + ": " + describe(oe.Err)
+			return oe.Op + ": " + Describe(oe.Err)
 		}
 		return oe.Op
 	}
@@ -623,18 +633,25 @@ func describe(err error) string {
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return "connection closed before the response was complete"
 	}
-	return err.Error()
+	return strictjson.Clip(err.Error(), 300)
 }
 
-// capReader fails with errOutputTooLarge when the body goes past left
-// bytes. It reads at most one byte beyond the cap, and only to tell a body
-// of exactly the cap from a longer one.
-type capReader struct {
+// CapReader reads a response body and fails with ErrOutputTooLarge when
+// it goes past its limit. It reads at most one byte beyond the limit, and
+// only to tell a body of exactly the limit from a longer one.
+type CapReader struct {
 	r    io.Reader
 	left int64
 }
 
-func (c *capReader) Read(p []byte) (int, error) {
+// NewCapReader caps r at limit bytes.
+func NewCapReader(r io.Reader, limit int64) *CapReader {
+	return &CapReader{r: r, left: limit}
+}
+
+// Read reads from the body, or fails with ErrOutputTooLarge past the
+// limit.
+func (c *CapReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -643,7 +660,7 @@ func (c *capReader) Read(p []byte) (int, error) {
 		for {
 			n, err := c.r.Read(one[:])
 			if n > 0 {
-				return 0, errOutputTooLarge
+				return 0, ErrOutputTooLarge
 			}
 			if err != nil {
 				return 0, err

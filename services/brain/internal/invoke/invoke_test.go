@@ -317,7 +317,7 @@ func TestOutcomeTable(t *testing.T) {
 			want: refusal(CodeMissingCredential, "token_env TOOLS_KEY is not set"), requests: 0},
 		{name: "inspection token missing", handler: jsonHandler(okResult), binding: func(b map[string]any) { b["inspect_session"] = true },
 			want: refusal(CodeMissingCredential, "inspection_token"), requests: 0},
-		{name: "mcp tool not supported yet", handler: jsonHandler(okResult), binding: func(b map[string]any) { b["mcp_tool"] = "remote_echo" },
+		{name: "mcp tool given to the HTTP caller", handler: jsonHandler(okResult), binding: func(b map[string]any) { b["mcp_tool"] = "remote_echo" },
 			want: refusal(CodeMCPNotSupported, `MCP tool "remote_echo"`), requests: 0},
 
 		// The connection failed, timed out, or dropped.
@@ -735,13 +735,13 @@ func TestCapReader(t *testing.T) {
 		n, limit int
 		ok       bool
 	}{{0, 0, true}, {1, 0, false}, {5, 5, true}, {6, 5, false}, {4, 5, true}, {5000, 4096, false}} {
-		r := &capReader{r: strings.NewReader(strings.Repeat("a", tc.n)), left: int64(tc.limit)}
+		r := NewCapReader(strings.NewReader(strings.Repeat("a", tc.n)), int64(tc.limit))
 		data, err := io.ReadAll(r)
 		if tc.ok && (err != nil || len(data) != tc.n) {
 			t.Errorf("%d bytes, limit %d: %d bytes, %v", tc.n, tc.limit, len(data), err)
 		}
-		if !tc.ok && (!errors.Is(err, errOutputTooLarge) || len(data) > tc.limit) {
-			t.Errorf("%d bytes, limit %d: %d bytes, %v; want errOutputTooLarge", tc.n, tc.limit, len(data), err)
+		if !tc.ok && (!errors.Is(err, ErrOutputTooLarge) || len(data) > tc.limit) {
+			t.Errorf("%d bytes, limit %d: %d bytes, %v; want ErrOutputTooLarge", tc.n, tc.limit, len(data), err)
 		}
 	}
 }
@@ -784,8 +784,8 @@ func TestDescribe(t *testing.T) {
 		{&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}, "dial: i/o timeout"},
 		{io.ErrUnexpectedEOF, "connection closed before the response was complete"},
 	} {
-		if got := describe(tc.err); got != tc.want {
-			t.Errorf("describe(%v) = %q, want %q", tc.err, got, tc.want)
+		if got := Describe(tc.err); got != tc.want {
+			t.Errorf("Describe(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
 }

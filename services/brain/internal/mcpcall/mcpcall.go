@@ -170,11 +170,6 @@ func (c *Caller) Call(ctx context.Context, t *config.Tool, req tool.Request, onP
 	return o
 }
 
-var (
-	errCallTimeout   = errors.New("tool call exceeded timeout_seconds")
-	errHeaderTimeout = errors.New("no response headers within the header limit")
-)
-
 func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(json.RawMessage)) invoke.Outcome {
 	if t.MCPTool == "" {
 		return invoke.Refused(invoke.CodeInvalidArguments, fmt.Sprintf("tool %s has no mcp_tool", t.Name))
@@ -192,7 +187,7 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		return invoke.Cancelled(t, false, context.Cause(ctx))
 	}
 
-	callCtx, cancelCall := context.WithTimeoutCause(ctx, t.Timeout(), errCallTimeout)
+	callCtx, cancelCall := context.WithTimeoutCause(ctx, t.Timeout(), invoke.ErrCallTimeout)
 	defer cancelCall()
 
 	s := &sink{fn: onProgress}
@@ -284,7 +279,7 @@ func (c *Caller) connectFailure(ctx, callCtx context.Context, t *config.Tool, er
 	if errors.Is(err, netguard.ErrRefused) {
 		return invoke.GuardRefused(t, err)
 	}
-	if errors.Is(context.Cause(callCtx), errCallTimeout) {
+	if errors.Is(context.Cause(callCtx), invoke.ErrCallTimeout) {
 		o = invoke.Failed(invoke.CodeTimeout, true, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s) while connecting to MCP server %s", t.Name, t.Timeout(), t.URL))
 		o.Status = invoke.StatusTimedOut
 	} else {
@@ -302,7 +297,7 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 	if ctx.Err() != nil {
 		return invoke.Cancelled(t, sent, context.Cause(ctx))
 	}
-	if errors.Is(context.Cause(callCtx), errCallTimeout) {
+	if errors.Is(context.Cause(callCtx), invoke.ErrCallTimeout) {
 		o := invoke.Failed(invoke.CodeTimeout, sent, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s)", t.Name, t.Timeout()))
 		o.Status, o.Sent = invoke.StatusTimedOut, sent
 		return o
@@ -399,19 +394,16 @@ func (c *Caller) onProgress(_ context.Context, r *mcp.ProgressNotificationClient
 	s.deliver(data)
 }
 
-// describe renders a transport error without addresses.
+// describe is invoke.Describe of an error from the MCP SDK, whose own
+// messages repeat the method before the cause ("calling \"tools/call\":
+// …"): of those, the last, most specific part is kept.
 func describe(err error) string {
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		if oe.Err != nil {
-			return oe.Op + ": " + oe.Err.Error()
-		}
-		return oe.Op
+	s := invoke.Describe(err)
+	if errors.As(err, new(*net.OpError)) {
+		return s
 	}
-	s := err.Error()
-	// The SDK's errors repeat the method; keep the last, most specific part.
 	if i := strings.LastIndex(s, ": "); i > 0 && len(s)-i < 200 {
 		s = s[i+2:]
 	}
-	return strictjson.Clip(s, 300)
+	return s
 }

@@ -627,7 +627,7 @@ func (f *fakeInvoker) Call(context.Context, *config.Tool, tool.Request, func(jso
 func TestRoute(t *testing.T) {
 	s := newMCPServer(t, serverOpts{stateless: true})
 	httpInv := &fakeInvoker{}
-	r := Route(httpInv, newCaller(t))
+	r := invoke.Route(httpInv, newCaller(t))
 	if o := r.Call(context.Background(), bind(t, "m", s.ts.URL, "echo", nil), request(`{"text":"mcp"}`), nil); o.Result.Content[0].Text != "mcp" {
 		t.Errorf("MCP binding: %+v", o)
 	}

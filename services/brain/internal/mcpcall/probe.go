@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
 )
@@ -106,26 +105,4 @@ func (u Unavailable) EventData() json.RawMessage {
 	return data
 }
 
-// Invoker is the call signature server.Invoker and invoke.Caller share.
-type Invoker interface {
-	Call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(data json.RawMessage)) invoke.Outcome
-}
-
-// Route sends bindings with mcp_tool to mcp and every other binding to
-// http: one Invoker for the server to call.
-func Route(http Invoker, mcp *Caller) Invoker { return router{http: http, mcp: mcp} }
-
-type router struct {
-	http Invoker
-	mcp  *Caller
-}
-
-func (r router) Call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(data json.RawMessage)) invoke.Outcome {
-	if t.MCPTool != "" {
-		return r.mcp.Call(ctx, t, req, onProgress)
-	}
-	return r.http.Call(ctx, t, req, onProgress)
-}
-
-var _ Invoker = (*invoke.Caller)(nil)
-var _ Invoker = (*Caller)(nil)
+var _ invoke.Invoker = (*Caller)(nil)

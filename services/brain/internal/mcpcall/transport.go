@@ -18,6 +18,7 @@ import (
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/invoke"
 )
 
 // defaultBodyCap caps a response body that belongs to no call (initialize,
@@ -272,16 +273,16 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	// call, so a tool that works for a minute without progress is healthy.
 	var timer *time.Timer
 	if tr == nil {
-		timer = time.AfterFunc(rt.headerTimeout, func() { cancel(errHeaderTimeout) })
+		timer = time.AfterFunc(rt.headerTimeout, func() { cancel(invoke.ErrHeaderTimeout) })
 	}
 	resp, err := rt.next.RoundTrip(out)
 	if timer != nil && !timer.Stop() && err == nil {
 		resp.Body.Close()
-		err = errHeaderTimeout
+		err = invoke.ErrHeaderTimeout
 	}
 	if err != nil {
-		if timer != nil && errors.Is(context.Cause(ctx), errHeaderTimeout) {
-			err = fmt.Errorf("%w (%s)", errHeaderTimeout, rt.headerTimeout)
+		if timer != nil && errors.Is(context.Cause(ctx), invoke.ErrHeaderTimeout) {
+			err = fmt.Errorf("%w (%s)", invoke.ErrHeaderTimeout, rt.headerTimeout)
 		}
 		cancel(nil)
 		return nil, err
@@ -293,38 +294,25 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			tr.status.CompareAndSwap(0, int32(resp.StatusCode))
 		}
 	}
-	resp.Body = &cappedBody{rc: resp.Body, left: limit, tr: tr, cancel: cancel}
+	resp.Body = &cappedBody{cap: invoke.NewCapReader(resp.Body, limit), rc: resp.Body, tr: tr, cancel: cancel}
 	return resp, nil
 }
 
-// errBodyTooLarge ends a response body that went past its cap.
-var errBodyTooLarge = errors.New("response larger than max_output_bytes")
-
-// cappedBody fails with errBodyTooLarge past left bytes.
+// cappedBody is a response body under invoke's cap, which also marks the
+// call's trace when it trips (the MCP SDK reports the read error its own
+// way) and ends the request's context when closed.
 type cappedBody struct {
+	cap    *invoke.CapReader
 	rc     io.ReadCloser
-	left   int64
 	tr     *trace
 	cancel context.CancelCauseFunc
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		n, err := b.rc.Read(one[:])
-		if n > 0 {
-			if b.tr != nil {
-				b.tr.tripped.Store(true)
-			}
-			return 0, errBodyTooLarge
-		}
-		return 0, err
+	n, err := b.cap.Read(p)
+	if b.tr != nil && errors.Is(err, invoke.ErrOutputTooLarge) {
+		b.tr.tripped.Store(true)
 	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
 	return n, err
 }
 

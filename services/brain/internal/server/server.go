@@ -14,7 +14,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,7 +29,6 @@ import (
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/netguard"
-	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/hub"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -50,13 +48,6 @@ const DefaultHeartbeat = 15 * time.Second
 
 // MaxWaitSeconds is the largest wait_seconds a request may ask for.
 const MaxWaitSeconds = 60
-
-// Invoker calls one tool; *invoke.Caller is the implementation.
-type Invoker interface {
-	Call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(data json.RawMessage)) invoke.Outcome
-}
-
-var _ Invoker = (*invoke.Caller)(nil)
 
 // Options configures New.
 type Options struct {
@@ -87,7 +78,7 @@ type Options struct {
 	// "http://" + the listener's address, set by Serve.
 	PublicURL string
 	// Invoker calls tools; nil means invoke.New with Logger.
-	Invoker Invoker
+	Invoker invoke.Invoker
 	// Logger receives server logs; nil discards them.
 	Logger *slog.Logger
 	// Heartbeat is the SSE heartbeat interval; 0 means DefaultHeartbeat.
@@ -138,8 +129,8 @@ type Server struct {
 	cfg       atomic.Pointer[config.Config] // the host config; Reload swaps it
 	store     store.Store
 	hub       *hub.Hub
-	invoker   Invoker         // the host config's bindings
-	guarded   Invoker         // tools of a tenant's making, through guard
+	invoker   invoke.Invoker  // the host config's bindings
+	guarded   invoke.Invoker  // tools of a tenant's making, through guard
 	mcp       *mcpcall.Caller // nil when Options.Invoker is set
 	tenantMCP *mcpcall.Caller // a session's MCP servers, through guard
 	guard     *netguard.Guard
@@ -265,12 +256,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if s.invoker == nil {
 		// Bindings with mcp_tool go to their MCP server, the rest over HTTP.
 		s.mcp = mcpcall.New(mcpcall.Options{Logger: log})
-		s.invoker = mcpcall.Route(invoke.New(invoke.Options{Logger: log}), s.mcp)
+		s.invoker = invoke.Route(invoke.New(invoke.Options{Logger: log}), s.mcp)
 	}
 	// A tenant's urls are dialed only through the guard (proxies off: a
 	// proxy would dial past it), and redirects are never followed anyway.
 	s.tenantMCP = mcpcall.New(mcpcall.Options{Logger: log, Transport: s.guard.Transport()})
-	s.guarded = mcpcall.Route(invoke.New(invoke.Options{Logger: log, Transport: s.guard.Transport()}), s.tenantMCP)
+	s.guarded = invoke.Route(invoke.New(invoke.Options{Logger: log, Transport: s.guard.Transport()}), s.tenantMCP)
 	if o.Invoker != nil {
 		s.guarded = o.Invoker
 	}
@@ -589,7 +580,7 @@ func (s *Server) ReloadRefused() { s.metrics.reloads.WithLabelValues("refused").
 
 // invokerFor is the invoker of binding t: tools of a tenant's making are
 // dialed through the SSRF guard, the host config's are the operator's.
-func (s *Server) invokerFor(t *config.Tool) Invoker {
+func (s *Server) invokerFor(t *config.Tool) invoke.Invoker {
 	if t.Trusted() {
 		return s.invoker
 	}

@@ -156,7 +156,9 @@ func Bindings() []tool.Binding {
 	act := strings.Replace(string(actInput), "KEYS", keys, 1)
 	return []tool.Binding{
 		{
-			Name: OpenName,
+			Name:        OpenName,
+			Title:       "Open a page in a browser",
+			Annotations: &tool.Annotations{ReadOnlyHint: true},
 			Description: `Open a web page in a real browser (Chromium) and read what rendered, after its scripts ran: title, final URL, and the page as Markdown (or text or HTML), with pagination like web_fetch (max_length, start_index). ` +
 				`Use it for pages that build their content with JavaScript. Each call without page_id opens a new page (a session may have a few); the result's page_id is for browser_act, browser_screenshot and later reads. ` +
 				`The result also lists the elements you can act on, with a CSS selector for each. Cookies and storage last for this session only. Private, loopback and other internal addresses are refused, for the page and everything it loads.`,
@@ -165,7 +167,9 @@ func Bindings() []tool.Binding {
 			TimeoutSeconds: 90,
 		},
 		{
-			Name: ActName,
+			Name:        ActName,
+			Title:       "Act on a browser page",
+			Annotations: &tool.Annotations{},
 			Description: `Act on a page opened with browser_open, as a person would: click, type into a field, select an option, press a key, scroll, go back or forward, reload, navigate to a URL, or wait for a selector or a text. ` +
 				`Several steps may run in one call; the result is the page afterwards, read as browser_open reads it (with the elements you can act on).`,
 			InputSchema:    json.RawMessage(act),
@@ -174,6 +178,8 @@ func Bindings() []tool.Binding {
 		},
 		{
 			Name:           ScreenshotName,
+			Title:          "Screenshot a browser page",
+			Annotations:    &tool.Annotations{ReadOnlyHint: true},
 			Description:    `Capture a page opened with browser_open as a PNG image: the viewport (optionally resized) or the whole page. Large captures are shrunk to stay under 1.5 MB.`,
 			InputSchema:    shotInput,
 			OutputSchema:   shotOutput,
@@ -182,6 +188,8 @@ func Bindings() []tool.Binding {
 		},
 		{
 			Name:           PagesName,
+			Title:          "List or close browser pages",
+			Annotations:    &tool.Annotations{IdempotentHint: true},
 			Description:    `List this session's open browser pages (page_id, URL, title), close one, or close them all and end the browsing session with its cookies and storage.`,
 			InputSchema:    pagesInput,
 			OutputSchema:   pagesOutput,

@@ -13,7 +13,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/brain-tools/suite/pkg/extract"
-	"github.com/brain-tools/suite/pkg/mcpserver"
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/metrics"
 	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/service"
@@ -86,7 +86,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Service, error) {
 		},
 		Routes: func(r *httprouter.Router) {
 			r.POST("/render", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
-				svc.Server.Authed(svc.serveRender)(w, req)
+				svc.Server.Authed(httpapi.Responder{Logger: logger}.Handle(svc.serveRender))(w, req)
 			})
 		},
 	}
@@ -111,9 +111,6 @@ func Run(ctx context.Context, environ map[string]string, logger *slog.Logger) er
 		return err
 	}
 	logger.Info("browser policy", "allow", cfg.Allow, "ports", cfg.Ports, "max_sessions", cfg.MaxSessions, "max_pages", cfg.MaxPages)
-	if err := mcpserver.Attach(svc.Server, mcpserver.Options{Logger: logger}); err != nil {
-		return err
-	}
 	return service.Run(ctx, svc.Server)
 }
 
@@ -143,19 +140,16 @@ type RenderResponse struct {
 // the request and disposed of after it. Errors: 400 bad body, 403 a URL
 // the guard refuses, 502 a navigation that failed, 503 at the session
 // limit.
-func (s *Service) serveRender(w http.ResponseWriter, r *http.Request) {
+func (s *Service) serveRender(w http.ResponseWriter, r *http.Request) error {
 	var req RenderRequest
 	if err := strictjson.Decode(r.Body, 64<<10, &req); err != nil {
-		service.WriteError(w, http.StatusBadRequest, "invalid_request", "request body: "+err.Error())
-		return
+		return httpapi.BodyError(err)
 	}
 	if err := checkURL("url", req.URL); err != nil {
-		service.WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		return
+		return httpapi.BadRequest("%v", err)
 	}
 	if err := checkSelector("wait_for", req.WaitFor); err != nil {
-		service.WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		return
+		return httpapi.BadRequest("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), renderTimeout)
 	defer cancel()
@@ -165,10 +159,10 @@ func (s *Service) serveRender(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusForbidden {
 			code = "refused"
 		}
-		service.WriteError(w, status, code, fmt.Sprintf("render %s: %v", req.URL, err))
-		return
+		return httpapi.Errorf(status, code, "render %s: %v", req.URL, err)
 	}
-	service.WriteJSON(w, http.StatusOK, resp)
+	httpapi.WriteJSON(w, http.StatusOK, resp)
+	return nil
 }
 
 func (s *Service) render(ctx context.Context, req RenderRequest) (*RenderResponse, int, error) {

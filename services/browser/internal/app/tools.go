@@ -657,10 +657,19 @@ func (t *Tools) pages(ctx context.Context, call *service.Call, a PagesArgs) *too
 func (t *Tools) list() []service.Tool {
 	b := Bindings()
 	return []service.Tool{
-		service.TypedTool(b[0], t.open),
-		service.TypedTool(b[1], t.act),
-		service.TypedTool(b[2], t.screenshot),
-		service.TypedTool(b[3], t.pages),
+		service.NewTool(b[0], answer(t.open)),
+		service.NewTool(b[1], answer(t.act)),
+		service.NewTool(b[2], answer(t.screenshot)),
+		service.NewTool(b[3], answer(t.pages)),
+	}
+}
+
+// answer declares a handler that answers its own result (the page's text
+// and images) as NewTool's: the runtime checks its written schemas on every
+// transport first.
+func answer[In any](fn func(context.Context, *service.Call, In) *tool.Result) service.TypedHandler[In, *tool.Result] {
+	return func(ctx context.Context, call *service.Call, in In) (*tool.Result, error) {
+		return fn(ctx, call, in), nil
 	}
 }
 

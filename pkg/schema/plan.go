@@ -364,7 +364,7 @@ func (p *plan) valid(doc []byte, object bool) bool {
 	ok := (!object || d.dec.PeekKind() == '{') && d.value(p.root)
 	if ok {
 		_, err := d.dec.ReadToken()
-		ok = err == io.EOF
+		ok = errors.Is(err, io.EOF)
 	}
 	d.buf = bytes.Buffer{}
 	d.dec.Reset(&d.buf) // drop the reference to doc

@@ -278,11 +278,3 @@ func (b backend) Cancel(ctx context.Context, owner jobs.Owner, id string) (jobs.
 	}
 	return jobStatus(a), nil
 }
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}

@@ -168,23 +168,6 @@ func (cfg Config) check() ([]approval.Account, proxies, error) {
 	return accounts, ps, nil
 }
 
-// repeatedOperator returns the first name that a name:value list
-// (pairs separated by commas) lists twice, or "".
-func repeatedOperator(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	seen := map[string]bool{}
-	for _, pair := range strings.Split(raw, ",") {
-		name, _, _ := strings.Cut(pair, ":")
-		if seen[name] {
-			return name
-		}
-		seen[name] = true
-	}
-	return ""
-}
-
 // New is Open with a parsed Config. It writes the configured accounts to
 // the approval store, replacing the ones stored before.
 func New(ctx context.Context, cfg Config, svc *approval.Service, logger *slog.Logger) (*Page, error) {

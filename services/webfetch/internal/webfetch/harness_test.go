@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/brain-tools/suite/pkg/netguard/dnstest"
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/brain-tools/suite/pkg/tool"
 )
 
@@ -24,7 +24,7 @@ const testToken = "test-token"
 // harness is a web fetch service on loopback plus the servers it fetches.
 type harness struct {
 	t    testing.TB
-	svc  *httptest.Server
+	svc  *servicetest.Server
 	dns  *dnstest.Server
 	mu   sync.Mutex
 	dial []string // every address dialed
@@ -64,6 +64,7 @@ func newHarness(t testing.TB, env map[string]string, servers ...*httptest.Server
 		ports = append(ports, u.Port())
 	}
 	full := map[string]string{
+		"ADDR":                    "127.0.0.1:0",
 		"BRAIN_TOOLS_KEY":         testToken,
 		"WEBFETCH_ALLOW":          "127.0.0.1",
 		"WEBFETCH_PORTS":          strings.Join(ports, ","),
@@ -82,8 +83,8 @@ func newHarness(t testing.TB, env map[string]string, servers ...*httptest.Server
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Close)
-	h.svc = httptest.NewServer(srv.Handler())
-	t.Cleanup(h.svc.Close)
+	h.svc = servicetest.StartServer(t, srv)
+	h.svc.Session = "s1"
 	return h
 }
 
@@ -137,23 +138,15 @@ func (h *harness) post(path, contentType, token string, body []byte) (*http.Resp
 	return resp, data
 }
 
-// call runs web_fetch with args and decodes the result strictly.
+// call runs web_fetch with args, as brain calls it (servicetest), and
+// returns the result, which the kit decodes strictly.
 func (h *harness) call(args any) *tool.Result {
 	h.t.Helper()
-	raw, err := json.Marshal(args)
-	if err != nil {
-		h.t.Fatal(err)
+	r := h.svc.Call(h.t, Name, args)
+	if r.Status != http.StatusOK || r.Result == nil {
+		h.t.Fatalf("status %d: %s", r.Status, r.Error)
 	}
-	body := fmt.Sprintf(`{"tenant_id":"local","session_id":"s1","call_id":"c1","arguments":%s}`, raw)
-	resp, data := h.post("/tools/web_fetch", "application/json", testToken, []byte(body))
-	if resp.StatusCode != http.StatusOK {
-		h.t.Fatalf("status %d: %s", resp.StatusCode, data)
-	}
-	r, err := tool.DecodeResult(data)
-	if err != nil {
-		h.t.Fatalf("decode result: %v\n%s", err, data)
-	}
-	return r
+	return r.Result
 }
 
 // text joins the text blocks of r.

@@ -124,7 +124,7 @@ func TestRenderThroughTheBrowser(t *testing.T) {
 	if r := plain.call(map[string]any{"url": srv.URL + "/app", "render": "always"}); !r.IsError || !strings.Contains(text(r), "WEBFETCH_BROWSER_URL") {
 		t.Errorf("render=always without a browser: %s", text(r))
 	}
-	if r := plain.call(map[string]any{"url": srv.URL + "/app", "render": "sometimes"}); !r.IsError || !strings.Contains(text(r), "render: must be auto, always or never") {
+	if r := plain.call(map[string]any{"url": srv.URL + "/app", "render": "sometimes"}); !r.IsError || !strings.Contains(text(r), `at "/render": value must be one of 'auto', 'always', 'never'`) {
 		t.Errorf("render=sometimes: %s", text(r))
 	}
 }

@@ -59,7 +59,7 @@ func (c *Caller) DiscoverEndpoint(ctx context.Context, e Endpoint, maxPages int)
 	}
 	conn, err := c.pool.get(ctx, e)
 	if err != nil {
-		return nil, fmt.Errorf("discover %s: connect: %s", url, describe(err))
+		return nil, fmt.Errorf("discover %s: connect: %s", url, mcpReason(err))
 	}
 	d := &Discovery{Server: url, ProtocolVersion: conn.session.InitializeResult().ProtocolVersion}
 	seen, listed := map[string]bool{}, map[string]bool{}
@@ -71,7 +71,7 @@ func (c *Caller) DiscoverEndpoint(ctx context.Context, e Endpoint, maxPages int)
 		}
 		res, err := conn.session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
-			return nil, fmt.Errorf("discover %s: tools/list page %d: %s", url, d.Pages+1, describe(err))
+			return nil, fmt.Errorf("discover %s: tools/list page %d: %s", url, d.Pages+1, mcpReason(err))
 		}
 		d.Pages++
 		// A tool's name is unique on its server (MCP 2025-11-25, "Tool

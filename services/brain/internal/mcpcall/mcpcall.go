@@ -283,7 +283,7 @@ func (c *Caller) connectFailure(ctx, callCtx context.Context, t *config.Tool, er
 		o = invoke.Failed(invoke.CodeTimeout, true, fmt.Sprintf("tool %s: call exceeded timeout_seconds (%s) while connecting to MCP server %s", t.Name, t.Timeout(), t.URL))
 		o.Status = invoke.StatusTimedOut
 	} else {
-		o = invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: connect to MCP server %s: %s", t.Name, t.URL, describe(err)))
+		o = invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: connect to MCP server %s: %s", t.Name, t.URL, mcpReason(err)))
 	}
 	o.Sent = false
 	return o
@@ -331,11 +331,11 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 	}
 	if !sent {
 		// Not sent, yet a failed connection: an unknown outcome, as above.
-		o := invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: MCP server %s: %s", t.Name, t.URL, describe(err)))
+		o := invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: MCP server %s: %s", t.Name, t.URL, mcpReason(err)))
 		o.Sent = false
 		return o
 	}
-	return invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: MCP server %s: the connection dropped before the result: %s", t.Name, t.URL, describe(err)))
+	return invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: MCP server %s: the connection dropped before the result: %s", t.Name, t.URL, mcpReason(err)))
 }
 
 // sink delivers one call's progress; close stops delivery for good.
@@ -394,10 +394,10 @@ func (c *Caller) onProgress(_ context.Context, r *mcp.ProgressNotificationClient
 	s.deliver(data)
 }
 
-// describe is invoke.Describe of an error from the MCP SDK, whose own
+// mcpReason is invoke.Describe of an error from the MCP SDK, whose own
 // messages repeat the method before the cause ("calling \"tools/call\":
 // …"): of those, the last, most specific part is kept.
-func describe(err error) string {
+func mcpReason(err error) string {
 	s := invoke.Describe(err)
 	if errors.As(err, new(*net.OpError)) {
 		return s

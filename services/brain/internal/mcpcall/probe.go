@@ -68,7 +68,7 @@ func (c *Caller) Probe(ctx context.Context, tools []*config.Tool, required func(
 			defer cancel()
 			if _, err := c.pool.get(pctx, g.ep); err != nil {
 				u := g.u
-				u.Reason = describe(err)
+				u.Reason = mcpReason(err)
 				if pctx.Err() != nil {
 					u.Reason = context.Cause(pctx).Error()
 				}

@@ -103,7 +103,7 @@ var Services = []Spec{
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8084"}},
 	{Name: "webfetch", Roots: []Root{{"services/webfetch/internal/webfetch", "Config"}, process},
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8085"}},
-	{Name: "browser", Roots: []Root{{"services/browser/internal/app", "Config"}},
+	{Name: "browser", Roots: []Root{{"services/browser/internal/app", "Config"}, process},
 		Defaults: map[string]string{"ADDR": "127.0.0.1:8086"}},
 }
 

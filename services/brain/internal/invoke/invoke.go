@@ -220,6 +220,9 @@ func LogOutcome(ctx context.Context, logger *slog.Logger, msg string, t *config.
 	if o.Result.UnknownOutcome {
 		level = slog.LevelWarn
 	}
+	if !logger.Enabled(ctx, level) {
+		return // the record's attributes are not built for nothing
+	}
 	attrs := append([]slog.Attr{
 		slog.String("tool", t.Name),
 		slog.String("tenant_id", req.TenantID),
@@ -251,8 +254,43 @@ func Precheck(t *config.Tool, tenantID string, args json.RawMessage) (refusal Ou
 	return Outcome{}, true
 }
 
+// prechecked is the call a context says passed Precheck (WithPrechecked).
+type prechecked struct {
+	t      *config.Tool
+	tenant string
+	args   json.RawMessage
+}
+
+type precheckedKey struct{}
+
+// WithPrechecked returns ctx saying that the call of binding t for tenantID
+// with args passed Precheck, so that Call does not validate the same
+// arguments against the same binding's schema a second time. Call checks
+// again whatever differs: another binding (a config reload), tenant, or
+// arguments.
+func WithPrechecked(ctx context.Context, t *config.Tool, tenantID string, args json.RawMessage) context.Context {
+	return context.WithValue(ctx, precheckedKey{}, &prechecked{t: t, tenant: tenantID, args: args})
+}
+
+// isPrechecked reports whether ctx says that the call of t for tenantID
+// with args passed Precheck: the same binding, tenant, and the very bytes.
+func isPrechecked(ctx context.Context, t *config.Tool, tenantID string, args json.RawMessage) bool {
+	p, ok := ctx.Value(precheckedKey{}).(*prechecked)
+	return ok && p.t == t && p.tenant == tenantID && len(p.args) == len(args) &&
+		(len(args) == 0 || &p.args[0] == &args[0])
+}
+
+// PrecheckOnce is Precheck, unless ctx says (WithPrechecked) that this
+// very call passed it already.
+func PrecheckOnce(ctx context.Context, t *config.Tool, tenantID string, args json.RawMessage) (refusal Outcome, ok bool) {
+	if isPrechecked(ctx, t, tenantID, args) {
+		return Outcome{}, true
+	}
+	return Precheck(t, tenantID, args)
+}
+
 func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onProgress func(json.RawMessage)) Outcome {
-	if o, ok := Precheck(t, req.TenantID, req.Arguments); !ok {
+	if o, ok := PrecheckOnce(ctx, t, req.TenantID, req.Arguments); !ok {
 		return o
 	}
 	if t.TokenEnv != "" && t.Token == "" {

@@ -174,11 +174,8 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 	if t.MCPTool == "" {
 		return invoke.Refused(invoke.CodeInvalidArguments, fmt.Sprintf("tool %s has no mcp_tool", t.Name))
 	}
-	if !t.Allowed(req.TenantID) {
-		return invoke.Refused(invoke.CodeTenantNotAllowed, fmt.Sprintf("tool %s is not allowed for tenant %q", t.Name, req.TenantID))
-	}
-	if err := t.ValidateArguments(req.Arguments); err != nil {
-		return invoke.Refused(invoke.CodeInvalidArguments, fmt.Sprintf("tool %s: %v", t.Name, err))
+	if o, ok := invoke.PrecheckOnce(ctx, t, req.TenantID, req.Arguments); !ok {
+		return o
 	}
 	if t.TokenEnv != "" && t.Token == "" {
 		return invoke.Refused(invoke.CodeMissingCredential, fmt.Sprintf("tool %s: token_env %s is not set", t.Name, t.TokenEnv))

@@ -95,7 +95,8 @@ func writeCall(w http.ResponseWriter, c *store.Call, pos *int) {
 	if !store.Terminal(c.Status) {
 		status = http.StatusAccepted
 	}
-	httpapi.WriteJSON(w, status, callJSON(c, pos))
+	cj := callJSON(c, pos)
+	httpapi.WriteJSON(w, status, &cj)
 }
 
 // call returns the tenant's call id, or 404.

@@ -171,6 +171,10 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	if rc.refusal == nil {
 		if o, ok := invoke.Precheck(t, sp.tenant, sp.args); !ok {
 			rc.refusal = &o
+		} else {
+			// The arguments are the call's for good: the invoker need not
+			// validate them against the same binding again.
+			ctx = invoke.WithPrechecked(ctx, t, sp.tenant, sp.args)
 		}
 	}
 	if t.MaxConcurrency > 0 && rc.refusal == nil && !sp.gated {
@@ -191,8 +195,8 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 		rc.q = s.queueFor(sp.tenant, t) // joined once approved
 	}
 	evs := []*store.Event{{Type: store.EventToolCall, SessionID: c.SessionID, CallID: c.ID, Time: now,
-		Data: mustJSON(toolCallData{Tool: t.Name, Arguments: sp.args, CallerType: sp.caller, ParentID: optString(sp.parent),
-			RevisionID: optString(t.RevisionID)})}}
+		Data: (&toolCallData{Tool: t.Name, Arguments: sp.args, CallerType: sp.caller, ParentID: optString(sp.parent),
+			RevisionID: optString(t.RevisionID)}).appendJSON(make([]byte, 0, 64+len(t.Name)+len(sp.args)))}}
 	switch {
 	case rc.refusal != nil:
 	case sp.gated:
@@ -338,7 +342,7 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 			evs = append(evs, e.answer.event(&c))
 		}
 		var err error
-		final, err = s.finish(context.WithoutCancel(ctx), &c, e.out, evs...)
+		final, err = s.finishWith(context.WithoutCancel(ctx), rc.t, &c, e.out, evs...)
 		if err != nil {
 			// The store refused the result; the call stays unfinished on
 			// disk and a restart ends it as brain_restarted. Waiters still
@@ -513,8 +517,7 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 		tok, g = s.issueToken(ctx, &c)
 		req.InspectionToken, req.BrainURL = tok, s.brainURL()
 	}
-	snap := rc.snapshot()
-	inFlight := s.metrics.ToolInFlight.WithLabelValues(s.metricTool(&snap), transportOf(rc.t))
+	inFlight := s.metrics.ToolInFlight.WithLabelValues(metricToolOf(&c, rc.t, s.config()), transportOf(rc.t))
 	inFlight.Inc()
 	defer inFlight.Dec()
 	out := s.invokerFor(rc.t).Call(ctx, rc.t, req, func(data json.RawMessage) {
@@ -534,13 +537,18 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 // and counts it in the metrics. It returns the finished call even when
 // storing failed.
 func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome, evs ...*store.Event) (*store.Call, error) {
+	return s.finishWith(ctx, s.callTool(c), c, out, evs...)
+}
+
+// finishWith is finish of c, a call of binding t (nil when none has it).
+func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, out invoke.Outcome, evs ...*store.Event) (*store.Call, error) {
 	now := time.Now().UTC()
 	status := out.Status
 	if !store.Terminal(status) {
 		status = store.CallFailed
 	}
 	res := out.Result
-	result := mustJSON(&res)
+	result := encodeResult(&res)
 	f := *c
 	f.Status, f.FinishedAt, f.ErrorCode, f.ErrorMessage = status, now, out.ErrorCode, out.ErrorMessage
 	f.UnknownOutcome, f.Result = res.UnknownOutcome, result
@@ -556,12 +564,12 @@ func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome, 
 	}
 	dur := now.Sub(start)
 	evs = append(evs, &store.Event{Type: store.EventToolResult, SessionID: c.SessionID, CallID: c.ID, Time: now,
-		Data: mustJSON(toolResultData{Tool: c.Tool, Status: status, ErrorCode: optString(out.ErrorCode),
-			Retryable: f.Retryable, Result: result, DurationMS: dur.Milliseconds()})})
+		Data: (&toolResultData{Tool: c.Tool, Status: status, ErrorCode: optString(out.ErrorCode),
+			Retryable: f.Retryable, Result: result, DurationMS: dur.Milliseconds()}).appendJSON(make([]byte, 0, 128+len(c.Tool)+len(result)))})
 	if err := s.store.FinishCall(ctx, &f, evs...); err != nil {
 		return &f, err
 	}
-	s.metrics.ToolCall(s.metricTool(c), transportOf(s.callTool(c)), status, out.ErrorCode, dur)
+	s.metrics.ToolCall(metricToolOf(c, t, s.config()), transportOf(t), status, out.ErrorCode, dur)
 	return &f, nil
 }
 
@@ -575,18 +583,20 @@ func (s *Server) callTool(c *store.Call) *config.Tool {
 	return t
 }
 
-// metricTool is call c's tool label in the metrics: the binding's name
-// for the host config's tools; for tools of a tenant's making, whose names
-// are the tenant's data (and as many as tenants make), "(custom)" or
+// metricToolOf is the tool label in the metrics of call c, made with
+// binding t (its own while in flight, else the host config's; nil when
+// neither has it) under host config cfg: the binding's name for the host
+// config's tools; for tools of a tenant's making, whose names are the
+// tenant's data (and as many as tenants make), "(custom)" or
 // "(session)".
-func (s *Server) metricTool(c *store.Call) string {
+func metricToolOf(c *store.Call, t *config.Tool, cfg *config.Config) string {
 	if c.RevisionID != "" {
 		return "(custom)"
 	}
-	if rc, ok := s.lookupRunning(c.ID); ok && !rc.t.Trusted() {
-		return "(" + rc.t.Origin + ")"
+	if t != nil && !t.Trusted() {
+		return "(" + t.Origin + ")"
 	}
-	if _, ok := s.config().Tool(c.Tool); ok {
+	if _, ok := cfg.Tool(c.Tool); ok {
 		return c.Tool
 	}
 	return "(session)"

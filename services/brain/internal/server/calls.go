@@ -6,10 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/services/brain/internal/store"
@@ -25,6 +30,91 @@ type createCallRequest struct {
 	WaitSeconds *int64          `json:"wait_seconds"`
 }
 
+// decodeCallRequest is httpapi.DecodeJSON of a createCallRequest. The
+// usual body (string tool, any arguments, a plain integer wait_seconds,
+// each at most once, nothing else) is read in one pass of a reused
+// tokenizer, its arguments left where they are in the body; anything else
+// goes to the strict decoder, which refuses it in its own words.
+func decodeCallRequest(r *http.Request, limit int64) (createCallRequest, error) {
+	var req createCallRequest
+	if e := httpapi.CheckJSON(r); e != nil {
+		return req, e
+	}
+	data, err := httpapi.ReadBody(r, limit)
+	if err != nil {
+		return req, err
+	}
+	if req, ok := decodeCallFast(data); ok {
+		return req, nil
+	}
+	req = createCallRequest{}
+	return req, httpapi.DecodeObject(data, &req)
+}
+
+// callDecoders are decodeCallFast's tokenizers, reused: a jsontext.Decoder
+// keeps buffers and a string cache a new one would make again.
+var callDecoders = sync.Pool{New: func() any { return new(callDecoder) }}
+
+type callDecoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+func decodeCallFast(data []byte) (req createCallRequest, ok bool) {
+	cd := callDecoders.Get().(*callDecoder)
+	defer func() {
+		cd.buf = bytes.Buffer{}
+		cd.dec.Reset(&cd.buf) // drop the references to data
+		callDecoders.Put(cd)
+	}()
+	cd.buf = *bytes.NewBuffer(data) // parsed in place
+	cd.dec.Reset(&cd.buf)           // duplicate names and invalid UTF-8 are errors
+	dec := &cd.dec
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return req, false
+	}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return req, false
+		}
+		switch name.String() {
+		case "tool":
+			v, err := dec.ReadToken()
+			if err != nil || v.Kind() != '"' {
+				return req, false
+			}
+			req.Tool = v.String()
+		case "arguments":
+			start := dec.InputOffset()
+			if err := dec.SkipValue(); err != nil {
+				return req, false
+			}
+			// The value starts after the name's ':' and any space.
+			req.Arguments = bytes.TrimLeft(data[start:dec.InputOffset()], ": \t\r\n")
+		case "wait_seconds":
+			v, err := dec.ReadValue()
+			if err != nil || v.Kind() != '0' {
+				return req, false
+			}
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				return req, false // 1e1, 2.0, out of range: the strict decoder says
+			}
+			req.WaitSeconds = &n
+		default:
+			return req, false
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return req, false
+	}
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return req, false // trailing data
+	}
+	return req, true
+}
+
 func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter.Params) error {
 	tenant, err := s.tenant(r)
 	if err != nil {
@@ -33,8 +123,8 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 	if _, err := query(r); err != nil {
 		return err
 	}
-	var req createCallRequest
-	if err := httpapi.DecodeJSON(r, s.maxBody, &req); err != nil {
+	req, err := decodeCallRequest(r, s.maxBody)
+	if err != nil {
 		return err
 	}
 	if req.Tool == "" {
@@ -95,8 +185,7 @@ func writeCall(w http.ResponseWriter, c *store.Call, pos *int) {
 	if !store.Terminal(c.Status) {
 		status = http.StatusAccepted
 	}
-	cj := callJSON(c, pos)
-	httpapi.WriteJSON(w, status, &cj)
+	httpapi.WriteJSON(w, status, callAnswer{c, pos})
 }
 
 // call returns the tenant's call id, or 404.

@@ -3,10 +3,13 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/store"
 )
 
 // The encoders of what every tool call writes — its tool.call and
@@ -175,8 +178,19 @@ func appendOptBool(b []byte, v *bool) []byte {
 	return strconv.AppendBool(b, *v)
 }
 
-// AppendJSON is json.Marshal(c), for httpapi.WriteJSON.
-func (c *CallJSON) AppendJSON(b []byte) ([]byte, error) {
+// callAnswer is call c as the API shows it, pos its queue position when
+// queued: json.Marshal(callJSON(c, pos)), appended straight from the call
+// (httpapi.WriteJSON takes it as an Appender), without the strings and
+// pointers of a CallJSON.
+type callAnswer struct {
+	c   *store.Call
+	pos *int
+}
+
+// AppendJSON implements httpapi.Appender.
+func (a callAnswer) AppendJSON(b []byte) ([]byte, error) {
+	c := a.c
+	b = slices.Grow(b, 640+len(c.Arguments)+len(c.Result)+len(c.Prompt)+len(c.ResponseSchema)+len(c.ErrorMessage))
 	b = append(b, `{"id":`...)
 	b = appendString(b, c.ID)
 	b = append(b, `,"session_id":`...)
@@ -190,42 +204,69 @@ func (c *CallJSON) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"arguments":`...)
 	b = appendRaw(b, c.Arguments)
 	b = append(b, `,"parent_id":`...)
-	b = appendOptString(b, c.ParentID)
+	b = appendNullString(b, c.ParentID)
 	b = append(b, `,"span_id":`...)
-	b = appendOptString(b, c.SpanID)
+	b = appendNullString(b, c.SpanID)
 	b = append(b, `,"caller_type":`...)
-	b = appendString(b, c.CallerType)
+	if c.CallerType == "" {
+		b = appendString(b, store.CallerAPI)
+	} else {
+		b = appendString(b, c.CallerType)
+	}
 	b = append(b, `,"prompt":`...)
-	b = appendOptString(b, c.Prompt)
+	b = appendNullString(b, c.Prompt)
 	b = append(b, `,"response_schema":`...)
 	b = appendRaw(b, c.ResponseSchema)
 	b = append(b, `,"response_expires_at":`...)
-	b = appendOptString(b, c.ResponseExpiresAt)
+	b = appendNullTime(b, c.ResponseExpiresAt)
 	b = append(b, `,"queue_position":`...)
-	if c.QueuePosition == nil {
+	if a.pos == nil {
 		b = append(b, "null"...)
 	} else {
-		b = strconv.AppendInt(b, int64(*c.QueuePosition), 10)
+		b = strconv.AppendInt(b, int64(*a.pos), 10)
 	}
 	b = append(b, `,"created_at":`...)
-	b = appendString(b, c.CreatedAt)
+	b = appendTime(b, c.CreatedAt)
 	b = append(b, `,"started_at":`...)
-	b = appendOptString(b, c.StartedAt)
+	b = appendNullTime(b, c.StartedAt)
 	b = append(b, `,"finished_at":`...)
-	b = appendOptString(b, c.FinishedAt)
+	b = appendNullTime(b, c.FinishedAt)
 	b = append(b, `,"error_code":`...)
-	b = appendOptString(b, c.ErrorCode)
+	b = appendNullString(b, c.ErrorCode)
 	b = append(b, `,"error_message":`...)
-	b = appendOptString(b, c.ErrorMessage)
+	b = appendNullString(b, c.ErrorMessage)
 	b = append(b, `,"unknown_outcome":`...)
 	b = strconv.AppendBool(b, c.UnknownOutcome)
 	b = append(b, `,"retryable":`...)
 	b = appendOptBool(b, c.Retryable)
 	b = append(b, `,"result_available":`...)
-	b = strconv.AppendBool(b, c.ResultAvailable)
+	b = strconv.AppendBool(b, c.Result != nil)
 	b = append(b, `,"result":`...)
 	b = appendRaw(b, c.Result)
 	b = append(b, `,"revision_id":`...)
-	b = appendOptString(b, c.RevisionID)
+	b = appendNullString(b, c.RevisionID)
 	return append(b, '}'), nil
+}
+
+// appendNullString is appendOptString(b, optString(s)).
+func appendNullString(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return appendString(b, s)
+}
+
+// appendTime is appendString(b, timeString(t)): RFC 3339 needs no escape.
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+// appendNullTime is appendOptString(b, optTime(t)).
+func appendNullTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, "null"...)
+	}
+	return appendTime(b, t)
 }

@@ -3,8 +3,11 @@ package server
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/tool"
+	"github.com/brain-tools/suite/services/brain/internal/store"
 )
 
 // The hand-written encoders write exactly what json.Marshal writes.
@@ -54,23 +57,74 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 				t.Errorf("result %+v: %s, want %s", r, got, want)
 			}
 		}
-		for _, c := range []CallJSON{
+		at := time.Date(2026, 1, 2, 3, 4, 5, i*123456789, time.FixedZone("x", 3600*i))
+		for _, c := range []store.Call{
 			{},
-			{ID: s, SessionID: s, TenantID: s, Tool: s, Status: s, Arguments: raw, CallerType: s, CreatedAt: s,
-				ResponseSchema: json.RawMessage("null"), Result: json.RawMessage("null")},
+			{ID: s, SessionID: s, TenantID: s, Tool: s, Status: s, Arguments: raw, CallerType: s, CreatedAt: at},
 			{ID: "call_1", SessionID: "ses_1", TenantID: "t1", Tool: "echo", Status: "failed", Arguments: raw,
-				ParentID: sp(s), SpanID: sp("0123456789abcdef"), CallerType: "api", Prompt: sp(s), ResponseSchema: raw,
-				ResponseExpiresAt: sp(s), QueuePosition: ip(i - 3), CreatedAt: s, StartedAt: sp(s), FinishedAt: sp(s),
-				ErrorCode: sp(s), ErrorMessage: sp(s), UnknownOutcome: true, Retryable: bp(i%2 == 1), ResultAvailable: true,
-				Result: raw, RevisionID: sp(s)},
+				ParentID: s, SpanID: "0123456789abcdef", CallerType: "api", Prompt: s, ResponseSchema: raw,
+				ResponseExpiresAt: at.Add(time.Hour), CreatedAt: at, StartedAt: at.Add(time.Millisecond), FinishedAt: at.Add(time.Second),
+				ErrorCode: s, ErrorMessage: s, UnknownOutcome: true, Retryable: bp(i%2 == 1), Result: raw, RevisionID: s},
 		} {
-			got, err := c.AppendJSON(nil)
-			if err != nil {
-				t.Fatal(err)
+			for _, pos := range []*int{nil, ip(i - 3)} {
+				got, err := callAnswer{&c, pos}.AppendJSON(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := string(mustJSON(callJSON(&c, pos))); string(got) != want {
+					t.Errorf("call %+v:\n%s\nwant\n%s", c, got, want)
+				}
 			}
-			if want := string(mustJSON(c)); string(got) != want {
-				t.Errorf("CallJSON %+v:\n%s\nwant\n%s", c, got, want)
-			}
+		}
+	}
+}
+
+// The fast decoder of POST /sessions/{id}/tool_calls reads what the strict
+// decoder reads, and leaves everything else to it.
+func TestDecodeCallFast(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		fast bool
+	}{
+		{`{"tool":"echo","arguments":{"text":"hello"},"wait_seconds":10}`, true},
+		{` { "wait_seconds" : 0 , "tool" : "e\u0063ho" , "arguments" : { "a" : [1, 2] } } `, true},
+		{`{"tool":"echo"}`, true},
+		{`{"tool":"echo","arguments":null}`, true},
+		{`{"tool":"echo","arguments":[1]}`, true},
+		{`{"tool":"echo","arguments":"x"}`, true},
+		{`{"tool":"echo","wait_seconds":-1}`, true},
+		{`{}`, true},
+		{`{"tool":"echo","wait_seconds":1e1}`, false},
+		{`{"tool":"echo","wait_seconds":2.0}`, false},
+		{`{"tool":"echo","wait_seconds":99999999999999999999}`, false},
+		{`{"tool":"echo","wait_seconds":null}`, false},
+		{`{"tool":"echo","wait_seconds":"1"}`, false},
+		{`{"tool":null}`, false},
+		{`{"tool":1}`, false},
+		{`{"tool":"a","tool":"b"}`, false},
+		{`{"tool":"echo","extra":1}`, false},
+		{`{"tool":"echo"} {}`, false},
+		{`{"tool":"echo"`, false},
+		{`{"tool":"\xff"}`, false},
+		{`[]`, false},
+		{`null`, false},
+		{``, false},
+	} {
+		got, ok := decodeCallFast([]byte(tc.body))
+		if ok != tc.fast {
+			t.Errorf("%s: fast %v, want %v", tc.body, ok, tc.fast)
+		}
+		if !ok {
+			continue
+		}
+		var want createCallRequest
+		if err := httpapi.DecodeObject([]byte(tc.body), &want); err != nil {
+			t.Errorf("%s: the fast decoder took what the strict one refuses: %v", tc.body, err)
+			continue
+		}
+		if got.Tool != want.Tool || string(got.Arguments) != string(want.Arguments) ||
+			(got.WaitSeconds == nil) != (want.WaitSeconds == nil) || (got.WaitSeconds != nil && *got.WaitSeconds != *want.WaitSeconds) {
+			t.Errorf("%s: fast %+v, strict %+v", tc.body, got, want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -354,6 +355,9 @@ func (r *Result) Validate() error {
 // types, trailing data and a result with neither content nor structured
 // content are errors. Errors name the field ("content[1].type: ...").
 func DecodeResult(data []byte) (*Result, error) {
+	if r, ok := decodeResultFast(data); ok {
+		return r, nil
+	}
 	var raw struct {
 		Content           []block         `json:"content"`
 		IsError           bool            `json:"is_error"`
@@ -383,6 +387,129 @@ func DecodeResult(data []byte) (*Result, error) {
 		return nil, fmt.Errorf("result: %w", emptyResult(raw.Content != nil))
 	}
 	return r, nil
+}
+
+// resultDecoders are decodeResultFast's tokenizers, reused: a
+// jsontext.Decoder keeps buffers and a string cache a new one would make
+// again.
+var resultDecoders = sync.Pool{New: func() any { return new(resultDecoder) }}
+
+type resultDecoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+// decodeResultFast decodes the usual result — text blocks, the two flags,
+// any structured_content, each field at most once, nothing else — in one
+// pass of a reused tokenizer, to what the strict decoder makes of it; ok
+// is false for anything else (an image block, an unknown field, an empty
+// result, any error), which DecodeResult leaves to the strict decoder and
+// its error messages. The result shares no memory with data.
+func decodeResultFast(data []byte) (r *Result, ok bool) {
+	rd := resultDecoders.Get().(*resultDecoder)
+	defer func() {
+		rd.buf = bytes.Buffer{}
+		rd.dec.Reset(&rd.buf) // drop the references to data
+		resultDecoders.Put(rd)
+	}()
+	rd.buf = *bytes.NewBuffer(data) // parsed in place
+	rd.dec.Reset(&rd.buf)           // duplicate names and invalid UTF-8 are errors
+	dec := &rd.dec
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, false
+	}
+	r = &Result{}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return nil, false
+		}
+		key := name.String() // before the next read voids name
+		switch key {
+		case "content":
+			if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+				return nil, false
+			}
+			for dec.PeekKind() != ']' {
+				c, ok := decodeTextBlock(dec)
+				if !ok {
+					return nil, false
+				}
+				r.Content = append(r.Content, c)
+			}
+			if _, err := dec.ReadToken(); err != nil {
+				return nil, false
+			}
+		case "is_error", "unknown_outcome":
+			tok, err := dec.ReadToken()
+			if err != nil || (tok.Kind() != 't' && tok.Kind() != 'f') {
+				return nil, false
+			}
+			if key == "is_error" {
+				r.IsError = tok.Bool()
+			} else {
+				r.UnknownOutcome = tok.Bool()
+			}
+		case "structured_content":
+			start := dec.InputOffset()
+			if err := dec.SkipValue(); err != nil {
+				return nil, false
+			}
+			// The value starts after the name's ':' and any space.
+			r.StructuredContent = bytes.Clone(bytes.TrimLeft(data[start:dec.InputOffset()], ": \t\r\n"))
+		default:
+			return nil, false
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, false
+	}
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return nil, false // trailing data
+	}
+	if !r.HasStructured() {
+		r.StructuredContent = nil
+	}
+	if len(r.Content) == 0 && !r.HasStructured() {
+		return nil, false // the strict decoder words the empty result
+	}
+	return r, true
+}
+
+// decodeTextBlock reads one {"type":"text","text":...} block, its two
+// members in either order; ok is false for any other block.
+func decodeTextBlock(dec *jsontext.Decoder) (c Content, ok bool) {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return c, false
+	}
+	var typed, texted bool
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return c, false
+		}
+		key := name.String() // before the next read voids name
+		val, err := dec.ReadToken()
+		if err != nil || val.Kind() != '"' {
+			return c, false
+		}
+		switch key {
+		case "type":
+			if val.String() != TypeText {
+				return c, false
+			}
+			typed = true
+		case "text":
+			c.Text, texted = val.String(), true
+		default:
+			return c, false
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil || !typed || !texted {
+		return c, false
+	}
+	c.Type = TypeText
+	return c, true
 }
 
 func prefix(p string, err error) error {

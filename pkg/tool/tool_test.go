@@ -464,3 +464,82 @@ func TestDecodeResultKeepsNothingOfData(t *testing.T) {
 		t.Fatalf("after the input was overwritten the result reads %s, was %s", got, want)
 	}
 }
+
+// decodeResultStrict is DecodeResult without its fast path.
+func decodeResultStrict(t *testing.T, body string) (*Result, error) {
+	t.Helper()
+	var raw struct {
+		Content           []block         `json:"content"`
+		IsError           bool            `json:"is_error"`
+		StructuredContent json.RawMessage `json:"structured_content"`
+		UnknownOutcome    bool            `json:"unknown_outcome"`
+	}
+	if err := strictjson.Unmarshal([]byte(body), &raw); err != nil {
+		return nil, err
+	}
+	r := &Result{IsError: raw.IsError, StructuredContent: raw.StructuredContent, UnknownOutcome: raw.UnknownOutcome}
+	if !r.HasStructured() {
+		r.StructuredContent = nil
+	}
+	for i := range raw.Content {
+		c, err := raw.Content[i].content()
+		if err != nil {
+			return nil, err
+		}
+		r.Content = append(r.Content, c)
+	}
+	if len(r.Content) == 0 && !r.HasStructured() {
+		return nil, ErrEmptyResult
+	}
+	return r, nil
+}
+
+// The fast path of DecodeResult takes only what the strict decoder takes,
+// and makes the same result of it.
+func TestDecodeResultFast(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		fast bool
+	}{
+		{`{"content":[{"type":"text","text":"hello"}]}`, true},
+		{` { "content" : [ { "text" : "a\nb \u00e9 \ud83d\ude00" , "type" : "text" } , {"type":"text","text":""} ] , "is_error" : true , "unknown_outcome" : false } `, true},
+		{`{"structured_content":{ "n" : [1, 2] }}`, true},
+		{`{"structured_content":0,"content":[]}`, true},
+		{`{"content":[{"type":"text","text":"a"}],"structured_content":null}`, true},
+		{`{"is_error":false,"content":[{"type":"text","text":"x"}],"unknown_outcome":true}`, true},
+		{`{"content":[{"type":"image","data":"iVBORw==","mime_type":"image/png"}]}`, false},
+		{`{"content":[{"type":"text","text":"a"}],"extra":1}`, false},
+		{`{"content":[{"type":"text","text":"a","data":"AA=="}]}`, false},
+		{`{"content":[{"type":"text"}]}`, false},
+		{`{"content":[{"text":"a"}]}`, false},
+		{`{"content":[{"type":"text","text":null}]}`, false},
+		{`{"content":[{"type":"text","type":"text","text":"a"}]}`, false},
+		{`{"content":[{"type":"text","text":"a"}],"content":[]}`, false},
+		{`{"content":[{"type":"text","text":"a"}],"is_error":null}`, false},
+		{`{"content":[{"type":"text","text":"a"}],"is_error":"yes"}`, false},
+		{`{"content":null,"structured_content":1}`, false},
+		{`{"content":[],"structured_content":null}`, false},
+		{`{"is_error":true}`, false},
+		{`{"content":[{"type":"text","text":"a"}]} {}`, false},
+		{`{"content":[{"type":"text","text":"\xff"}]}`, false},
+		{`{"structured_content":{"a":}}`, false},
+		{`hello`, false},
+		{``, false},
+	} {
+		got, ok := decodeResultFast([]byte(tc.body))
+		if ok != tc.fast {
+			t.Errorf("%s: fast %v, want %v", tc.body, ok, tc.fast)
+		}
+		if !ok {
+			continue
+		}
+		want, err := decodeResultStrict(t, tc.body)
+		if err != nil {
+			t.Errorf("%s: the fast path took what the strict decoder refuses: %v", tc.body, err)
+			continue
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: (-strict +fast):\n%s", tc.body, d)
+		}
+	}
+}

@@ -314,10 +314,13 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		return Refused(CodeInvalidArguments, fmt.Sprintf("tool %s: encode request: %v", t.Name, err))
 	}
 
-	callCtx, cancelCall := context.WithTimeoutCause(ctx, t.Timeout(), ErrCallTimeout)
-	defer cancelCall()
-	reqCtx, cancelReq := context.WithCancelCause(callCtx)
+	// One context ends the request, with the cause of whichever limit
+	// (or cancel) came first: the whole-call timeout, the header limit
+	// below, the grace after an SSE result.
+	reqCtx, cancelReq := context.WithCancelCause(ctx)
 	defer cancelReq(nil)
+	callTimer := time.AfterFunc(t.Timeout(), func() { cancelReq(ErrCallTimeout) })
+	defer callTimer.Stop()
 
 	// The request has left brain once its headers are written. A transport
 	// that reports no connection at all (not an http.Transport) is assumed
@@ -341,10 +344,12 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		b, _, err := req.Body()
 		return io.NopCloser(b), err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json, text/event-stream")
+	// The value slices are shared by every request: nothing appends to a
+	// request's header values, and a transport that changes a header
+	// (the tracing one) changes its own clone.
+	hreq.Header = http.Header{"Content-Type": headerJSON, "Accept": headerAccept}
 	if t.Token != "" {
-		hreq.Header.Set("Authorization", "Bearer "+t.Token)
+		hreq.Header["Authorization"] = []string{"Bearer " + t.Token}
 	}
 
 	headerTimer := time.AfterFunc(c.headerTimeout, func() { cancelReq(ErrHeaderTimeout) })
@@ -356,6 +361,12 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 	defer resp.Body.Close()
 	return c.readResponse(ctx, reqCtx, cancelReq, t, resp, onProgress)
 }
+
+// The Content-Type and Accept of every request (see call).
+var (
+	headerJSON   = []string{"application/json"}
+	headerAccept = []string{"application/json, text/event-stream"}
+)
 
 // readResponse classifies a response whose headers arrived: status,
 // Content-Type, then the JSON result or the SSE stream, read under the

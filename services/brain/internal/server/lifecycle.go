@@ -73,6 +73,14 @@ func (rc *running) snapshot() store.Call {
 	return rc.call
 }
 
+// status is the call's status as last stored: snapshot's, without the
+// copy of the call.
+func (rc *running) status() string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.call.Status
+}
+
 func (rc *running) set(c store.Call) {
 	rc.mu.Lock()
 	rc.call = c
@@ -170,7 +178,8 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	rc.refusal = sp.refusal
 	if rc.refusal == nil {
 		if o, ok := invoke.Precheck(t, sp.tenant, sp.args); !ok {
-			rc.refusal = &o
+			refusal := o // only a refused call's outcome goes to the heap
+			rc.refusal = &refusal
 		} else {
 			// The arguments are the call's for good: the invoker need not
 			// validate them against the same binding again.
@@ -410,15 +419,15 @@ func (s *Server) run(ctx context.Context, rc *running) ended {
 // (stored running first when it was left queued: by a process whose binding
 // had max_concurrency).
 func (s *Server) admit(ctx context.Context, rc *running) (ended, bool) {
-	c := rc.snapshot()
+	status := rc.status()
 	if rc.q == nil {
-		if c.Status != store.CallQueued {
+		if status != store.CallQueued {
 			return ended{}, true
 		}
 		return s.begin(ctx, rc)
 	}
 	if rc.q.holds(rc) {
-		if c.Status == store.CallQueued {
+		if status == store.CallQueued {
 			if s.isDraining() {
 				// Given a slot a shutdown freed before this call was
 				// told of the shutdown: it stays queued for the next
@@ -436,6 +445,7 @@ func (s *Server) admit(ctx context.Context, rc *running) (ended, bool) {
 		}
 		return ended{}, true
 	}
+	c := rc.snapshot()
 	from := c.Status
 	if c.Status != store.CallQueued {
 		// Approved: the call joins the queue now, in its stored order.
@@ -520,10 +530,12 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 	inFlight := s.metrics.ToolInFlight.WithLabelValues(metricToolOf(&c, rc.t, s.config()), transportOf(rc.t))
 	inFlight.Inc()
 	defer inFlight.Dec()
+	// The callback keeps the call's ids, not a copy of the call.
+	sessionID, callID := c.SessionID, c.ID
 	out := s.invokerFor(rc.t).Call(ctx, rc.t, req, func(data json.RawMessage) {
-		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: c.SessionID, CallID: c.ID,
+		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: sessionID, CallID: callID,
 			Time: time.Now().UTC(), Data: data})
-		s.notify(ctx, progressSignal(&c, data))
+		s.notify(ctx, progressSignal(sessionID, callID, data))
 	})
 	if g != nil {
 		// "An inspection_token can read the session's events until the call

@@ -206,8 +206,8 @@ func (s *Server) waitStored(ctx context.Context, tenant, id string, d time.Durat
 
 // progressSignal is what execute tells the other replicas of a call's
 // progress, so that their streams forward it live too.
-func progressSignal(c *store.Call, data json.RawMessage) store.Signal {
-	return store.Signal{Kind: store.SignalProgress, SessionID: c.SessionID, CallID: c.ID, Data: data}
+func progressSignal(sessionID, callID string, data json.RawMessage) store.Signal {
+	return store.Signal{Kind: store.SignalProgress, SessionID: sessionID, CallID: callID, Data: data}
 }
 
 // Answers through any replica. POST /tool_calls/{id}/respond on a replica

@@ -76,6 +76,7 @@ type Call struct {
 	// Logger carries the call's tool, tenant, session and call IDs.
 	Logger   *slog.Logger
 	progress func(any) error
+	stream   func()   // starts the stream (the HTTP transport), or nil
 	args     any      // the arguments already decoded (NewTool), or nil
 	written  []func() // OnWritten's functions
 	// badArgs says the handler refused the arguments (Typed's decoding
@@ -102,6 +103,20 @@ func (c *Call) Progress(v any) error {
 		return nil
 	}
 	return c.progress(v)
+}
+
+// Stream starts the call's SSE stream now, when the host accepts one,
+// instead of at the first progress or after SSE_STREAM_AFTER: a tool that
+// is about to wait long (request_approval, for an operator) calls it
+// first, so that the built-in HTTP transport hands its connection over
+// at once and a thousand such calls arriving together do not each hold
+// net/http's per-connection buffers and handler while they start. The
+// answer is then an SSE stream even if the result comes at once. Other
+// transports ignore it.
+func (c *Call) Stream() {
+	if c.stream != nil {
+		c.stream()
+	}
 }
 
 // OnWritten registers f to run once the built-in HTTP transport has

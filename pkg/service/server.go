@@ -310,6 +310,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	resp := &response{w: w, canStream: acceptsSSE(r.Header.Get("Accept")), heartbeat: s.Config.Heartbeat, logger: logger}
 	call := NewCall(req, logger, resp.progress)
 	call.args = args
+	call.stream = resp.startStream
 	if !resp.canStream {
 		s.answer(resp, call, t.core.call(r.Context(), call, argErr, start), start)
 		return

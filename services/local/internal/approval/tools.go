@@ -151,6 +151,9 @@ func (s *Service) newApproval(call *service.Call, a Args, timeoutSeconds *int, o
 // what every waiting stream keeps on its stack, so the work before and
 // after the wait is in openStream and streamResult.
 func (s *Service) request(ctx context.Context, call *service.Call, args streamArgs) (*tool.Result, error) {
+	// The call waits for an operator: its stream starts before the store
+	// is asked, so the connection is handed over at once (Call.Stream).
+	call.Stream()
 	id, r := s.openStream(ctx, call, args.Args, args.TimeoutSeconds)
 	if r != nil {
 		return r, nil

@@ -136,21 +136,38 @@ func (c *Call) OnWritten(f func()) {
 // naming the field before fn runs.
 func typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result) Handler {
 	return func(ctx context.Context, call *Call) *tool.Result {
-		var args A
-		if p, ok := call.args.(*A); ok {
-			args = *p
-		} else if err := strictjson.Unmarshal(call.Arguments, &args); err != nil {
-			call.badArgs = true
-			return tool.Errorf("invalid arguments: %v", err)
+		args, refused := typedArgs[A](call)
+		if refused != nil {
+			return refused
 		}
-		if v, ok := any(&args).(interface{ Validate() error }); ok {
-			if err := v.Validate(); err != nil {
-				call.badArgs = true
-				return tool.Errorf("invalid arguments: %v", err)
-			}
-		}
-		return fn(ctx, call, args)
+		return fn(ctx, call, *args)
 	}
+}
+
+// typedArgs is typed's decoding and Validate, in a frame of its own so that
+// a handler that waits does not keep it on its stack.
+//
+//go:noinline
+func typedArgs[A any](call *Call) (*A, *tool.Result) {
+	if p, ok := call.args.(*A); ok {
+		return validated(call, p)
+	}
+	args := new(A)
+	if err := strictjson.Unmarshal(call.Arguments, args); err != nil {
+		call.badArgs = true
+		return nil, tool.Errorf("invalid arguments: %v", err)
+	}
+	return validated(call, args)
+}
+
+func validated[A any](call *Call, args *A) (*A, *tool.Result) {
+	if v, ok := any(args).(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			call.badArgs = true
+			return nil, tool.Errorf("invalid arguments: %v", err)
+		}
+	}
+	return args, nil
 }
 
 // Progress is structured progress, for Call.Progress: Progress is how far

@@ -100,6 +100,10 @@ func (o *Observer) Observe(next http.Handler) http.Handler {
 				o.Metrics.HTTPInFlight.Dec()
 			}
 			o.done(&ob.sw, r, &ob.rec)
+			// A call that outlives its handler (a stream on a taken-over
+			// connection) keeps the request's context, and with it ob:
+			// not the writer, which net/http recycles.
+			ob.sw.ResponseWriter = nil
 		}()
 		traced.ServeHTTP(&ob.sw, r.WithContext(&ob.ctx))
 	})

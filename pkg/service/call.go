@@ -76,6 +76,7 @@ type Call struct {
 	// Logger carries the call's tool, tenant, session and call IDs.
 	Logger   *slog.Logger
 	progress func(any) error
+	stream   func()   // starts the stream (the HTTP transport), or nil
 	args     any      // the arguments already decoded (NewTool), or nil
 	written  []func() // OnWritten's functions
 	// badArgs says the handler refused the arguments (Typed's decoding
@@ -104,6 +105,20 @@ func (c *Call) Progress(v any) error {
 	return c.progress(v)
 }
 
+// Stream starts the call's SSE stream now, when the host accepts one,
+// instead of at the first progress or after SSE_STREAM_AFTER: a tool that
+// is about to wait long (request_approval, for an operator) calls it
+// first, so that the built-in HTTP transport hands its connection over
+// at once and a thousand such calls arriving together do not each hold
+// net/http's per-connection buffers and handler while they start. The
+// answer is then an SSE stream even if the result comes at once. Other
+// transports ignore it.
+func (c *Call) Stream() {
+	if c.stream != nil {
+		c.stream()
+	}
+}
+
 // OnWritten registers f to run once the built-in HTTP transport has
 // written the call's result to the host, or failed to: a handler uses it to
 // recycle a large buffer that its result's strings share (storage_get's
@@ -121,21 +136,38 @@ func (c *Call) OnWritten(f func()) {
 // naming the field before fn runs.
 func typed[A any](fn func(ctx context.Context, call *Call, args A) *tool.Result) Handler {
 	return func(ctx context.Context, call *Call) *tool.Result {
-		var args A
-		if p, ok := call.args.(*A); ok {
-			args = *p
-		} else if err := strictjson.Unmarshal(call.Arguments, &args); err != nil {
-			call.badArgs = true
-			return tool.Errorf("invalid arguments: %v", err)
+		args, refused := typedArgs[A](call)
+		if refused != nil {
+			return refused
 		}
-		if v, ok := any(&args).(interface{ Validate() error }); ok {
-			if err := v.Validate(); err != nil {
-				call.badArgs = true
-				return tool.Errorf("invalid arguments: %v", err)
-			}
-		}
-		return fn(ctx, call, args)
+		return fn(ctx, call, *args)
 	}
+}
+
+// typedArgs is typed's decoding and Validate, in a frame of its own so that
+// a handler that waits does not keep it on its stack.
+//
+//go:noinline
+func typedArgs[A any](call *Call) (*A, *tool.Result) {
+	if p, ok := call.args.(*A); ok {
+		return validated(call, p)
+	}
+	args := new(A)
+	if err := strictjson.Unmarshal(call.Arguments, args); err != nil {
+		call.badArgs = true
+		return nil, tool.Errorf("invalid arguments: %v", err)
+	}
+	return validated(call, args)
+}
+
+func validated[A any](call *Call, args *A) (*A, *tool.Result) {
+	if v, ok := any(args).(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			call.badArgs = true
+			return nil, tool.Errorf("invalid arguments: %v", err)
+		}
+	}
+	return args, nil
 }
 
 // Progress is structured progress, for Call.Progress: Progress is how far

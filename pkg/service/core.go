@@ -94,8 +94,30 @@ func newCore(t *Tool, m *metrics.Set, transport string) (*core, error) {
 
 // call runs one call and observes it; argErr, when set, is the arguments'
 // decoding failure, answered without running the tool. start is when the
-// request arrived.
+// request arrived. A call that waits (request_approval, for an operator)
+// keeps call, run and handle on its stack all that time, so the work
+// before and after the handler is in functions of their own (begin, end,
+// checkInput, checkResult): their frames are not held while it waits.
 func (c *core) call(ctx context.Context, call *Call, argErr error, start time.Time) *tool.Result {
+	ctx, span := c.begin(ctx, call)
+	var (
+		result *tool.Result
+		code   string
+	)
+	if argErr != nil {
+		result, code = badArguments(argErr)
+	} else {
+		result, code = c.run(ctx, call)
+	}
+	c.end(ctx, span, result, code, start)
+	return result
+}
+
+// begin starts a call's observation: its span, its logger marked with
+// it, tool_calls_in_flight.
+//
+//go:noinline
+func (c *core) begin(ctx context.Context, call *Call) (context.Context, trace.Span) {
 	name, transport := c.t.Binding.Name, c.transport
 	span := trace.SpanFromContext(ctx)
 	if tracing.Enabled() { // the attributes are not built for nothing
@@ -103,23 +125,24 @@ func (c *core) call(ctx context.Context, call *Call, argErr error, start time.Ti
 			attribute.String("tool.name", name), attribute.String("tool.transport", transport),
 			attribute.String("brain.tenant_id", call.TenantID), attribute.String("brain.session_id", call.SessionID),
 			attribute.String("brain.call_id", call.CallID)))
-		defer span.End()
 	}
 	// The call's logger marks its lines with the span, or with the
 	// caller's trace passed through.
 	call.Logger = tracing.WithIDs(call.Logger, ctx)
-	m := c.meters
-	if m != nil {
-		m.inFlight.Inc()
+	if c.meters != nil {
+		c.meters.inFlight.Inc()
 	}
-	var (
-		result *tool.Result
-		code   string
-	)
-	if argErr != nil {
-		result, code = tool.Errorf("invalid arguments: %v", argErr), metrics.CodeInvalidArguments
-	} else {
-		result, code = c.run(ctx, call)
+	return ctx, span
+}
+
+// end ends a call's observation: its span (begin's, ended only when
+// tracing started one), status and metrics.
+//
+//go:noinline
+func (c *core) end(ctx context.Context, span trace.Span, result *tool.Result, code string, start time.Time) {
+	name, transport := c.t.Binding.Name, c.transport
+	if tracing.Enabled() {
+		defer span.End()
 	}
 	status := metrics.StatusSucceeded
 	switch {
@@ -134,7 +157,7 @@ func (c *core) call(ctx context.Context, call *Call, argErr error, start time.Ti
 		span.SetStatus(codes.Error, code)
 		span.SetAttributes(attribute.String("tool.error_code", code), attribute.Bool("tool.unknown_outcome", result.UnknownOutcome))
 	}
-	if m != nil {
+	if m := c.meters; m != nil {
 		m.inFlight.Dec()
 		if status == metrics.StatusSucceeded {
 			m.succeeded.Inc()
@@ -143,41 +166,59 @@ func (c *core) call(ctx context.Context, call *Call, argErr error, start time.Ti
 			c.metrics.ToolCall(name, transport, status, code, time.Since(start))
 		}
 	}
-	return result
+}
+
+//go:noinline
+func badArguments(err error) (*tool.Result, string) {
+	return tool.Errorf("invalid arguments: %v", err), metrics.CodeInvalidArguments
 }
 
 // run runs one call and returns its result and its error code ("" on
 // success, see package metrics). call.Arguments must be the arguments'
 // JSON.
 func (c *core) run(ctx context.Context, call *Call) (*tool.Result, string) {
+	if result, code := c.checkInput(call); result != nil {
+		return result, code
+	}
+	result, panicked := c.invoke(ctx, call)
+	return c.checkResult(call, result, panicked)
+}
+
+// checkInput checks the arguments against the input schema: an is_error
+// result when they do not match.
+//
+//go:noinline
+func (c *core) checkInput(call *Call) (*tool.Result, string) {
 	if c.input != nil {
 		if err := c.input.ValidateObject("arguments", call.Arguments); err != nil {
 			return tool.Errorf("invalid %v", err), metrics.CodeInvalidArguments
 		}
 	}
-	result, code := c.handle(ctx, call)
-	if c.output != nil && !result.IsError && result.HasStructured() {
-		if err := c.output.Validate("structured_content", result.StructuredContent); err != nil {
-			call.Logger.Error("tool result does not match its output_schema", "err", err)
-			return internalError("tool " + c.t.Binding.Name + " returned a result that does not match its output_schema: " + err.Error()), metrics.CodeOutputSchemaMismatch
-		}
-	}
-	return result, code
+	return nil, ""
 }
 
-// handle calls the handler, turning a panic, a nil or an invalid result
-// into an is_error result with unknown_outcome.
-func (c *core) handle(ctx context.Context, call *Call) (result *tool.Result, code string) {
-	name := c.t.Binding.Name
+// invoke calls the handler; a panic is recovered and reported.
+func (c *core) invoke(ctx context.Context, call *Call) (result *tool.Result, panicked *any) {
 	defer func() {
 		if v := recover(); v != nil {
+			panicked = &v
 			call.Logger.Error("tool panicked", "panic", v, "stack", string(debug.Stack()))
-			result = &tool.Result{Content: []tool.Content{tool.Text("internal error in tool " + name)}, IsError: true, UnknownOutcome: true}
-			code = metrics.CodePanic
 		}
 	}()
-	result = c.t.Handler(ctx, call)
-	if result == nil {
+	return c.t.Handler(ctx, call), nil
+}
+
+// checkResult turns a panic, a nil or an invalid result into an is_error
+// result with unknown_outcome, checks a successful result's
+// structured_content against the output schema, and names the error code.
+//
+//go:noinline
+func (c *core) checkResult(call *Call, result *tool.Result, panicked *any) (*tool.Result, string) {
+	name := c.t.Binding.Name
+	switch {
+	case panicked != nil:
+		return &tool.Result{Content: []tool.Content{tool.Text("internal error in tool " + name)}, IsError: true, UnknownOutcome: true}, metrics.CodePanic
+	case result == nil:
 		call.Logger.Error("tool returned no result")
 		return internalError("tool " + name + " returned no result"), metrics.CodeInvalidResult
 	}
@@ -190,6 +231,12 @@ func (c *core) handle(ctx context.Context, call *Call) (result *tool.Result, cod
 		return result, metrics.CodeInvalidArguments
 	case result.IsError:
 		return result, metrics.CodeToolError
+	}
+	if c.output != nil && result.HasStructured() {
+		if err := c.output.Validate("structured_content", result.StructuredContent); err != nil {
+			call.Logger.Error("tool result does not match its output_schema", "err", err)
+			return internalError("tool " + c.t.Binding.Name + " returned a result that does not match its output_schema: " + err.Error()), metrics.CodeOutputSchemaMismatch
+		}
 	}
 	return result, ""
 }

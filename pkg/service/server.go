@@ -72,6 +72,8 @@ type Server struct {
 	regOnce sync.Once // builds metrics
 	handler http.Handler
 	metrics *metrics.Set
+	// streams are the calls streaming on taken-over connections.
+	streams streamSet
 	// buildErr names the tools whose schemas do not compile.
 	buildErr error
 }
@@ -308,22 +310,91 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	resp := &response{w: w, canStream: acceptsSSE(r.Header.Get("Accept")), heartbeat: s.Config.Heartbeat, logger: logger}
 	call := NewCall(req, logger, resp.progress)
 	call.args = args
+	call.stream = resp.startStream
+	if !resp.canStream {
+		s.answer(resp, call, t.core.call(r.Context(), call, argErr, start), start)
+		return
+	}
+	s.serveStreamable(w, r, t, resp, call, argErr, start)
+}
 
-	var auto *time.Timer
-	if resp.canStream {
-		// Start streaming on our own before the host's 30 s header limit
-		// (a timer, not a goroutine per waiting call).
-		auto = time.AfterFunc(s.Config.StreamAfter, resp.startStream)
+// serveStreamable runs a call whose host accepts SSE on a goroutine of its
+// own (runCall) and waits for it here: for its result, answered as JSON or
+// on the stream through w, or for its stream to start, when it takes the
+// connection over and returns (see stream.go).
+func (s *Server) serveStreamable(w http.ResponseWriter, r *http.Request, t *toolEntry, resp *response, call *Call, argErr error, start time.Time) {
+	// The call outlives this handler once its stream is taken over, so its
+	// context is the request's values with a cancellation of its own:
+	// the request's until then (the host hung up, the shutdown cancels),
+	// the stream's watch after.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	stopFollowing := context.AfterFunc(r.Context(), cancel)
+	takeover, left := make(chan chan takeoverReply), make(chan struct{})
+	resp.takeover, resp.left = takeover, left
+	resp.set = &s.streams
+	resp.cancel = cancel
+	done := make(chan *tool.Result, 1)
+	// Start streaming on our own before the host's 30 s header limit
+	// (a timer, not a goroutine per waiting call).
+	auto := time.AfterFunc(s.Config.StreamAfter, resp.startStream)
+	go s.runCall(ctx, t, resp, call, argErr, start, auto, done)
+	for {
+		select {
+		case result := <-done:
+			close(left)
+			stopFollowing()
+			cancel()
+			s.answer(resp, call, result, start)
+			return
+		case reply := <-takeover:
+			conn, chunked, err := takeOver(w, r)
+			reply <- takeoverReply{conn: conn, chunked: chunked, err: err}
+			if err == nil {
+				stopFollowing()
+				if r.Context().Err() != nil {
+					cancel() // the host hung up before the hand-over
+				}
+				return
+			}
+		}
 	}
-	result := t.core.call(r.Context(), call, argErr, start)
-	if auto != nil {
-		auto.Stop()
+}
+
+// runCall runs a call that may stream. A call whose stream was taken over
+// answers on it here; any other hands its result to its handler.
+func (s *Server) runCall(ctx context.Context, t *toolEntry, resp *response, call *Call, argErr error, start time.Time, auto *time.Timer, done chan<- *tool.Result) {
+	result := t.core.call(ctx, call, argErr, start)
+	auto.Stop()
+	resp.mu.Lock()
+	detached := resp.stream != nil
+	if !detached {
+		resp.done = true // no stream starts any more: the handler answers
 	}
+	resp.mu.Unlock()
+	if !detached {
+		done <- result
+		return
+	}
+	s.answer(resp, call, result, start)
+	resp.cancel()
+}
+
+// answer writes the call's result, runs its OnWritten functions and logs
+// it.
+func (s *Server) answer(resp *response, call *Call, result *tool.Result, start time.Time) {
 	resp.finish(result)
 	for _, f := range call.written {
 		f()
 	}
 	call.Logger.Info("tool call", "is_error", result.IsError, "streamed", resp.streamed(), "duration_ms", time.Since(start).Milliseconds())
+}
+
+// takeoverReply is a handler's answer to a call asking to stream: the
+// connection taken over, or why not.
+type takeoverReply struct {
+	conn    net.Conn
+	chunked bool
+	err     error
 }
 
 // response is the state of one call's HTTP answer: JSON until the first
@@ -340,6 +411,17 @@ type response struct {
 	// waiting for an operator) would spend 8 KiB of stack on each.
 	beatTimer *time.Timer
 	done      bool
+
+	// For a call on a goroutine of its own (serveStreamable): takeover
+	// asks its handler to take the connection over, left is closed when
+	// the handler no longer listens, set is where a taken-over stream is
+	// counted, cancel cancels the call, and stream is the taken-over
+	// connection.
+	takeover chan chan takeoverReply
+	left     chan struct{}
+	set      *streamSet
+	cancel   context.CancelFunc
+	stream   *connStream
 }
 
 func (r *response) streamed() bool {
@@ -363,12 +445,46 @@ func (r *response) startLocked() bool {
 	if !r.canStream || r.done {
 		return false
 	}
+	if r.takeover != nil {
+		switch started, ok := r.takeOverLocked(); {
+		case !ok:
+			return false
+		case started:
+			r.beatTimer = time.AfterFunc(r.heartbeat, r.beat)
+			return true
+		}
+	}
 	r.sse = sse.NewWriter(r.w)
 	if err := startOffStack(r.sse); err != nil {
 		r.logger.Debug("sse start", "err", err)
 	}
 	r.beatTimer = time.AfterFunc(r.heartbeat, r.beat)
 	return true
+}
+
+// takeOverLocked asks the handler to take the connection over: started
+// when the stream now runs on it, !ok when the handler already answered;
+// neither when the connection cannot be taken over and the stream goes
+// through the ResponseWriter.
+func (r *response) takeOverLocked() (started, ok bool) {
+	reply := make(chan takeoverReply, 1)
+	select {
+	case r.takeover <- reply:
+	case <-r.left:
+		return false, false
+	}
+	got := <-reply
+	r.takeover = nil
+	if got.err != nil {
+		r.logger.Debug("sse stream through the handler", "err", got.err)
+		return false, true
+	}
+	r.w = nil // the handler has returned: its writer is net/http's again
+	r.stream = &connStream{conn: got.conn, chunked: got.chunked, hangup: r.cancel, set: r.set}
+	r.set.add(r.stream)
+	go r.stream.watch()
+	r.sse = sse.NewStreamWriter(r.stream)
+	return true, true
 }
 
 // startOffStack sends w's headers from a goroutine of its own and waits
@@ -415,11 +531,13 @@ func (r *response) progress(v any) error {
 }
 
 // finish writes the one result: as an SSE result event when streaming, or
-// as a JSON body (encoded before the status line is written).
+// as a JSON body (encoded before the status line is written). A stream on
+// a taken-over connection then ends.
 func (r *response) finish(result *tool.Result) {
 	r.mu.Lock()
 	r.done = true
 	w := r.sse
+	stream := r.stream
 	if r.beatTimer != nil {
 		// A heartbeat already firing waits for r.mu and then sees done.
 		r.beatTimer.Stop()
@@ -431,6 +549,9 @@ func (r *response) finish(result *tool.Result) {
 	}
 	if err := w.Event(sse.EventResult, result); err != nil {
 		r.logger.Warn("write result event", "err", err)
+	}
+	if stream != nil {
+		stream.end()
 	}
 }
 
@@ -502,10 +623,15 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	if err == nil {
+		// Streams on taken-over connections are not net/http's any more.
+		err = s.streams.wait(sctx)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("shutdown: cancelling calls still running", "after", timeout)
 		cancelBase()
 		err = srv.Close()
+		s.streams.closeAll()
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve %s: %w", s.Name, err)

@@ -46,6 +46,17 @@ func NewWriter(w http.ResponseWriter) *Writer {
 	return &Writer{w: w, flusher: f, rw: w}
 }
 
+// Headers are the headers of an SSE answer, which NewWriter's Start sets
+// and a server writing its own status line (NewStreamWriter) sends.
+var Headers = [][2]string{{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}}
+
+// NewStreamWriter returns a Writer for the body of a stream whose status
+// line and Headers were already sent (a server that took the connection
+// over): each event is one Write to w, unbuffered.
+func NewStreamWriter(w io.Writer) *Writer {
+	return &Writer{w: w, started: true}
+}
+
 // Start sends the headers and flushes them, so the host's 30 s header limit
 // is met before any event is ready.
 func (w *Writer) Start() error {
@@ -60,9 +71,9 @@ func (w *Writer) startLocked() error {
 	}
 	w.started = true
 	h := w.rw.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	for _, kv := range Headers {
+		h.Set(kv[0], kv[1])
+	}
 	w.rw.WriteHeader(http.StatusOK)
 	return w.flush()
 }

@@ -453,42 +453,79 @@ func (s *Service) Wait(ctx context.Context, tenant, id string) (Approval, error)
 // store calls run on the store's workers (onStoreStack) and the select in
 // a frame of its own.
 func (s *Service) wait(ctx context.Context, tenant, id string) (*Approval, error) {
-	w := s.watch(id)
-	defer func() { s.unwatch(id, w) }()
-	a := new(Approval)
-	var err error
-	get := func() { *a, err = s.store.GetForTenant(ctx, tenant, id) }
-	s.onStoreStack(get)
+	st := &waitState{s: s, ctx: ctx, tenant: tenant, id: id, a: new(Approval)}
+	st.w = s.watch(id)
+	defer st.unwatch()
+	st.get()
 	for {
-		if err != nil {
-			return new(Approval), err
+		if done, a, err := st.check(); done {
+			return a, err
 		}
-		if a.Status.Final() {
-			return a, nil
-		}
-		if !time.Now().Before(a.ExpiresAt) {
-			*a, err = s.Decide(ctx, id, Expired, SystemOperator, "no answer before the approval expired")
-			if errors.Is(err, ErrDecided) {
-				err = nil // a holds the approval as it stands
-			}
-			continue
-		}
-		switch s.sleep(ctx, w, a.ExpiresAt) {
+		switch s.sleep(ctx, st.w, st.a.ExpiresAt) {
 		case woken:
-			if w.final != nil {
-				*a = *w.final
-			} else {
-				s.unwatch(id, w)
-				w = s.watch(id)
-				s.onStoreStack(get)
-			}
+			st.woken()
 		case expiring:
 		case cancelled:
-			return a, ctx.Err()
+			return st.a, ctx.Err()
 		case stopping:
-			return a, errShuttingDown
+			return st.a, errShuttingDown
 		}
 	}
+}
+
+// waitState is one wait's state, on the heap, and its steps, in frames of
+// their own: what wait keeps on its stack while it sleeps is a pointer.
+type waitState struct {
+	s          *Service
+	ctx        context.Context
+	tenant, id string
+	w          *watch
+	a          *Approval
+	err        error
+}
+
+func (st *waitState) unwatch() { st.s.unwatch(st.id, st.w) }
+
+//go:noinline
+func (st *waitState) get() {
+	st.s.onStoreStack(func() { *st.a, st.err = st.s.store.GetForTenant(st.ctx, st.tenant, st.id) })
+}
+
+// check reports whether the wait is over, and how: an error, a final
+// status; a pending approval past its expiry is expired on the way (and
+// checked again).
+//
+//go:noinline
+func (st *waitState) check() (bool, *Approval, error) {
+	for {
+		if st.err != nil {
+			return true, new(Approval), st.err
+		}
+		if st.a.Status.Final() {
+			return true, st.a, nil
+		}
+		if time.Now().Before(st.a.ExpiresAt) {
+			return false, nil, nil
+		}
+		*st.a, st.err = st.s.Decide(st.ctx, st.id, Expired, SystemOperator, "no answer before the approval expired")
+		if errors.Is(st.err, ErrDecided) {
+			st.err = nil // a holds the approval as it stands
+		}
+	}
+}
+
+// woken takes a change of the approval: the decision the watch carries,
+// or the approval read again under a new watch.
+//
+//go:noinline
+func (st *waitState) woken() {
+	if st.w.final != nil {
+		*st.a = *st.w.final
+		return
+	}
+	st.s.unwatch(st.id, st.w)
+	st.w = st.s.watch(st.id)
+	st.get()
 }
 
 // wake is why sleep returned.

@@ -151,7 +151,18 @@ func (s *Service) newApproval(call *service.Call, a Args, timeoutSeconds *int, o
 // what every waiting stream keeps on its stack, so the work before and
 // after the wait is in openStream and streamResult.
 func (s *Service) request(ctx context.Context, call *service.Call, args streamArgs) (*tool.Result, error) {
-	id, r := s.openStream(ctx, call, args.Args, args.TimeoutSeconds)
+	// The call waits for an operator: its stream starts before the store
+	// is asked, so the connection is handed over at once (Call.Stream).
+	// That and recording the approval (the store, the log line, the
+	// progress event's encoding) run deep; they run on a goroutine of
+	// their own, so that this one, which then waits for hours, never grows
+	// its stack past a few KiB.
+	var id string
+	var r *tool.Result
+	offStack(func() {
+		call.Stream()
+		id, r = s.openStream(ctx, call, args.Args, args.TimeoutSeconds)
+	})
 	if r != nil {
 		return r, nil
 	}
@@ -277,4 +288,17 @@ func (b backend) Cancel(ctx context.Context, owner jobs.Owner, id string) (jobs.
 		return jobs.Status{}, err
 	}
 	return jobStatus(a), nil
+}
+
+// offStack runs f on a short-lived goroutine and waits for it; a panic
+// in f is raised again on the caller's goroutine, as if f had run there.
+func offStack(f func()) {
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		f()
+	}()
+	if v := <-done; v != nil {
+		panic(v)
+	}
 }

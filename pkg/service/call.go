@@ -40,6 +40,14 @@ type Tool struct {
 	// discards the rest of the body first (up to MaxDrainBytes), so the
 	// host, still sending, gets the answer rather than a reset.
 	TooLarge func(head []byte, limit int64) *tool.Result
+	// Waits says the tool's calls may wait long (minutes or hours, for a
+	// person: request_approval). Over HTTP, to a host that accepts SSE,
+	// such a call runs on a goroutine of its own, and once its stream
+	// starts the connection is taken over from net/http (stream.go), so
+	// a waiting stream keeps no handler, buffers or background reader.
+	// Other tools' calls run on the handler's goroutine, which costs less
+	// for a call answered in milliseconds.
+	Waits bool
 	// Metrics, when set, is called once with the server's metric Set
 	// (pkg/metrics) as the server builds its handler, to register gauges
 	// of the tool's own: pkg/jobs counts the jobs of its Manager there.

@@ -311,15 +311,25 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	call := NewCall(req, logger, resp.progress)
 	call.args = args
 	call.stream = resp.startStream
-	if !resp.canStream {
-		s.answer(resp, call, t.core.call(r.Context(), call, argErr, start), start)
+	if !resp.canStream || !t.Waits {
+		var auto *time.Timer
+		if resp.canStream {
+			// Start streaming on our own before the host's 30 s header
+			// limit (a timer, not a goroutine per waiting call).
+			auto = time.AfterFunc(s.Config.StreamAfter, resp.startStream)
+		}
+		result := t.core.call(r.Context(), call, argErr, start)
+		if auto != nil {
+			auto.Stop()
+		}
+		s.answer(resp, call, result, start)
 		return
 	}
 	s.serveStreamable(w, r, t, resp, call, argErr, start)
 }
 
-// serveStreamable runs a call whose host accepts SSE on a goroutine of its
-// own (runCall) and waits for it here: for its result, answered as JSON or
+// serveStreamable runs a call of a tool that Waits, whose host accepts
+// SSE, on a goroutine of its own (runCall) and waits for it here: for its result, answered as JSON or
 // on the stream through w, or for its stream to start, when it takes the
 // connection over and returns (see stream.go).
 func (s *Server) serveStreamable(w http.ResponseWriter, r *http.Request, t *toolEntry, resp *response, call *Call, argErr error, start time.Time) {

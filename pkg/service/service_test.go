@@ -38,6 +38,13 @@ var echoBinding = tool.Binding{
 // the runtime, on a real listener on 127.0.0.1.
 func testServer(t *testing.T, mutate func(*Config)) (*httptest.Server, chan context.Context) {
 	t.Helper()
+	return testServerWaits(t, mutate, false)
+}
+
+// testServerWaits is testServer with every tool's Waits set to waits, so
+// that its streams are taken over from net/http (stream.go).
+func testServerWaits(t *testing.T, mutate func(*Config), waits bool) (*httptest.Server, chan context.Context) {
+	t.Helper()
 	cfg, err := ParseEnv[Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "tok"})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +83,9 @@ func testServer(t *testing.T, mutate func(*Config)) (*httptest.Server, chan cont
 		{Binding: tool.Binding{Name: "invalid", Description: "returns an empty result"}, Handler: func(ctx context.Context, c *Call) *tool.Result { return &tool.Result{} }},
 		{Binding: tool.Binding{Name: "fails", Description: "handled failure"}, Handler: func(ctx context.Context, c *Call) *tool.Result { return tool.Errorf("denied") }},
 	}}
+	for i := range srv.Tools {
+		srv.Tools[i].Waits = waits
+	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts, ctxs
@@ -253,8 +263,17 @@ func boolInt(b bool) int {
 }
 
 func TestSSEProgress(t *testing.T) {
-	ts, _ := testServer(t, nil)
+	for _, waits := range []bool{false, true} {
+		t.Run(fmt.Sprintf("waits=%v", waits), func(t *testing.T) { testSSEProgress(t, waits) })
+	}
+}
+
+func testSSEProgress(t *testing.T, waits bool) {
+	ts, _ := testServerWaits(t, nil, waits)
 	resp := post(t, ts.URL+"/tools/steps", goodBody, map[string]string{"Accept": "application/json, text/event-stream"})
+	if got, want := resp.Close, waits; got != want {
+		t.Errorf("Connection: close is %v; a stream of a tool that waits is closed after (taken over), another's is not", got)
+	}
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)
 	}
@@ -270,7 +289,13 @@ func TestSSEProgress(t *testing.T) {
 }
 
 func TestStreamsOnItsOwnBeforeHeaderLimit(t *testing.T) {
-	ts, _ := testServer(t, func(c *Config) { c.StreamAfter = 50 * time.Millisecond; c.Heartbeat = 40 * time.Millisecond })
+	for _, waits := range []bool{false, true} {
+		t.Run(fmt.Sprintf("waits=%v", waits), func(t *testing.T) { testStreamsOnItsOwn(t, waits) })
+	}
+}
+
+func testStreamsOnItsOwn(t *testing.T, waits bool) {
+	ts, _ := testServerWaits(t, func(c *Config) { c.StreamAfter = 50 * time.Millisecond; c.Heartbeat = 40 * time.Millisecond }, waits)
 	start := time.Now()
 	resp := post(t, ts.URL+"/tools/slow", goodBody, map[string]string{"Accept": "application/json, text/event-stream"})
 	headers := time.Since(start)

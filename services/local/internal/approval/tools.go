@@ -112,6 +112,7 @@ func (s *Service) Tools() []service.Tool {
 		TimeoutSeconds: StreamBindingTimeoutSeconds,
 		Annotations:    asksAPerson(),
 	}, s.request)
+	request.Waits = true // an operator may take hours: its stream is handed over from net/http
 	start := service.NewTool(tool.Binding{
 		Name:  "approval_start",
 		Title: "Start an approval request",

@@ -138,4 +138,3 @@ func newListener(t *testing.T, srv *Server) string {
 	})
 	return ln.Addr().String()
 }
-

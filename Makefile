@@ -133,6 +133,9 @@ BRAIN_REPLICA_TESTS = ^(TestHealthzAndRouting|TestCatalog|TestCreateSession|Test
 FUZZ_TARGETS = \
 	FuzzRead:./pkg/sse \
 	FuzzDecodeResult:./pkg/tool \
+	FuzzDecodeResultFast:./pkg/tool \
+	FuzzDecodeCallFast:./services/brain/internal/server \
+	FuzzEncoders:./services/brain/internal/server \
 	FuzzAppendString:./pkg/tool \
 	FuzzRequestAppendJSON:./pkg/tool \
 	FuzzDecodeRequest:./pkg/service \

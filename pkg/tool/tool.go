@@ -358,6 +358,12 @@ func DecodeResult(data []byte) (*Result, error) {
 	if r, ok := decodeResultFast(data); ok {
 		return r, nil
 	}
+	return decodeResultStrict(data)
+}
+
+// decodeResultStrict is DecodeResult without the fast path: every result
+// the fast path takes, it takes too and makes the same of.
+func decodeResultStrict(data []byte) (*Result, error) {
 	var raw struct {
 		Content           []block         `json:"content"`
 		IsError           bool            `json:"is_error"`

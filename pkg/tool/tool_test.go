@@ -465,34 +465,6 @@ func TestDecodeResultKeepsNothingOfData(t *testing.T) {
 	}
 }
 
-// decodeResultStrict is DecodeResult without its fast path.
-func decodeResultStrict(t *testing.T, body string) (*Result, error) {
-	t.Helper()
-	var raw struct {
-		Content           []block         `json:"content"`
-		IsError           bool            `json:"is_error"`
-		StructuredContent json.RawMessage `json:"structured_content"`
-		UnknownOutcome    bool            `json:"unknown_outcome"`
-	}
-	if err := strictjson.Unmarshal([]byte(body), &raw); err != nil {
-		return nil, err
-	}
-	r := &Result{IsError: raw.IsError, StructuredContent: raw.StructuredContent, UnknownOutcome: raw.UnknownOutcome}
-	if !r.HasStructured() {
-		r.StructuredContent = nil
-	}
-	for i := range raw.Content {
-		c, err := raw.Content[i].content()
-		if err != nil {
-			return nil, err
-		}
-		r.Content = append(r.Content, c)
-	}
-	if len(r.Content) == 0 && !r.HasStructured() {
-		return nil, ErrEmptyResult
-	}
-	return r, nil
-}
 
 // The fast path of DecodeResult takes only what the strict decoder takes,
 // and makes the same result of it.
@@ -533,7 +505,7 @@ func TestDecodeResultFast(t *testing.T) {
 		if !ok {
 			continue
 		}
-		want, err := decodeResultStrict(t, tc.body)
+		want, err := decodeResultStrict([]byte(tc.body))
 		if err != nil {
 			t.Errorf("%s: the fast path took what the strict decoder refuses: %v", tc.body, err)
 			continue
@@ -542,4 +514,31 @@ func TestDecodeResultFast(t *testing.T) {
 			t.Errorf("%s: (-strict +fast):\n%s", tc.body, d)
 		}
 	}
+}
+
+// FuzzDecodeResultFast: whatever the fast path takes, the strict decoder
+// takes too and makes the same result of.
+func FuzzDecodeResultFast(f *testing.F) {
+	for _, s := range []string{
+		`{"content":[{"type":"text","text":"hello"}]}`,
+		` { "content" : [ { "text" : "a\nb \u00e9" , "type" : "text" } ] , "is_error" : true } `,
+		`{"structured_content":{ "n" : [1, 2] },"unknown_outcome":true}`,
+		`{"content":[{"type":"text","text":"a"}],"structured_content":null}`,
+		`{"content":[],"structured_content":0}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := decodeResultFast(data)
+		if !ok {
+			return
+		}
+		want, err := decodeResultStrict(data)
+		if err != nil {
+			t.Fatalf("%q: the fast path took what the strict decoder refuses: %v", data, err)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("%q: (-strict +fast):\n%s", data, d)
+		}
+	})
 }

@@ -128,3 +128,51 @@ func TestDecodeCallFast(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeCallFast: whatever the fast decoder of a create-call body
+// takes, the strict decoder takes too and reads the same.
+func FuzzDecodeCallFast(f *testing.F) {
+	for _, s := range []string{
+		`{"tool":"echo","arguments":{"text":"hello"},"wait_seconds":10}`,
+		` { "wait_seconds" : 0 , "tool" : "e\u0063ho" , "arguments" : { "a" : [1, 2] } } `,
+		`{"tool":"echo","arguments":null}`, `{"tool":"echo","wait_seconds":-1}`, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok := decodeCallFast(body)
+		if !ok {
+			return
+		}
+		var want createCallRequest
+		if err := httpapi.DecodeObject(body, &want); err != nil {
+			t.Fatalf("%q: the fast decoder took what the strict one refuses: %v", body, err)
+		}
+		if got.Tool != want.Tool || string(got.Arguments) != string(want.Arguments) ||
+			(got.WaitSeconds == nil) != (want.WaitSeconds == nil) || (got.WaitSeconds != nil && *got.WaitSeconds != *want.WaitSeconds) {
+			t.Fatalf("%q: fast %+v, strict %+v", body, got, want)
+		}
+	})
+}
+
+// FuzzEncoders: the hand-written encoders write what json.Marshal writes,
+// for any string and any valid JSON value.
+func FuzzEncoders(f *testing.F) {
+	f.Add("echo", []byte(`{"text":"hello"}`))
+	f.Add("<b>\u2028\xff", []byte(" [1, \"<&>\" ,\n{}] "))
+	f.Fuzz(func(t *testing.T, s string, raw []byte) {
+		if got, want := string(appendString(nil, s)), string(mustJSON(s)); got != want {
+			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+		}
+		if !json.Valid(raw) {
+			return
+		}
+		if got, want := string(appendRaw(nil, raw)), string(mustJSON(json.RawMessage(raw))); got != want {
+			t.Fatalf("appendRaw(%q) = %s, want %s", raw, got, want)
+		}
+		d := toolCallData{Tool: s, Arguments: raw, CallerType: s, ParentID: &s}
+		if got, want := string(d.appendJSON(nil)), string(mustJSON(d)); got != want {
+			t.Fatalf("toolCallData %+v: %s, want %s", d, got, want)
+		}
+	})
+}

@@ -465,7 +465,6 @@ func TestDecodeResultKeepsNothingOfData(t *testing.T) {
 	}
 }
 
-
 // The fast path of DecodeResult takes only what the strict decoder takes,
 // and makes the same result of it.
 func TestDecodeResultFast(t *testing.T) {

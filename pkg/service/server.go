@@ -357,7 +357,14 @@ func (s *Server) serveStreamable(w http.ResponseWriter, r *http.Request, t *tool
 			s.answer(resp, call, result, start)
 			return
 		case reply := <-takeover:
+			// Counted before the connection leaves net/http's sight, so
+			// that a shutdown cannot miss it; settled by the call's
+			// goroutine, or here when the takeover fails.
+			s.streams.reserve()
 			conn, chunked, err := takeOver(w, r)
+			if err != nil {
+				s.streams.settle(nil)
+			}
 			reply <- takeoverReply{conn: conn, chunked: chunked, err: err}
 			if err == nil {
 				stopFollowing()
@@ -491,7 +498,7 @@ func (r *response) takeOverLocked() (started, ok bool) {
 	}
 	r.w = nil // the handler has returned: its writer is net/http's again
 	r.stream = &connStream{conn: got.conn, chunked: got.chunked, hangup: r.cancel, set: r.set}
-	r.set.add(r.stream)
+	r.set.settle(r.stream)
 	go r.stream.watch()
 	r.sse = sse.NewStreamWriter(r.stream)
 	return true, true
@@ -640,6 +647,13 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("shutdown: cancelling calls still running", "after", timeout)
 		cancelBase()
+		// Taken-over streams are cancelled too, and given a moment to
+		// write the results their calls end with, before every
+		// connection still open is closed.
+		s.streams.cancelAll()
+		grace, cancelGrace := context.WithTimeout(context.Background(), lingerAfterEnd)
+		_ = s.streams.wait(grace)
+		cancelGrace()
 		err = srv.Close()
 		s.streams.closeAll()
 	}

@@ -129,27 +129,47 @@ func (c *connStream) watch() {
 }
 
 // streamSet is a Server's streams on taken-over connections, which
-// net/http's Shutdown no longer sees.
+// net/http's Shutdown no longer sees, and the takeovers under way
+// (pending): a stream is counted from before its connection leaves
+// net/http's sight, so a shutdown never falls in between.
 type streamSet struct {
-	mu    sync.Mutex
-	m     map[*connStream]struct{}
-	empty chan struct{} // closed when m empties, while Serve waits
+	mu      sync.Mutex
+	m       map[*connStream]struct{}
+	pending int
+	empty   chan struct{} // closed when nothing is left, while Serve waits
 }
 
-func (s *streamSet) add(c *connStream) {
+// reserve counts a takeover about to happen; settle must follow.
+func (s *streamSet) reserve() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = make(map[*connStream]struct{})
+	s.pending++
+}
+
+// settle ends a reservation: c joins the set (nil: the takeover failed).
+func (s *streamSet) settle(c *connStream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending--
+	if c != nil {
+		if s.m == nil {
+			s.m = make(map[*connStream]struct{})
+		}
+		s.m[c] = struct{}{}
 	}
-	s.m[c] = struct{}{}
+	s.signalLocked()
 }
 
 func (s *streamSet) remove(c *connStream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, c)
-	if len(s.m) == 0 && s.empty != nil {
+	s.signalLocked()
+}
+
+// signalLocked wakes a waiting Serve once nothing is left. s.mu is held.
+func (s *streamSet) signalLocked() {
+	if len(s.m) == 0 && s.pending == 0 && s.empty != nil {
 		close(s.empty)
 		s.empty = nil
 	}
@@ -158,7 +178,7 @@ func (s *streamSet) remove(c *connStream) {
 // wait waits until every stream has ended or ctx ends.
 func (s *streamSet) wait(ctx context.Context) error {
 	s.mu.Lock()
-	if len(s.m) == 0 {
+	if len(s.m) == 0 && s.pending == 0 {
 		s.mu.Unlock()
 		return nil
 	}
@@ -175,15 +195,28 @@ func (s *streamSet) wait(ctx context.Context) error {
 	}
 }
 
-// closeAll cancels every stream's call and closes its connection.
-func (s *streamSet) closeAll() {
+// streams returns the streams now in the set.
+func (s *streamSet) streams() []*connStream {
 	s.mu.Lock()
-	streams := make([]*connStream, 0, len(s.m))
+	defer s.mu.Unlock()
+	out := make([]*connStream, 0, len(s.m))
 	for c := range s.m {
-		streams = append(streams, c)
+		out = append(out, c)
 	}
-	s.mu.Unlock()
-	for _, c := range streams {
+	return out
+}
+
+// cancelAll cancels every stream's call; each then writes its result and
+// ends, as it would on its own.
+func (s *streamSet) cancelAll() {
+	for _, c := range s.streams() {
+		c.hangup()
+	}
+}
+
+// closeAll closes the connection of every stream still in the set.
+func (s *streamSet) closeAll() {
+	for _, c := range s.streams() {
 		c.hangup()
 		_ = c.conn.Close()
 	}

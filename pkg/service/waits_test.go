@@ -138,3 +138,62 @@ func newListener(t *testing.T, srv *Server) string {
 	})
 	return ln.Addr().String()
 }
+
+// TestWaitsShutdownPastTimeout: streams whose calls outlive the shutdown's
+// time are cancelled, and still end with the result their calls end with
+// (a whole body, not a cut-off one); Serve returns within the timeout and
+// the grace.
+func TestWaitsShutdownPastTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	started := make(chan struct{}, n)
+	srv := &Server{Name: "x", Config: Config{NoAuth: true, MaxRequestBytes: 1 << 20, Heartbeat: time.Hour, StreamAfter: time.Hour, ShutdownTimeout: 300 * time.Millisecond},
+		Tools: []Tool{{Binding: tool.Binding{Name: "w"}, Waits: true, Handler: func(ctx context.Context, c *Call) *tool.Result {
+			c.Stream()
+			started <- struct{}{}
+			<-ctx.Done()
+			return tool.Errorf("stopped by the shutdown")
+		}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, srv) }()
+	bodies := make(chan string, n)
+	for range n {
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/tools/w", strings.NewReader(goodBody))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				bodies <- "error: " + err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				bodies <- "cut off: " + err.Error()
+				return
+			}
+			bodies <- string(b)
+		}()
+	}
+	for range n {
+		<-started
+	}
+	begin := time.Now()
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	if took := time.Since(begin); took > 300*time.Millisecond+lingerAfterEnd+time.Second {
+		t.Errorf("Serve returned after %s", took)
+	}
+	for range n {
+		if body := <-bodies; !strings.Contains(body, "event: result") || !strings.Contains(body, "stopped by the shutdown") {
+			t.Errorf("a stream cancelled by the shutdown did not end with its result: %q", body)
+		}
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -395,83 +394,53 @@ func decodeResultStrict(data []byte) (*Result, error) {
 	return r, nil
 }
 
-// resultDecoders are decodeResultFast's tokenizers, reused: a
-// jsontext.Decoder keeps buffers and a string cache a new one would make
-// again.
-var resultDecoders = sync.Pool{New: func() any { return new(resultDecoder) }}
-
-type resultDecoder struct {
-	buf bytes.Buffer
-	dec jsontext.Decoder
-}
-
 // decodeResultFast decodes the usual result — text blocks, the two flags,
 // any structured_content, each field at most once, nothing else — in one
-// pass of a reused tokenizer, to what the strict decoder makes of it; ok
+// pass (strictjson.ReadObject), to what the strict decoder makes of it; ok
 // is false for anything else (an image block, an unknown field, an empty
 // result, any error), which DecodeResult leaves to the strict decoder and
 // its error messages. The result shares no memory with data.
-func decodeResultFast(data []byte) (r *Result, ok bool) {
-	rd := resultDecoders.Get().(*resultDecoder)
-	defer func() {
-		rd.buf = bytes.Buffer{}
-		rd.dec.Reset(&rd.buf) // drop the references to data
-		resultDecoders.Put(rd)
-	}()
-	rd.buf = *bytes.NewBuffer(data) // parsed in place
-	rd.dec.Reset(&rd.buf)           // duplicate names and invalid UTF-8 are errors
-	dec := &rd.dec
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return nil, false
-	}
-	r = &Result{}
-	for dec.PeekKind() != '}' {
-		name, err := dec.ReadToken()
-		if err != nil {
-			return nil, false
-		}
-		key := name.String() // before the next read voids name
-		switch key {
+func decodeResultFast(data []byte) (*Result, bool) {
+	r := &Result{}
+	ok := strictjson.ReadObject(data, func(dec *jsontext.Decoder, name string) bool {
+		switch name {
 		case "content":
 			if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
-				return nil, false
+				return false
 			}
 			for dec.PeekKind() != ']' {
 				c, ok := decodeTextBlock(dec)
 				if !ok {
-					return nil, false
+					return false
 				}
 				r.Content = append(r.Content, c)
 			}
-			if _, err := dec.ReadToken(); err != nil {
-				return nil, false
-			}
+			_, err := dec.ReadToken()
+			return err == nil
 		case "is_error", "unknown_outcome":
 			tok, err := dec.ReadToken()
 			if err != nil || (tok.Kind() != 't' && tok.Kind() != 'f') {
-				return nil, false
+				return false
 			}
-			if key == "is_error" {
+			if name == "is_error" {
 				r.IsError = tok.Bool()
 			} else {
 				r.UnknownOutcome = tok.Bool()
 			}
+			return true
 		case "structured_content":
 			start := dec.InputOffset()
 			if err := dec.SkipValue(); err != nil {
-				return nil, false
+				return false
 			}
 			// The value starts after the name's ':' and any space.
 			r.StructuredContent = bytes.Clone(bytes.TrimLeft(data[start:dec.InputOffset()], ": \t\r\n"))
-		default:
-			return nil, false
+			return true
 		}
-	}
-	if _, err := dec.ReadToken(); err != nil {
+		return false
+	})
+	if !ok {
 		return nil, false
-	}
-	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return nil, false // trailing data
 	}
 	if !r.HasStructured() {
 		r.StructuredContent = nil
@@ -485,34 +454,24 @@ func decodeResultFast(data []byte) (r *Result, ok bool) {
 // decodeTextBlock reads one {"type":"text","text":...} block, its two
 // members in either order; ok is false for any other block.
 func decodeTextBlock(dec *jsontext.Decoder) (c Content, ok bool) {
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return c, false
-	}
 	var typed, texted bool
-	for dec.PeekKind() != '}' {
-		name, err := dec.ReadToken()
-		if err != nil {
-			return c, false
-		}
-		key := name.String() // before the next read voids name
+	ok = strictjson.Members(dec, func(dec *jsontext.Decoder, name string) bool {
 		val, err := dec.ReadToken()
 		if err != nil || val.Kind() != '"' {
-			return c, false
+			return false
 		}
-		switch key {
+		switch name {
 		case "type":
-			if val.String() != TypeText {
-				return c, false
-			}
-			typed = true
+			typed = val.String() == TypeText
+			return typed
 		case "text":
 			c.Text, texted = val.String(), true
-		default:
-			return c, false
+			return true
 		}
-	}
-	if _, err := dec.ReadToken(); err != nil || !typed || !texted {
-		return c, false
+		return false
+	})
+	if !ok || !typed || !texted {
+		return Content{}, false
 	}
 	c.Type = TypeText
 	return c, true
@@ -635,6 +594,14 @@ func (c Content) appendJSON(b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("content: unknown type %q", c.Type)
 	}
 	return append(b, '}'), nil
+}
+
+// AppendString appends s as a JSON string, as encoding/json with
+// SetEscapeHTML(false) writes it: the encoder of Request's and Result's
+// strings, for a host that writes JSON of its own (brain's ToolCall).
+func AppendString(b []byte, s string) []byte {
+	b, _ = appendString(b, s)
+	return b
 }
 
 // appendString appends s as a JSON string, escaping what JSON requires and

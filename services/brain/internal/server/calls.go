@@ -6,17 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/brain-tools/suite/pkg/httpapi"
+	"github.com/brain-tools/suite/pkg/strictjson"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/julienschmidt/httprouter"
 )
@@ -51,66 +50,42 @@ func decodeCallRequest(r *http.Request, limit int64) (createCallRequest, error) 
 	return req, httpapi.DecodeObject(data, &req)
 }
 
-// callDecoders are decodeCallFast's tokenizers, reused: a jsontext.Decoder
-// keeps buffers and a string cache a new one would make again.
-var callDecoders = sync.Pool{New: func() any { return new(callDecoder) }}
-
-type callDecoder struct {
-	buf bytes.Buffer
-	dec jsontext.Decoder
-}
-
+// decodeCallFast reads the usual create-call body in one pass
+// (strictjson.ReadObject); ok is false for anything else.
 func decodeCallFast(data []byte) (req createCallRequest, ok bool) {
-	cd := callDecoders.Get().(*callDecoder)
-	defer func() {
-		cd.buf = bytes.Buffer{}
-		cd.dec.Reset(&cd.buf) // drop the references to data
-		callDecoders.Put(cd)
-	}()
-	cd.buf = *bytes.NewBuffer(data) // parsed in place
-	cd.dec.Reset(&cd.buf)           // duplicate names and invalid UTF-8 are errors
-	dec := &cd.dec
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return req, false
-	}
-	for dec.PeekKind() != '}' {
-		name, err := dec.ReadToken()
-		if err != nil {
-			return req, false
-		}
-		switch name.String() {
+	ok = strictjson.ReadObject(data, func(dec *jsontext.Decoder, name string) bool {
+		switch name {
 		case "tool":
 			v, err := dec.ReadToken()
 			if err != nil || v.Kind() != '"' {
-				return req, false
+				return false
 			}
 			req.Tool = v.String()
+			return true
 		case "arguments":
 			start := dec.InputOffset()
 			if err := dec.SkipValue(); err != nil {
-				return req, false
+				return false
 			}
 			// The value starts after the name's ':' and any space.
 			req.Arguments = bytes.TrimLeft(data[start:dec.InputOffset()], ": \t\r\n")
+			return true
 		case "wait_seconds":
 			v, err := dec.ReadValue()
 			if err != nil || v.Kind() != '0' {
-				return req, false
+				return false
 			}
 			n, err := strconv.ParseInt(string(v), 10, 64)
 			if err != nil {
-				return req, false // 1e1, 2.0, out of range: the strict decoder says
+				return false // 1e1, 2.0, out of range: the strict decoder says
 			}
 			req.WaitSeconds = &n
-		default:
-			return req, false
+			return true
 		}
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return req, false
-	}
-	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return req, false // trailing data
+		return false
+	})
+	if !ok {
+		return createCallRequest{}, false
 	}
 	return req, true
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/store"
@@ -21,58 +21,18 @@ import (
 // json.RawMessage (the call's arguments, the result) and every
 // MarshalJSON method's output.
 
-// appendString appends s as encoding/json encodes a string.
+// appendString appends s as encoding/json encodes a string:
+// tool.AppendString, with <, > and & escaped as json.Marshal escapes them.
 func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
+	n := len(b)
+	b = tool.AppendString(b, s)
+	if !strings.ContainsAny(s, "<>&") {
+		return b
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	var esc bytes.Buffer
+	json.HTMLEscape(&esc, b[n:])
+	return append(b[:n], esc.Bytes()...)
 }
-
-const hexDigits = "0123456789abcdef"
 
 // appendRaw appends raw, valid JSON brain made or checked, as encoding/json
 // encodes a json.RawMessage: compacted, with <, >, & and U+2028/U+2029

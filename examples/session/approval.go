@@ -38,7 +38,13 @@ func gatedDelete(ctx context.Context, c *client, session, key, operatorToken str
 	progress := make(chan progressEvent, 1)
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go watchProgress(sctx, c, session, after, progress)
+	// The progress is sent live only, never stored: the stream must be
+	// open (brain subscribes before it answers) before the call is made.
+	subscribed := make(chan error, 1)
+	go watchProgress(sctx, c, session, after, subscribed, progress)
+	if err := <-subscribed; err != nil {
+		return fmt.Errorf("open the session's event stream: %w", err)
+	}
 
 	var tc toolCall
 	status, err := c.do(ctx, http.MethodPost, "/sessions/"+session+"/tool_calls", map[string]any{
@@ -96,16 +102,24 @@ type progressEvent struct {
 }
 
 // watchProgress reads the session's event stream after the given event ID
+// (subscribed gets nil once brain has answered the stream's request, or
+// why it could not be opened)
 // and sends the first waiting_for_operator progress payload.
-func watchProgress(ctx context.Context, c *client, session, after string, out chan<- progressEvent) {
+func watchProgress(ctx context.Context, c *client, session, after string, subscribed chan<- error, out chan<- progressEvent) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/sessions/"+session+"/events", nil)
 	if err != nil {
+		subscribed <- err
 		return
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Last-Event-ID", after)
 	resp, err := http.DefaultClient.Do(req)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		err = fmt.Errorf("GET /sessions/%s/events: %s", session, resp.Status)
+	}
+	subscribed <- err
 	if err != nil {
 		return
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -136,7 +137,9 @@ func DecodeOptionalJSON(r *http.Request, limit int64, v any) error {
 // "request body is empty". Anything but an object is refused first, since
 // a JSON null would otherwise read as "nothing to set".
 func DecodeObject(data []byte, v any) error {
-	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] != '{' {
+	// Only a document that is JSON is named by its kind: "nope" is
+	// malformed JSON, as the decoder then says, not a null.
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] != '{' && json.Valid(t) {
 		return BadRequest("request body: must be a JSON object, got %s", JSONKind(t[0]))
 	}
 	return BodyError(strictjson.Unmarshal(data, v))

@@ -154,6 +154,8 @@ func TestDecodeJSON(t *testing.T) {
 		{"trailing data", "application/json", `{"text":"a"} {}`, 64, 400, "request body"},
 		{"null", "application/json", `null`, 64, 400, "request body: must be a JSON object, got null"},
 		{"array", "application/json", `[]`, 64, 400, "request body: must be a JSON object, got an array"},
+		{"not JSON that starts like null", "application/json", `nope`, 64, 400, "request body: malformed JSON"},
+		{"not JSON that starts like true", "application/json", `tool=echo`, 64, 400, "request body: malformed JSON"},
 		{"empty", "application/json", ``, 64, 400, "request body is empty"},
 	}
 	for _, tt := range tests {

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -163,6 +164,65 @@ type Set struct {
 	ToolCalls    *prometheus.CounterVec
 	ToolDuration *prometheus.HistogramVec
 	ToolInFlight *prometheus.GaugeVec
+
+	toolsMu sync.RWMutex
+	tools   map[toolKey]*ToolMeters
+}
+
+// toolKey names the meters of one tool over one transport.
+type toolKey struct{ tool, transport string }
+
+// ToolMeters are the series of one tool over one transport that every
+// call of it touches, looked up once rather than by label values per
+// call: in flight, and the counter and histogram of a success.
+type ToolMeters struct {
+	// InFlight is tool_calls_in_flight{tool, transport}.
+	InFlight  prometheus.Gauge
+	succeeded prometheus.Counter
+	duration  prometheus.Observer
+	set       *Set
+	key       toolKey
+}
+
+// Tool returns the meters of tool over transport, made on first use and
+// kept: tool label values are a bounded set (binding names and a few
+// placeholders), so the cache is too.
+func (s *Set) Tool(tool, transport string) *ToolMeters {
+	k := toolKey{tool, transport}
+	s.toolsMu.RLock()
+	m := s.tools[k]
+	s.toolsMu.RUnlock()
+	if m != nil {
+		return m
+	}
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	if m = s.tools[k]; m == nil {
+		m = &ToolMeters{
+			InFlight:  s.ToolInFlight.WithLabelValues(tool, transport),
+			succeeded: s.ToolCalls.WithLabelValues(tool, transport, StatusSucceeded, ""),
+			duration:  s.ToolDuration.WithLabelValues(tool, transport, StatusSucceeded),
+			set:       s, key: k,
+		}
+		if s.tools == nil {
+			s.tools = make(map[toolKey]*ToolMeters)
+		}
+		s.tools[k] = m
+	}
+	return m
+}
+
+// Done records one finished call of m's tool: tool_calls_total and
+// tool_call_duration_seconds with its status and error code ("" on
+// success).
+func (m *ToolMeters) Done(status, code string, d time.Duration) {
+	if status == StatusSucceeded && code == "" {
+		m.succeeded.Inc()
+		m.duration.Observe(d.Seconds())
+		return
+	}
+	m.set.ToolCalls.WithLabelValues(m.key.tool, m.key.transport, status, code).Inc()
+	m.set.ToolDuration.WithLabelValues(m.key.tool, m.key.transport, status).Observe(d.Seconds())
 }
 
 // New returns the Set of the server called service, registered on a new
@@ -239,13 +299,6 @@ func mustType(d Def, typ string) {
 	if d.Type != typ {
 		panic(fmt.Sprintf("metrics: %s is a %s, not a %s", d.Name, d.Type, typ))
 	}
-}
-
-// ToolCall records one finished tool call: tool_calls_total and
-// tool_call_duration_seconds. code is "" on success.
-func (s *Set) ToolCall(tool, transport, status, code string, d time.Duration) {
-	s.ToolCalls.WithLabelValues(tool, transport, status, code).Inc()
-	s.ToolDuration.WithLabelValues(tool, transport, status).Observe(d.Seconds())
 }
 
 // Markdown renders All as the table deploy/README.md shows, followed by the

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -49,15 +48,7 @@ type core struct {
 	// (metrics.TransportHTTP or TransportMCP), and meters its metric
 	// children, looked up once; nil without metrics.
 	transport string
-	meters    *toolMeters
-}
-
-// toolMeters are the children of one tool and transport that every call
-// touches: in flight, and the counter and histogram of a success.
-type toolMeters struct {
-	inFlight  prometheus.Gauge
-	succeeded prometheus.Counter
-	duration  prometheus.Observer
+	meters    *metrics.ToolMeters
 }
 
 // newCore is the core of t's calls over transport: its declared schemas,
@@ -67,12 +58,7 @@ type toolMeters struct {
 func newCore(t *Tool, m *metrics.Set, transport string) (*core, error) {
 	c := &core{t: t, metrics: m, transport: transport}
 	if m != nil {
-		name := t.Binding.Name
-		c.meters = &toolMeters{
-			inFlight:  m.ToolInFlight.WithLabelValues(name, transport),
-			succeeded: m.ToolCalls.WithLabelValues(name, transport, metrics.StatusSucceeded, ""),
-			duration:  m.ToolDuration.WithLabelValues(name, transport, metrics.StatusSucceeded),
-		}
+		c.meters = m.Tool(t.Binding.Name, transport)
 	}
 	if t.decl != nil {
 		c.input, c.output = t.decl.input, t.decl.output
@@ -130,7 +116,7 @@ func (c *core) begin(ctx context.Context, call *Call) (context.Context, trace.Sp
 	// caller's trace passed through.
 	call.Logger = tracing.WithIDs(call.Logger, ctx)
 	if c.meters != nil {
-		c.meters.inFlight.Inc()
+		c.meters.InFlight.Inc()
 	}
 	return ctx, span
 }
@@ -140,7 +126,6 @@ func (c *core) begin(ctx context.Context, call *Call) (context.Context, trace.Sp
 //
 //go:noinline
 func (c *core) end(ctx context.Context, span trace.Span, result *tool.Result, code string, start time.Time) {
-	name, transport := c.t.Binding.Name, c.transport
 	if tracing.Enabled() {
 		defer span.End()
 	}
@@ -158,13 +143,8 @@ func (c *core) end(ctx context.Context, span trace.Span, result *tool.Result, co
 		span.SetAttributes(attribute.String("tool.error_code", code), attribute.Bool("tool.unknown_outcome", result.UnknownOutcome))
 	}
 	if m := c.meters; m != nil {
-		m.inFlight.Dec()
-		if status == metrics.StatusSucceeded {
-			m.succeeded.Inc()
-			m.duration.Observe(time.Since(start).Seconds())
-		} else {
-			c.metrics.ToolCall(name, transport, status, code, time.Since(start))
-		}
+		m.InFlight.Dec()
+		m.Done(status, code, time.Since(start))
 	}
 }
 

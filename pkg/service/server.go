@@ -268,7 +268,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 	start := time.Now()
 	name := t.Binding.Name
 	if e := httpapi.CheckJSON(r); e != nil {
-		s.metrics.ToolCall(name, metrics.TransportHTTP, metrics.StatusFailed, metrics.CodeInvalidRequest, time.Since(start))
+		s.metrics.Tool(name, metrics.TransportHTTP).Done(metrics.StatusFailed, metrics.CodeInvalidRequest, time.Since(start))
 		httpapi.WriteError(w, e)
 		return
 	}
@@ -290,7 +290,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, MaxDrainBytes))
 		result := t.TooLarge(data, s.Config.MaxRequestBytes)
 		httpapi.WriteJSON(w, http.StatusOK, result)
-		s.metrics.ToolCall(name, metrics.TransportHTTP, metrics.StatusFailed, metrics.CodeRequestTooLarge, time.Since(start))
+		s.metrics.Tool(name, metrics.TransportHTTP).Done(metrics.StatusFailed, metrics.CodeRequestTooLarge, time.Since(start))
 		s.Logger.InfoContext(r.Context(), "tool call", "tool", name, "is_error", result.IsError, "request_too_large", true, "duration_ms", time.Since(start).Milliseconds())
 		return
 	}
@@ -300,7 +300,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, t *toolEntry)
 		if e.Code == httpapi.CodeTooLarge {
 			code = metrics.CodeRequestTooLarge
 		}
-		s.metrics.ToolCall(name, metrics.TransportHTTP, metrics.StatusFailed, code, time.Since(start))
+		s.metrics.Tool(name, metrics.TransportHTTP).Done(metrics.StatusFailed, code, time.Since(start))
 		httpapi.WriteError(w, e)
 		return
 	}

@@ -193,7 +193,10 @@ func BenchmarkToolCall(b *testing.B) {
 	// relay+store: the relay plus the two durable writes brain makes per
 	// call (CreateCall and FinishCall with their events, group-committed in
 	// their own SQLite file): the ceiling for a host that records each call
-	// before sending it and its result after.
+	// before sending it and its result after. The rows and event data are
+	// the bytes brain writes for the same call (its tool.call and tool.result
+	// encoders), so that the two paths differ by brain's API work alone, not
+	// by how much each stores.
 	sdb, err := sqlite.Open(filepath.Join(b.TempDir(), "relay.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -210,7 +213,7 @@ func BenchmarkToolCall(b *testing.B) {
 		c := &store.Call{ID: newID("call"), SessionID: "ses_r", TenantID: "t1", Tool: "echo", Status: store.CallRunning,
 			Arguments: json.RawMessage(`{"text":"hello"}`), CreatedAt: now, StartedAt: now}
 		if err := sdb.CreateCall(ctx, c, &store.Event{Type: store.EventToolCall, SessionID: "ses_r", CallID: c.ID, Time: now,
-			Data: json.RawMessage(`{"tool":"echo","arguments":{"text":"hello"}}`)}); err != nil {
+			Data: (&toolCallData{Tool: "echo", Arguments: c.Arguments, CallerType: store.CallerAPI}).appendJSON(nil)}); err != nil {
 			return nil, nil, err
 		}
 		res, out, err := forward()
@@ -218,7 +221,8 @@ func BenchmarkToolCall(b *testing.B) {
 			return nil, nil, err
 		}
 		c.Status, c.FinishedAt, c.Result = store.CallSucceeded, time.Now().UTC(), out
-		err = sdb.FinishCall(ctx, c, &store.Event{Type: store.EventToolResult, SessionID: "ses_r", CallID: c.ID, Time: c.FinishedAt, Data: out})
+		data := (&toolResultData{Tool: "echo", Status: c.Status, Result: out, DurationMS: c.FinishedAt.Sub(now).Milliseconds()}).appendJSON(nil)
+		err = sdb.FinishCall(ctx, c, &store.Event{Type: store.EventToolResult, SessionID: "ses_r", CallID: c.ID, Time: c.FinishedAt, Data: data})
 		return res, out, err
 	}))
 	defer relayStore.Close()
@@ -338,6 +342,9 @@ func BenchmarkToolCall(b *testing.B) {
 			fmt.Printf("c%d: brain (SQLite) adds %v p50, keeps %.0f%% of direct and %.0f%% of relay+store (relay %.0f%%, relay+store %.0f%% of direct); brain-pg adds %v p50, keeps %.0f%% of direct\n",
 				conc, brain.p50-direct.p50, 100*brain.rate()/direct.rate(), 100*brain.rate()/stored.rate(), 100*relay.rate()/direct.rate(),
 				100*stored.rate()/direct.rate(), brainPG.p50-direct.p50, 100*brainPG.rate()/direct.rate())
+			for i, p := range paths {
+				fmt.Printf("c%d: %s: %.0f µs CPU/call, %.2f cores busy, %.0f calls/s\n", conc, p.name, float64((cpu[i] / time.Duration(res[i].calls)).Microseconds()), cpu[i].Seconds()/elapsed[i].Seconds(), res[i].rate())
+			}
 			fmt.Printf("c%d: CPU per call beyond the direct call: relay+store %.0f µs, brain %.0f µs, brain-pg %.0f µs + PostgreSQL %.0f µs\n",
 				conc, cpuPer(2), cpuPer(3), cpuPer(4), float64((pgCPU[4] / time.Duration(res[4].calls)).Microseconds()))
 		})

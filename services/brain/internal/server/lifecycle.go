@@ -527,7 +527,7 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 		tok, g = s.issueToken(ctx, &c)
 		req.InspectionToken, req.BrainURL = tok, s.brainURL()
 	}
-	inFlight := s.metrics.ToolInFlight.WithLabelValues(metricToolOf(&c, rc.t, s.config()), transportOf(rc.t))
+	inFlight := s.metrics.Tool(metricToolOf(&c, rc.t, s.config()), transportOf(rc.t)).InFlight
 	inFlight.Inc()
 	defer inFlight.Dec()
 	// The callback keeps the call's ids, not a copy of the call.
@@ -581,7 +581,7 @@ func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, 
 	if err := s.store.FinishCall(ctx, &f, evs...); err != nil {
 		return &f, err
 	}
-	s.metrics.ToolCall(metricToolOf(c, t, s.config()), transportOf(t), status, out.ErrorCode, dur)
+	s.metrics.Tool(metricToolOf(c, t, s.config()), transportOf(t)).Done(status, out.ErrorCode, dur)
 	return &f, nil
 }
 

@@ -61,6 +61,14 @@ type running struct {
 	// ended (execute); a no-op span while tracing is off.
 	span oteltrace.Span
 
+	// resendUntil, set for the approval call of a gated call, is its gated
+	// call's response_expires_at: until then the approval call is sent
+	// again when it ends without a decision (sendApproval). approval is
+	// the approval call a gated call taken up after a restart waits on: the
+	// one it had running, sent again with its ID (takeUp).
+	resendUntil time.Time
+	approval    *running
+
 	mu       sync.Mutex
 	call     store.Call // as last stored
 	answer   *answer    // the first answer, or what ended the wait for one
@@ -121,6 +129,8 @@ type callSpec struct {
 	gated             bool   // wait for an approval before sending
 	parent            string // the gated call an approval call is made for
 	caller            string
+	// resendUntil is an approval call's running.resendUntil.
+	resendUntil time.Time
 	// refusal, when set, is how the call ends at once, not sent (a custom
 	// tool whose secret is missing).
 	refusal *invoke.Outcome
@@ -162,7 +172,7 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	}
 	ctx, cancel := context.WithCancelCause(oteltrace.ContextWithSpan(s.callsCtx, span))
 	rc := newRunning(c, t, cancel)
-	rc.span = span
+	rc.span, rc.resendUntil = span, sp.resendUntil
 	if err := s.register(rc); err != nil {
 		cancel(nil)
 		span.End()
@@ -408,6 +418,9 @@ func (s *Server) run(ctx context.Context, rc *running) ended {
 	}
 	if rc.t.Function() {
 		return s.awaitFunction(ctx, rc)
+	}
+	if !rc.resendUntil.IsZero() {
+		return ended{out: s.sendApproval(ctx, rc)}
 	}
 	return ended{out: s.send(ctx, rc)}
 }

@@ -1,0 +1,238 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The approval call of a gated call is brain's own request to an approval
+// tool that attaches a call ID it has seen to the approval it recorded
+// (local's request_approval): brain sends it again, with the same ID,
+// when it ends without a decision while the gated call still waits (see
+// sendApproval).
+
+// listCalls lists the tenant's calls of session, of tool when set.
+func (b *brain) listCalls(tenant, session, tool string) []CallJSON {
+	b.t.Helper()
+	q := url.Values{"session_id": {session}}
+	if tool != "" {
+		q.Set("tool", tool)
+	}
+	r := b.do("GET", "/tool_calls?"+q.Encode(), tenant, nil)
+	var page struct {
+		ToolCalls []CallJSON `json:"tool_calls"`
+	}
+	r.json(b.t, &page)
+	return page.ToolCalls
+}
+
+// nextApprovalReq returns the next approve request that waits for a
+// decision, failing after within.
+func nextApprovalReq(t *testing.T, ct *countingTools, within time.Duration) approvalReq {
+	t.Helper()
+	select {
+	case a := <-ct.approvals:
+		return a
+	case <-time.After(within):
+		t.Fatalf("no approval request waited for a decision within %s", within)
+	}
+	return approvalReq{}
+}
+
+// TestApprovalCallResent: the approval call ends without a decision —
+// the connection dropped before an answer, a 503, a stream that ended
+// without a result, the tool saying it is restarting — and brain sends it
+// again each time, with the same call ID and arguments, after a pause that
+// doubles (0.5 s, 1 s, 2 s, 4 s), each resend shown as a tool.progress
+// "retrying" of the approval call. The call stays one call, running, with
+// one tool.call and one tool.result; the operator's answer to the resent
+// request decides the gated call, which is sent once.
+func TestApprovalCallResent(t *testing.T) {
+	t.Parallel()
+	b, ct := startWaitingBrain(t, true, 60)
+	s := b.session("t1", "gated")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, stream := b.openSSE(ctx, "t1", s.ID)
+	b.waitStreams()
+	ct.failNextApprovals("drop", "503", "eof", "restarting")
+	begin := time.Now()
+	_, c := b.call("t1", s.ID, "gated", map[string]any{"db": "payments"}, 0)
+	a := nextApprovalReq(t, ct, 20*time.Second)
+	took := time.Since(begin)
+	if took < 7*time.Second {
+		t.Errorf("the fifth request came %s after the first, want the pauses 0.5+1+2+4 s", took)
+	}
+	childID := a.req.CallID
+	if _, child := b.getCall("t1", childID, 0); child.Status != "running" || deref(child.ParentID) != c.ID || child.CallerType != "system" {
+		t.Fatalf("the approval call while resent: %+v", child)
+	}
+	reqs := ct.approveRequests()
+	if len(reqs) != 5 || ct.count(childID) != 5 {
+		t.Fatalf("approve got %d requests, %d of them with call ID %s; want 5, all of it", len(reqs), ct.count(childID), childID)
+	}
+	for i, r := range reqs[1:] {
+		if r != reqs[0] {
+			t.Errorf("request %d has other arguments: %s, first %s", i+2, r, reqs[0])
+		}
+	}
+	a.decide <- "approved|alice|ok after the restart"
+	if _, done := b.getCall("t1", c.ID, 10); done.Status != "succeeded" || ct.count(c.ID) != 1 {
+		t.Fatalf("gated call after the resent approval was approved: %+v, sent %d times", done, ct.count(c.ID))
+	}
+
+	type retrying struct {
+		Status    string `json:"status"`
+		Attempt   int    `json:"attempt"`
+		ErrorCode string `json:"error_code"`
+		RetryInMS int64  `json:"retry_in_ms"`
+	}
+	var got []retrying
+	for len(got) < 4 {
+		ev := next(t, stream)
+		var e EventJSON
+		json.Unmarshal([]byte(ev.data), &e)
+		var p retrying
+		if ev.name == "tool.progress" && e.CallID == childID && json.Unmarshal(e.Data, &p) == nil && p.Status == "retrying" {
+			got = append(got, p)
+		}
+	}
+	want := []retrying{{"retrying", 2, "connection_failed", 500}, {"retrying", 3, "http_status", 1000},
+		{"retrying", 4, "no_result_event", 2000}, {"retrying", 5, "tool_error", 4000}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("retrying progress of the approval call (-want +got):\n%s", diff)
+	}
+	if calls := b.listCalls("t1", s.ID, ""); len(calls) != 2 {
+		t.Errorf("the session has %d calls, want the gated call and one approval call", len(calls))
+	}
+	if got := eventTypes(eventsOf(b.events("t1", s.ID), childID)); !slices.Equal(got, []string{"tool.call", "tool.result"}) {
+		t.Errorf("stored events of the approval call: %v", got)
+	}
+	if _, child := b.getCall("t1", childID, 5); child.Status != "succeeded" {
+		t.Errorf("the approval call: %s", child.Status)
+	}
+}
+
+// TestApprovalResendStopsAtExpiry: an approval tool that keeps failing is
+// asked again only while the gated call waits; at response_expires_at the
+// gated call ends approval_expired, never sent, its approval call has
+// ended (failed with its last failure, or cancelled when the expiry came
+// first), and nothing is sent to the approval tool after that.
+func TestApprovalResendStopsAtExpiry(t *testing.T) {
+	t.Parallel()
+	b, ct := startWaitingBrain(t, true, 2)
+	fails := make([]string, 50)
+	for i := range fails {
+		fails[i] = "503"
+	}
+	ct.failNextApprovals(fails...)
+	s := b.session("t1", "gated")
+	_, c := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+	if _, got := b.getCall("t1", c.ID, 10); got.Status != "failed" || deref(got.ErrorCode) != "approval_expired" || ct.count(c.ID) != 0 {
+		t.Fatalf("gated call: %+v, sent %d times", got, ct.count(c.ID))
+	}
+	children := b.listCalls("t1", s.ID, "approve")
+	if len(children) != 1 {
+		t.Fatalf("%d approval calls, want 1", len(children))
+	}
+	if _, child := b.getCall("t1", children[0].ID, 5); child.Status != "cancelled" && child.Status != "failed" {
+		t.Errorf("the approval call after the expiry: %+v", child)
+	}
+	n := len(ct.approveRequests())
+	if n < 3 || ct.count(children[0].ID) != n {
+		t.Errorf("approve got %d requests (%d of the approval call) in 2 s, want 3 or more (after 0, 0.5 and 1.5 s)", n, ct.count(children[0].ID))
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if after := len(ct.approveRequests()); after != n {
+		t.Errorf("approve got %d more requests after the gated call expired", after-n)
+	}
+}
+
+// TestApprovalNotResent: a decision, and an answer that is no failure of
+// the way there, are not sent again: a denial fails the gated call at
+// once; a refusal with a known outcome, or a 404, leaves the gated call
+// waiting for an answer through the API, with the approval call failed
+// after one request.
+func TestApprovalNotResent(t *testing.T) {
+	t.Parallel()
+	b, ct := startWaitingBrain(t, true, 60)
+	s := b.session("t1", "gated")
+
+	_, d := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+	nextApprovalReq(t, ct, 5*time.Second).decide <- "denied|bob|no"
+	if _, got := b.getCall("t1", d.ID, 5); deref(got.ErrorCode) != "approval_denied" || ct.count(d.ID) != 0 {
+		t.Fatalf("denied: %+v", got)
+	}
+	time.Sleep(time.Second)
+	if n := len(ct.approveRequests()); n != 1 {
+		t.Errorf("approve got %d requests for a denied call, want 1", n)
+	}
+
+	for _, how := range []string{"refused", "404"} {
+		t.Run(how, func(t *testing.T) {
+			before := len(ct.approveRequests())
+			ct.failNextApprovals(how)
+			_, c := b.call("t1", s.ID, "gated", map[string]any{"how": how}, 0)
+			var child CallJSON
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				var ids []string
+				for _, ac := range b.listCalls("t1", s.ID, "approve") {
+					if deref(ac.ParentID) == c.ID {
+						ids = append(ids, ac.ID)
+					}
+				}
+				if len(ids) == 1 {
+					_, child = b.getCall("t1", ids[0], 5)
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("approval calls of %s: %v", c.ID, ids)
+				}
+			}
+			if child.Status != "failed" {
+				t.Fatalf("approval call answered %s: %+v", how, child)
+			}
+			time.Sleep(time.Second)
+			if n := len(ct.approveRequests()) - before; n != 1 {
+				t.Errorf("approve got %d requests, want 1", n)
+			}
+			if _, got := b.getCall("t1", c.ID, 0); got.Status != "requires_input" {
+				t.Fatalf("gated call after its approval call failed: %s", got.Status)
+			}
+			if r := b.respond("t1", c.ID, `{"approved":false}`); r.status != 200 {
+				t.Errorf("answer through the API: %d %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+// TestApprovalAskedAgainWhenWithdrawn: the approval tool answers that it
+// withdrew the approval itself (cancelled by system: local does so when
+// the stream it answered dropped before brain asked again), so nobody can
+// decide it any more: brain asks again with a new approval call, and the
+// operator's answer to that one decides the gated call.
+func TestApprovalAskedAgainWhenWithdrawn(t *testing.T) {
+	t.Parallel()
+	b, ct := startWaitingBrain(t, true, 60)
+	s := b.session("t1", "gated")
+	ct.failNextApprovals("withdrawn")
+	_, c := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+	a := nextApprovalReq(t, ct, 5*time.Second)
+	a.decide <- "approved|alice|"
+	if _, got := b.getCall("t1", c.ID, 5); got.Status != "succeeded" || ct.count(c.ID) != 1 {
+		t.Fatalf("gated call: %+v, sent %d times", got, ct.count(c.ID))
+	}
+	children := b.listCalls("t1", s.ID, "approve")
+	if len(children) != 2 || children[1].ID != a.req.CallID || deref(children[0].ParentID) != c.ID || deref(children[1].ParentID) != c.ID {
+		t.Fatalf("approval calls %+v, want the withdrawn one and %s", children, a.req.CallID)
+	}
+	if children[0].Status != "failed" || children[1].Status != "succeeded" {
+		t.Errorf("approval calls: %s, %s", children[0].Status, children[1].Status)
+	}
+}

@@ -742,10 +742,14 @@ func (s *Server) toolForCall(ctx context.Context, c *store.Call) (*config.Tool, 
 
 // recoverCalls takes up the calls a previous process left unfinished, in
 // their stored order. A running call may or may not have reached its tool:
-// it ends failed, brain_restarted, with an unknown outcome. A call that was
-// waiting — for an answer (requires_input) or a slot (queued) — was not
-// sent: it waits again, answerable as before (an approval call is made
-// anew), or queued in its place; one whose wait has expired ends as it
+// it ends failed, brain_restarted, with an unknown outcome — except the
+// approval call of a gated call that waits again, which is sent again with
+// its call ID (brain's own request, which the approval tool attaches to the
+// approval it recorded: the operator answers the approval already on the
+// page, not a second one). A call that was waiting — for an answer
+// (requires_input) or a slot (queued) — was not sent: it waits again,
+// answerable as before (an approval call is made anew when it had none
+// running), or queued in its place; one whose wait has expired ends as it
 // would have. A call whose binding left the host config, or whose session
 // has ended, ends without being sent.
 func (s *Server) recoverCalls(ctx context.Context) error {
@@ -766,22 +770,18 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		ctx context.Context
 	}
 	var waiting []takenUp
+	// The approval calls to send again, by gated call; each is taken up with
+	// its gated call (resent), or ends brain_restarted after the loop when
+	// that call does not wait again.
+	resend := approvalsToResend(calls, time.Now())
+	resent := map[string]bool{}
 	for _, c := range calls {
 		if c.Status == store.CallRunning {
-			res := tool.Result{
-				Content:        []tool.Content{tool.Text("brain restarted while this call was in flight; the tool may or may not have done the work")},
-				IsError:        true,
-				UnknownOutcome: true,
+			if c.ParentID != "" && resend[c.ParentID] == c {
+				continue
 			}
-			out := invoke.Outcome{Result: res, Status: store.CallFailed, ErrorCode: invoke.CodeBrainRestarted,
-				ErrorMessage: "brain restarted before the call finished", Sent: true}
-			if _, err := s.finish(ctx, c, out); err != nil {
-				return fmt.Errorf("recover call %s: %w", c.ID, err)
-			}
-			s.log.Warn("ended call left in flight by a brain process that stopped", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
-			if t, ok := s.config().Tool(c.Tool); ok && t.MaxConcurrency > 0 {
-				// Its slot is free: the next call of its queue goes on.
-				s.queueFor(c.TenantID, t).done(nil)
+			if err := s.endRestarted(ctx, c); err != nil {
+				return err
 			}
 			continue
 		}
@@ -830,6 +830,21 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		}
 		waiting = append(waiting, takenUp{rc, callCtx})
 		s.log.Info("took up a call left waiting by a previous process", "call_id", c.ID, "tool", c.Tool, "status", c.Status)
+		if ac := resend[c.ID]; ac != nil {
+			if child, childCtx := s.resumeApproval(c, ac); child != nil {
+				resent[c.ID] = true
+				rc.approval = child
+				waiting = append(waiting, takenUp{child, childCtx})
+			}
+		}
+	}
+	for gate, c := range resend {
+		if resent[gate] {
+			continue
+		}
+		if err := s.endRestarted(ctx, c); err != nil {
+			return err
+		}
 	}
 	// The queued calls join once every held slot is counted, in their
 	// stored order.
@@ -846,6 +861,74 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		}
 	}
 	return nil
+}
+
+// endRestarted ends call c, left running by a brain process that is gone:
+// it may or may not have reached its tool, so it fails, brain_restarted,
+// with an unknown outcome, and is never sent again.
+func (s *Server) endRestarted(ctx context.Context, c *store.Call) error {
+	res := tool.Result{
+		Content:        []tool.Content{tool.Text("brain restarted while this call was in flight; the tool may or may not have done the work")},
+		IsError:        true,
+		UnknownOutcome: true,
+	}
+	out := invoke.Outcome{Result: res, Status: store.CallFailed, ErrorCode: invoke.CodeBrainRestarted,
+		ErrorMessage: "brain restarted before the call finished", Sent: true}
+	if _, err := s.finish(ctx, c, out); err != nil {
+		return fmt.Errorf("recover call %s: %w", c.ID, err)
+	}
+	s.log.Warn("ended call left in flight by a brain process that stopped", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
+	if t, ok := s.config().Tool(c.Tool); ok && t.MaxConcurrency > 0 {
+		// Its slot is free: the next call of its queue goes on.
+		s.queueFor(c.TenantID, t).done(nil)
+	}
+	return nil
+}
+
+// approvalsToResend pairs each gated call among calls that still waits for
+// its approval (requires_input, not expired at now) with the approval call
+// it had running, by the gated call's ID: takeUp sends that call again,
+// with its ID, instead of ending it and making another.
+func approvalsToResend(calls []*store.Call, now time.Time) map[string]*store.Call {
+	gates := map[string]bool{}
+	for _, c := range calls {
+		if c.Status == store.CallRequiresInput && c.InputKind == store.InputApproval && now.Before(c.ResponseExpiresAt) {
+			gates[c.ID] = true
+		}
+	}
+	out := map[string]*store.Call{}
+	for _, c := range calls {
+		if c.Status == store.CallRunning && c.CallerType == store.CallerSystem && gates[c.ParentID] {
+			out[c.ParentID] = c
+		}
+	}
+	return out
+}
+
+// resumeApproval takes up approval call c, left running for gated call
+// gate, which waits again: registered as in flight (holding its slot again
+// under max_concurrency), to be sent again with its ID until the gate's
+// response_expires_at. It returns nil when c cannot go on: its binding
+// left the host config, or its session is ending.
+func (s *Server) resumeApproval(gate, c *store.Call) (*running, context.Context) {
+	t, ok := s.config().Tool(c.Tool)
+	if !ok || t.Function() {
+		return nil, nil
+	}
+	ctx, cancel := context.WithCancelCause(s.callsCtx)
+	rc := newRunning(*c, t, cancel)
+	rc.ord, rc.resendUntil = c.Ord, gate.ResponseExpiresAt
+	if err := s.register(rc); err != nil {
+		cancel(nil)
+		return nil, nil
+	}
+	if t.MaxConcurrency > 0 {
+		rc.q = s.queueFor(c.TenantID, t)
+		rc.q.hold(rc)
+	}
+	s.log.Info("took up the approval call of a gated call left waiting; sending it again with its call ID",
+		"call_id", c.ID, "parent_id", gate.ID, "tool", c.Tool)
+	return rc, ctx
 }
 
 // workerIdle is how long a call's goroutine waits for the next call

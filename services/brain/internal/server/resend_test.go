@@ -3,19 +3,24 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/brain-tools/suite/services/brain/internal/store/postgres"
+	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
 	"github.com/google/go-cmp/cmp"
 )
 
 // The approval call of a gated call is brain's own request to an approval
 // tool that attaches a call ID it has seen to the approval it recorded
 // (local's request_approval): brain sends it again, with the same ID,
-// when it ends without a decision while the gated call still waits (see
-// sendApproval).
+// when it ends without a decision while the gated call still waits, and
+// after a restart (see sendApproval, takeUp).
 
 // listCalls lists the tenant's calls of session, of tool when set.
 func (b *brain) listCalls(tenant, session, tool string) []CallJSON {
@@ -234,5 +239,122 @@ func TestApprovalAskedAgainWhenWithdrawn(t *testing.T) {
 	}
 	if children[0].Status != "failed" || children[1].Status != "succeeded" {
 		t.Errorf("approval calls: %s, %s", children[0].Status, children[1].Status)
+	}
+}
+
+// seedGate stores, as a brain process that died would have left them, a
+// session of t1 with a gated call waiting for its approval until expires
+// and its approval call running, and returns their IDs and the options
+// that open a brain on that store: the data dir (SQLite) or the database
+// (PostgreSQL, the dead replica's leases already run out).
+func seedGate(t *testing.T, expires time.Time) (gate, child string, opts func(*Options)) {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		db   store.Store
+		err  error
+		opt  func(*Options)
+		done func()
+	)
+	switch testStore {
+	case storeSQLite:
+		dir := t.TempDir()
+		db, err = sqlite.Open(filepath.Join(dir, "brain.db"), sqlite.Options{})
+		opt = func(o *Options) { o.DataDir = dir }
+		done = func() {}
+	case storePostgres:
+		url := testDatabase(t)
+		db, err = postgres.Open(ctx, postgres.Options{URL: url, Replica: "replica_dead", Lease: 100 * time.Millisecond})
+		opt = func(o *Options) {
+			o.DataDir, o.DatabaseURL, o.SecretsKey, o.Lease = "", url, testSecretsKey, time.Second
+		}
+		done = func() { time.Sleep(200 * time.Millisecond) } // past the dead replica's lease
+	default:
+		t.Skip("seeds the store in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().UTC()
+	sess := &store.Session{ID: "ses_gate", TenantID: "t1", Status: store.SessionActive, Tools: []string{"gated"},
+		Config: json.RawMessage(`{"tools":["gated"]}`), CreatedAt: now, UpdatedAt: now}
+	must(db.CreateSession(ctx, sess, &store.Event{Type: store.EventSessionCreated, SessionID: sess.ID, Time: now, Data: json.RawMessage(`{}`)}))
+	g := &store.Call{ID: "call_gate", SessionID: sess.ID, TenantID: "t1", Tool: "gated", Status: store.CallRequiresInput,
+		Arguments: json.RawMessage(`{"db":"payments"}`), CreatedAt: now, InputKind: store.InputApproval,
+		Prompt: "Approve calling tool gated?", ResponseSchema: approvalResponseSchema, ResponseExpiresAt: expires.UTC(), CallerType: store.CallerAPI}
+	must(db.CreateCall(ctx, g, &store.Event{Type: store.EventToolCall, SessionID: sess.ID, CallID: g.ID, Time: now, Data: json.RawMessage(`{}`)}))
+	args := fmt.Sprintf(`{"action":"Call tool gated","details":"Call: call_gate","timeout_seconds":%d}`, int(time.Until(expires).Seconds())+1)
+	c := &store.Call{ID: "call_approval", SessionID: sess.ID, TenantID: "t1", Tool: "approve", Status: store.CallRunning,
+		Arguments: json.RawMessage(args), CreatedAt: now, StartedAt: now, ParentID: g.ID, CallerType: store.CallerSystem}
+	must(db.CreateCall(ctx, c, &store.Event{Type: store.EventToolCall, SessionID: sess.ID, CallID: c.ID, Time: now, Data: json.RawMessage(`{}`)}))
+	must(db.Close())
+	done()
+	return g.ID, c.ID, opt
+}
+
+// TestRecoverResendsApprovalCall: brain died while a gated call waited
+// for its approval with the approval call running (the approval tool has
+// recorded that approval and an operator may be reading it). The next
+// brain — on SQLite the next process, on PostgreSQL the replica that takes
+// the dead one's calls over — sends that approval call again with its
+// call ID and arguments instead of ending it and asking anew: no second
+// approval, and the operator's answer to the first decides the gated call.
+func TestRecoverResendsApprovalCall(t *testing.T) {
+	t.Parallel()
+	ct := newCountingTools(t)
+	gate, child, opt := seedGate(t, time.Now().Add(time.Minute))
+	b := startBrain(t, func(o *Options) { o.Config = waitingConfig(t, ct.URL, true, 60) }, opt)
+	a := nextApprovalReq(t, ct, 10*time.Second)
+	if a.req.CallID != child {
+		t.Fatalf("the approval tool got call %s, want the approval call left running, %s", a.req.CallID, child)
+	}
+	if _, c := b.getCall("t1", child, 0); c.Status != "running" {
+		t.Fatalf("the approval call after the restart: %+v", c)
+	}
+	a.decide <- "approved|alice|decided the approval brain asked before it died"
+	if _, c := b.getCall("t1", gate, 10); c.Status != "succeeded" || ct.count(gate) != 1 {
+		t.Fatalf("gated call: %+v, sent %d times", c, ct.count(gate))
+	}
+	if got := b.listCalls("t1", "ses_gate", "approve"); len(got) != 1 || got[0].Status != "succeeded" {
+		t.Errorf("approval calls after the restart: %+v, want the one, succeeded", got)
+	}
+	if n := len(ct.approveRequests()); n != 1 {
+		t.Errorf("approve got %d requests, want 1", n)
+	}
+	var rd respondedData
+	for _, e := range eventsOf(b.events("t1", "ses_gate"), gate) {
+		if e.Type == "tool.responded" {
+			json.Unmarshal(e.Data, &rd)
+		}
+	}
+	if rd.Responder.Name != "alice" || rd.Responder.CallID != child {
+		t.Errorf("responder %+v", rd.Responder)
+	}
+}
+
+// TestRecoverExpiredGateEndsApprovalCall: a gated call whose approval
+// expired while brain was down ends approval_expired; its approval call
+// ends brain_restarted and is not sent again.
+func TestRecoverExpiredGateEndsApprovalCall(t *testing.T) {
+	t.Parallel()
+	ct := newCountingTools(t)
+	gate, child, opt := seedGate(t, time.Now().Add(300*time.Millisecond))
+	time.Sleep(400 * time.Millisecond)
+	b := startBrain(t, func(o *Options) { o.Config = waitingConfig(t, ct.URL, true, 60) }, opt)
+	if _, c := b.getCall("t1", gate, 10); deref(c.ErrorCode) != "approval_expired" {
+		t.Fatalf("gated call: %+v", c)
+	}
+	if _, c := b.getCall("t1", child, 10); deref(c.ErrorCode) != "brain_restarted" {
+		t.Fatalf("approval call: %+v", c)
+	}
+	time.Sleep(time.Second)
+	if n := len(ct.approveRequests()); n != 0 {
+		t.Errorf("approve got %d requests, want none", n)
 	}
 }

@@ -156,7 +156,9 @@ func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 		child = s.startApproval(ctx, rc, c)
 	}
 	a, child := s.awaitAnswer(ctx, rc, c.ResponseExpiresAt, child, func() *running { return s.startApproval(ctx, rc, c) })
-	if child != nil {
+	if child != nil && a.kind != answerParked {
+		// Parked, the gated call leaves its approval call to the shutdown,
+		// which parks it too (sendApproval).
 		defer child.cancel(errAnswered)
 	}
 	t := rc.t
@@ -338,14 +340,22 @@ const (
 // and call ID), and the operator who answers that approval on the page,
 // before or after the tool service restarted, decides the gated call. The
 // call stays one call, running; each resend is logged and shown as a
-// tool.progress {"status":"retrying"} of the approval call.
-func (s *Server) sendApproval(ctx context.Context, rc *running) invoke.Outcome {
+// tool.progress {"status":"retrying"} of the approval call. At shutdown
+// the call is left running as stored, as its gated call is left waiting,
+// and the next brain sends it again (takeUp): had it been recorded
+// cancelled, the next brain would make another approval call, and, with
+// local down or the call between two requests, a second approval beside
+// the first, still pending.
+func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
 	pause := approvalResendMin
 	for attempt := 2; ; attempt++ {
 		out := s.send(ctx, rc)
+		if errors.Is(context.Cause(ctx), errShutdown) && (out.ErrorCode == invoke.CodeCancelled || resendable(out)) {
+			return ended{park: true}
+		}
 		left := time.Until(rc.resendUntil)
 		if !resendable(out) || ctx.Err() != nil || left <= 0 {
-			return out
+			return ended{out: out}
 		}
 		d := min(pause, left)
 		pause = min(2*pause, approvalResendMax)
@@ -361,10 +371,13 @@ func (s *Server) sendApproval(ctx context.Context, rc *running) invoke.Outcome {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return invoke.Cancelled(rc.t, out.Sent, context.Cause(ctx))
+			if errors.Is(context.Cause(ctx), errShutdown) {
+				return ended{park: true}
+			}
+			return ended{out: invoke.Cancelled(rc.t, out.Sent, context.Cause(ctx))}
 		}
 		if !time.Now().Before(rc.resendUntil) {
-			return out // nothing is sent once the gated call no longer waits
+			return ended{out: out} // nothing is sent once the gated call no longer waits
 		}
 	}
 }

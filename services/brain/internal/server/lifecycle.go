@@ -27,6 +27,8 @@ import (
 //	                                    → no, expired, cancelled → failed / cancelled, never sent
 //	capped:   queued → running (a slot of the binding's max_concurrency)
 //	function: requires_input (function) → the application's result, or timed_out / cancelled
+//	approval call of a gated call: running → sent, and sent again with its
+//	          ID while no decision came and the gated call waits (sendApproval)
 //	otherwise running → sent → the tool's outcome
 //
 // Each step is stored (store.UpdateCall) before the next begins, with its
@@ -34,7 +36,8 @@ import (
 // with the answer. A call that waits (requires_input, queued) when brain
 // shuts down, or dies, is left as stored and taken up again at the next
 // start (recoverCalls), or by another replica once the dead one's lease ran
-// out (takeUp): nothing it waits for was sent.
+// out (takeUp): nothing it waits for was sent. So is the approval call of
+// a gated call that waits: the next brain sends it again.
 
 // running is a call in flight. final is set before done is closed; it stays
 // nil when the call could not be stored (start failed), and is not terminal
@@ -420,7 +423,7 @@ func (s *Server) run(ctx context.Context, rc *running) ended {
 		return s.awaitFunction(ctx, rc)
 	}
 	if !rc.resendUntil.IsZero() {
-		return ended{out: s.sendApproval(ctx, rc)}
+		return s.sendApproval(ctx, rc)
 	}
 	return ended{out: s.send(ctx, rc)}
 }

@@ -358,3 +358,65 @@ func TestRecoverExpiredGateEndsApprovalCall(t *testing.T) {
 		t.Errorf("approve got %d requests, want none", n)
 	}
 }
+
+// TestShutdownParksApprovalCall: brain shuts down while the approval call
+// of a gated call waits to be sent again (the approval tool answered 503):
+// it is left running, as its gated call is left waiting, not recorded
+// cancelled; the next brain sends it again with its call ID, and the
+// operator's answer to it decides the gated call.
+func TestShutdownParksApprovalCall(t *testing.T) {
+	t.Parallel()
+	ct := newCountingTools(t)
+	cfg := waitingConfig(t, ct.URL, true, 60)
+	o := Options{Config: cfg, DataDir: t.TempDir()}
+	switch testStore {
+	case storeSQLite:
+	case storePostgres:
+		o.DataDir, o.DatabaseURL, o.SecretsKey, o.Lease = "", testDatabase(t), testSecretsKey, time.Second
+	default:
+		t.Skip("stops a brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	serve := func() (*brain, func()) {
+		srv, err := New(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &brain{t: t, srv: srv, url: newHTTPTestServer(t, srv)}, func() {
+			if err := srv.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	b, stop := serve()
+	s := b.session("t1", "gated")
+	ct.failNextApprovals("503")
+	_, c := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 5 s", what)
+			}
+		}
+	}
+	eventually("the first approval request", func() bool { return len(ct.approveRequests()) == 1 })
+	children := b.listCalls("t1", s.ID, "approve")
+	if len(children) != 1 {
+		t.Fatalf("approval calls: %+v", children)
+	}
+	stop() // within the 0.5 s before the approval call is sent again
+
+	b, stop = serve()
+	defer stop()
+	a := nextApprovalReq(t, ct, 10*time.Second)
+	if a.req.CallID != children[0].ID {
+		t.Fatalf("the approval tool got call %s after the restart, want the approval call left running, %s", a.req.CallID, children[0].ID)
+	}
+	a.decide <- "approved|alice|"
+	if _, got := b.getCall("t1", c.ID, 10); got.Status != "succeeded" || ct.count(c.ID) != 1 {
+		t.Fatalf("gated call: %+v, sent %d times", got, ct.count(c.ID))
+	}
+	if got := b.listCalls("t1", s.ID, "approve"); len(got) != 1 || got[0].Status != "succeeded" {
+		t.Errorf("approval calls after the restart: %+v, want the one, succeeded", got)
+	}
+}

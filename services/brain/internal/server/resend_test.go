@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -418,5 +419,37 @@ func TestShutdownParksApprovalCall(t *testing.T) {
 	}
 	if got := b.listCalls("t1", s.ID, "approve"); len(got) != 1 || got[0].Status != "succeeded" {
 		t.Errorf("approval calls after the restart: %+v, want the one, succeeded", got)
+	}
+}
+
+// TestReplicaKilledWhileGateWaits: three replicas; the one running a gated
+// call and its approval call is killed (SIGKILL) while the approval tool
+// holds the approval call's stream. The replica that takes the calls over
+// after the lease sends the same approval call again, with its call ID —
+// not a second one — and the operator's answer to it decides the gated
+// call, which is sent once.
+func TestReplicaKilledWhileGateWaits(t *testing.T) {
+	t.Parallel()
+	ct := newCountingTools(t)
+	doc, env := waitingConfigJSON(ct.URL, true, 60)
+	b := startReplicasWith(t, doc, env, 3, false)
+	owner := &brain{t: t, url: b.replicas[0].url}
+	s := owner.session("t1", "gated")
+	_, c := owner.call("t1", s.ID, "gated", map[string]any{}, 0)
+	first := nextApprovalReq(t, ct, 5*time.Second)
+	if err := b.replicas[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-b.replicas[0].done
+	again := nextApprovalReq(t, ct, 2*testLease+5*time.Second)
+	if again.req.CallID != first.req.CallID {
+		t.Fatalf("after the takeover the approval tool got call %s, want the approval call %s again", again.req.CallID, first.req.CallID)
+	}
+	again.decide <- "approved|alice|"
+	if _, got := b.getCall("t1", c.ID, 15); got.Status != "succeeded" || ct.count(c.ID) != 1 {
+		t.Fatalf("gated call: %+v, sent %d times", got, ct.count(c.ID))
+	}
+	if got := b.listCalls("t1", s.ID, "approve"); len(got) != 1 || got[0].Status != "succeeded" {
+		t.Errorf("approval calls: %+v, want the one, succeeded", got)
 	}
 }

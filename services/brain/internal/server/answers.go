@@ -259,7 +259,7 @@ func (s *Server) startApproval(ctx context.Context, rc *running, c store.Call) *
 	}
 	args := mustJSON(map[string]any{"action": "Call tool " + c.Tool, "details": approvalDetails(&c), "timeout_seconds": secs})
 	child, err := s.start(context.Background(), callSpec{tenant: c.TenantID, sessionID: c.SessionID, t: at, args: args,
-		parent: c.ID, caller: store.CallerSystem, ctx: ctx, resendUntil: c.ResponseExpiresAt})
+		parent: c.ID, caller: store.CallerSystem, ctx: ctx, gate: rc})
 	if err != nil {
 		s.log.Warn("approval call not started; the gated call waits for an answer through the API", "call_id", c.ID, "tool", c.Tool, "err", err)
 		return nil
@@ -330,7 +330,7 @@ const (
 )
 
 // sendApproval sends approval call rc to its tool and, while its gated
-// call still waits for the answer (until rc.resendUntil, its
+// call (rc.gate) still waits for the answer (until its
 // response_expires_at; the gated call cancels ctx once it no longer
 // waits), sends it again when it ended without a decision for a reason
 // of the connection or of the service (resendable), after a pause that
@@ -353,7 +353,7 @@ func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
 		if errors.Is(context.Cause(ctx), errShutdown) && (out.ErrorCode == invoke.CodeCancelled || resendable(out)) {
 			return ended{park: true}
 		}
-		left := time.Until(rc.resendUntil)
+		left := time.Until(rc.gate.waitsUntil())
 		if !resendable(out) || ctx.Err() != nil || left <= 0 {
 			return ended{out: out}
 		}
@@ -376,7 +376,7 @@ func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
 			}
 			return ended{out: invoke.Cancelled(rc.t, out.Sent, context.Cause(ctx))}
 		}
-		if !time.Now().Before(rc.resendUntil) {
+		if !time.Now().Before(rc.gate.waitsUntil()) {
 			return ended{out: out} // nothing is sent once the gated call no longer waits
 		}
 	}

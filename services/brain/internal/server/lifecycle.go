@@ -64,13 +64,12 @@ type running struct {
 	// ended (execute); a no-op span while tracing is off.
 	span oteltrace.Span
 
-	// resendUntil, set for the approval call of a gated call, is its gated
-	// call's response_expires_at: until then the approval call is sent
-	// again when it ends without a decision (sendApproval). approval is
-	// the approval call a gated call taken up after a restart waits on: the
-	// one it had running, sent again with its ID (takeUp).
-	resendUntil time.Time
-	approval    *running
+	// gate, set for the approval call of a gated call, is that gated call:
+	// while it waits, the approval call is sent again when it ends without
+	// a decision (sendApproval). approval is the approval call a gated call
+	// taken up after a restart waits on: the one it had running, sent again
+	// with its ID (takeUp).
+	gate, approval *running
 
 	mu       sync.Mutex
 	call     store.Call // as last stored
@@ -90,6 +89,17 @@ func (rc *running) status() string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.call.Status
+}
+
+// waitsUntil is the response_expires_at of a call that waits for input
+// (requires_input); zero once it does not.
+func (rc *running) waitsUntil() time.Time {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.call.Status != store.CallRequiresInput {
+		return time.Time{}
+	}
+	return rc.call.ResponseExpiresAt
 }
 
 func (rc *running) set(c store.Call) {
@@ -132,8 +142,8 @@ type callSpec struct {
 	gated             bool   // wait for an approval before sending
 	parent            string // the gated call an approval call is made for
 	caller            string
-	// resendUntil is an approval call's running.resendUntil.
-	resendUntil time.Time
+	// gate is an approval call's running.gate.
+	gate *running
 	// refusal, when set, is how the call ends at once, not sent (a custom
 	// tool whose secret is missing).
 	refusal *invoke.Outcome
@@ -175,7 +185,7 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	}
 	ctx, cancel := context.WithCancelCause(oteltrace.ContextWithSpan(s.callsCtx, span))
 	rc := newRunning(c, t, cancel)
-	rc.span, rc.resendUntil = span, sp.resendUntil
+	rc.span, rc.gate = span, sp.gate
 	if err := s.register(rc); err != nil {
 		cancel(nil)
 		span.End()
@@ -422,7 +432,7 @@ func (s *Server) run(ctx context.Context, rc *running) ended {
 	if rc.t.Function() {
 		return s.awaitFunction(ctx, rc)
 	}
-	if !rc.resendUntil.IsZero() {
+	if rc.gate != nil {
 		return s.sendApproval(ctx, rc)
 	}
 	return ended{out: s.send(ctx, rc)}
@@ -834,7 +844,7 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		waiting = append(waiting, takenUp{rc, callCtx})
 		s.log.Info("took up a call left waiting by a previous process", "call_id", c.ID, "tool", c.Tool, "status", c.Status)
 		if ac := resend[c.ID]; ac != nil {
-			if child, childCtx := s.resumeApproval(c, ac); child != nil {
+			if child, childCtx := s.resumeApproval(rc, ac); child != nil {
 				resent[c.ID] = true
 				rc.approval = child
 				waiting = append(waiting, takenUp{child, childCtx})
@@ -910,17 +920,17 @@ func approvalsToResend(calls []*store.Call, now time.Time) map[string]*store.Cal
 
 // resumeApproval takes up approval call c, left running for gated call
 // gate, which waits again: registered as in flight (holding its slot again
-// under max_concurrency), to be sent again with its ID until the gate's
-// response_expires_at. It returns nil when c cannot go on: its binding
-// left the host config, or its session is ending.
-func (s *Server) resumeApproval(gate, c *store.Call) (*running, context.Context) {
+// under max_concurrency), to be sent again with its ID while the gate
+// waits. It returns nil when c cannot go on: its binding left the host
+// config, or its session is ending.
+func (s *Server) resumeApproval(gate *running, c *store.Call) (*running, context.Context) {
 	t, ok := s.config().Tool(c.Tool)
 	if !ok || t.Function() {
 		return nil, nil
 	}
 	ctx, cancel := context.WithCancelCause(s.callsCtx)
 	rc := newRunning(*c, t, cancel)
-	rc.ord, rc.resendUntil = c.Ord, gate.ResponseExpiresAt
+	rc.ord, rc.gate = c.Ord, gate
 	if err := s.register(rc); err != nil {
 		cancel(nil)
 		return nil, nil
@@ -930,7 +940,7 @@ func (s *Server) resumeApproval(gate, c *store.Call) (*running, context.Context)
 		rc.q.hold(rc)
 	}
 	s.log.Info("took up the approval call of a gated call left waiting; sending it again with its call ID",
-		"call_id", c.ID, "parent_id", gate.ID, "tool", c.Tool)
+		"call_id", c.ID, "parent_id", gate.id, "tool", c.Tool)
 	return rc, ctx
 }
 

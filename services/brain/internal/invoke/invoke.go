@@ -106,6 +106,9 @@ type Outcome struct {
 	// Sent reports whether the request (may have) left brain: false only
 	// when brain refused the call or knows nothing was written.
 	Sent bool
+	// HTTPStatus is the status of a non-2xx answer (CodeHTTPStatus); 0
+	// otherwise.
+	HTTPStatus int
 	// Retryable reports whether the same call may be made again safely
 	// (the ToolCall's retryable, meaningful for a failure): false when the
 	// outcome is unknown or the tool (or brain, for the arguments) refused
@@ -385,7 +388,7 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, cancelReq context.Can
 			msg += fmt.Sprintf(" with Retry-After %s", after)
 		}
 		o := Failed(CodeHTTPStatus, true, msg)
-		o.Retryable = retry
+		o.Retryable, o.HTTPStatus = retry, resp.StatusCode
 		return o
 	}
 

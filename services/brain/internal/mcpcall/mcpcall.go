@@ -324,7 +324,9 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 		if st >= 300 && st <= 399 {
 			msg += " (redirects are not followed)"
 		}
-		return invoke.Failed(invoke.CodeHTTPStatus, true, msg)
+		o := invoke.Failed(invoke.CodeHTTPStatus, true, msg)
+		o.HTTPStatus = st
+		return o
 	}
 	if !sent {
 		// Not sent, yet a failed connection: an unknown outcome, as above.

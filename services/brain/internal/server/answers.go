@@ -144,17 +144,23 @@ var errAnswered = errors.New("the gated call no longer waits for this approval")
 
 // awaitApproval waits for the answer to a gated call: through the API, or,
 // when the host config names an approval tool, from the operator through
-// an approval call made for it. It returns approved true once the approval
-// is recorded (the call then goes on); otherwise how the call ended: denied
-// (failed, approval_denied), expired (failed, approval_expired, retryable),
+// an approval call made for it (or, after a restart, the one taken up with
+// it: rc.approval). It returns approved true once the approval is recorded
+// (the call then goes on); otherwise how the call ended: denied (failed,
+// approval_denied), expired (failed, approval_expired, retryable),
 // cancelled, or parked at shutdown — none of them sent.
 func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 	c := rc.snapshot()
-	child := s.startApproval(ctx, rc, c)
-	if child != nil {
+	child := rc.approval
+	if child == nil {
+		child = s.startApproval(ctx, rc, c)
+	}
+	a, child := s.awaitAnswer(ctx, rc, c.ResponseExpiresAt, child, func() *running { return s.startApproval(ctx, rc, c) })
+	if child != nil && a.kind != answerParked {
+		// Parked, the gated call leaves its approval call to the shutdown,
+		// which parks it too (sendApproval).
 		defer child.cancel(errAnswered)
 	}
-	a := s.awaitAnswer(ctx, rc, c.ResponseExpiresAt, child)
 	t := rc.t
 	switch a.kind {
 	case answerParked:
@@ -199,8 +205,11 @@ func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 // awaitAnswer waits until rc has an answer and returns it: one given
 // (through respond, or, with child, by the operator through that approval
 // call), the expiry at expires, or what the end of ctx makes of the wait:
-// parked at shutdown, cancelled otherwise. The first offered wins.
-func (s *Server) awaitAnswer(ctx context.Context, rc *running, expires time.Time, child *running) *answer {
+// parked at shutdown, cancelled otherwise. The first offered wins. When the
+// approval tool withdrew child's approval without anybody deciding it
+// (operatorAnswer), ask makes a new approval call; the approval call last
+// made is returned with the answer.
+func (s *Server) awaitAnswer(ctx context.Context, rc *running, expires time.Time, child *running, ask func() *running) (*answer, *running) {
 	expiry := time.NewTimer(time.Until(expires))
 	defer expiry.Stop()
 	var childDone <-chan struct{}
@@ -220,12 +229,17 @@ func (s *Server) awaitAnswer(ctx context.Context, rc *running, expires time.Time
 			rc.offer(newAnswer(kind))
 		case <-childDone:
 			childDone = nil
-			if a := s.operatorAnswer(child); a != nil {
+			a, again := s.operatorAnswer(child)
+			if a != nil {
 				rc.offer(a)
+			} else if again && ask != nil && rc.standingAnswer() == nil {
+				if child = ask(); child != nil {
+					childDone = child.done
+				}
 			}
 		}
 	}
-	return rc.standingAnswer()
+	return rc.standingAnswer(), child
 }
 
 // startApproval makes the approval call of gated call c, when the host
@@ -245,7 +259,7 @@ func (s *Server) startApproval(ctx context.Context, rc *running, c store.Call) *
 	}
 	args := mustJSON(map[string]any{"action": "Call tool " + c.Tool, "details": approvalDetails(&c), "timeout_seconds": secs})
 	child, err := s.start(context.Background(), callSpec{tenant: c.TenantID, sessionID: c.SessionID, t: at, args: args,
-		parent: c.ID, caller: store.CallerSystem, ctx: ctx})
+		parent: c.ID, caller: store.CallerSystem, ctx: ctx, gate: rc})
 	if err != nil {
 		s.log.Warn("approval call not started; the gated call waits for an answer through the API", "call_id", c.ID, "tool", c.Tool, "err", err)
 		return nil
@@ -263,11 +277,16 @@ type decision struct {
 // operatorAnswer reads the decision of a finished approval call: approved
 // (the call succeeded) or denied by an operator, or expired. Any other end
 // (cancelled, failed) decides nothing, and nil is returned: the gated call
-// still waits for an answer through the API.
-func (s *Server) operatorAnswer(child *running) *answer {
+// still waits for an answer through the API. again reports an approval the
+// approval tool itself withdrew (cancelled, by "system") without anybody
+// deciding it: local's request_approval does so when a stream it answers
+// drops (brain died, or the connection broke) before the approval call was
+// sent again. No operator can answer that approval any more, so a new
+// approval call asks again without leaving two pending.
+func (s *Server) operatorAnswer(child *running) (a *answer, again bool) {
 	f := child.final
 	if f == nil || f.Result == nil {
-		return nil
+		return nil, false
 	}
 	var r struct {
 		StructuredContent json.RawMessage `json:"structured_content"`
@@ -278,25 +297,121 @@ func (s *Server) operatorAnswer(child *running) *answer {
 			s.log.Warn("approval call ended without a decision; the gated call waits for an answer through the API",
 				"call_id", f.ID, "parent_id", f.ParentID, "status", f.Status, "error_code", f.ErrorCode)
 		}
-		return nil
+		return nil, false
 	}
 	by := responder{Type: "operator", Name: d.Operator, CallID: f.ID}
 	switch {
 	case d.Decision == "approved" && f.Status == store.CallSucceeded:
 		a := newAnswer(answerGiven)
 		a.by, a.approved, a.comment = by, true, d.Comment
-		return a
+		return a, false
 	case d.Decision == "denied":
 		a := newAnswer(answerGiven)
 		a.by, a.comment = by, d.Comment
-		return a
+		return a, false
 	case d.Decision == "expired":
 		a := newAnswer(answerExpired)
 		a.expired = "no operator answered"
-		return a
+		return a, false
+	case d.Decision == "cancelled" && d.Operator == "system":
+		s.log.Warn("the approval tool withdrew the approval without a decision (a stream of it dropped); asking again with a new approval call",
+			"call_id", f.ID, "parent_id", f.ParentID, "comment", d.Comment)
+		return nil, true
 	}
 	s.log.Warn("approval call decided nothing", "call_id", f.ID, "parent_id", f.ParentID, "decision", d.Decision, "status", f.Status)
-	return nil
+	return nil, false
+}
+
+// The pause before an approval call is sent again (sendApproval): from
+// approvalResendMin, doubling, up to approvalResendMax.
+const (
+	approvalResendMin = 500 * time.Millisecond
+	approvalResendMax = 5 * time.Second
+)
+
+// sendApproval sends approval call rc to its tool and, while its gated
+// call (rc.gate) still waits for the answer (until its
+// response_expires_at; the gated call cancels ctx once it no longer
+// waits), sends it again when it ended without a decision for a reason
+// of the connection or of the service (resendable), after a pause that
+// doubles up to approvalResendMax. The request is the same each time —
+// call ID, arguments — so the approval tool attaches it to the approval
+// it recorded (local's request_approval is idempotent per tenant, session
+// and call ID), and the operator who answers that approval on the page,
+// before or after the tool service restarted, decides the gated call. The
+// call stays one call, running; each resend is logged and shown as a
+// tool.progress {"status":"retrying"} of the approval call. At shutdown
+// the call is left running as stored, as its gated call is left waiting,
+// and the next brain sends it again (takeUp): had it been recorded
+// cancelled, the next brain would make another approval call, and, with
+// local down or the call between two requests, a second approval beside
+// the first, still pending.
+func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
+	pause := approvalResendMin
+	for attempt := 2; ; attempt++ {
+		out := s.send(ctx, rc)
+		if errors.Is(context.Cause(ctx), errShutdown) && (out.ErrorCode == invoke.CodeCancelled || resendable(out)) {
+			return ended{park: true}
+		}
+		left := time.Until(rc.gate.waitsUntil())
+		if !resendable(out) || ctx.Err() != nil || left <= 0 {
+			return ended{out: out}
+		}
+		d := min(pause, left)
+		pause = min(2*pause, approvalResendMax)
+		c := rc.snapshot()
+		s.log.Warn("approval call ended without a decision; sending it again with the same call ID",
+			"call_id", c.ID, "parent_id", c.ParentID, "tool", c.Tool, "attempt", attempt, "in", d.String(),
+			"error_code", out.ErrorCode, "err", out.ErrorMessage)
+		data := mustJSON(resendProgress{Status: "retrying", Attempt: attempt, ErrorCode: out.ErrorCode, RetryInMS: d.Milliseconds()})
+		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: c.SessionID, CallID: c.ID, Time: time.Now().UTC(), Data: data})
+		s.notify(ctx, progressSignal(c.SessionID, c.ID, data))
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			if errors.Is(context.Cause(ctx), errShutdown) {
+				return ended{park: true}
+			}
+			return ended{out: invoke.Cancelled(rc.t, out.Sent, context.Cause(ctx))}
+		}
+		if !time.Now().Before(rc.gate.waitsUntil()) {
+			return ended{out: out} // nothing is sent once the gated call no longer waits
+		}
+	}
+}
+
+// resendProgress is the tool.progress of an approval call brain is about to
+// send again (sendApproval).
+type resendProgress struct {
+	Status    string `json:"status"`  // "retrying"
+	Attempt   int    `json:"attempt"` // the request about to be sent: 2 for the first resend
+	ErrorCode string `json:"error_code"`
+	RetryInMS int64  `json:"retry_in_ms"`
+}
+
+// resendable reports whether an approval call that ended with o may be
+// sent again: it got no answer for a reason of the way there — the
+// connection was refused, reset or dropped mid-stream, no response
+// headers came, a 5xx or 429 — or the tool answered that it could not
+// tell (is_error with unknown_outcome and no decision: local's "the
+// approval service is restarting; the approval is still pending"). A
+// decision, a refusal with a known outcome (other action or details, too
+// many pending), a malformed answer and brain's own cancel are not.
+func resendable(o invoke.Outcome) bool {
+	if !o.Result.UnknownOutcome {
+		return false // the tool answered, or brain refused the call
+	}
+	switch o.ErrorCode {
+	case invoke.CodeConnectionFailed, invoke.CodeHeaderTimeout, invoke.CodeNoResultEvent:
+		return true
+	case invoke.CodeHTTPStatus:
+		return o.HTTPStatus >= 500 || o.HTTPStatus == http.StatusTooManyRequests
+	case invoke.CodeToolError:
+		return !o.Result.HasStructured()
+	}
+	return false
 }
 
 // awaitFunction waits for the application's answer to a function tool's
@@ -304,7 +419,7 @@ func (s *Server) operatorAnswer(child *running) *answer {
 // wait): then it ends timed_out. The call was handed to the application,
 // so a call that times out or is cancelled has an unknown outcome.
 func (s *Server) awaitFunction(ctx context.Context, rc *running) ended {
-	a := s.awaitAnswer(ctx, rc, rc.snapshot().ResponseExpiresAt, nil)
+	a, _ := s.awaitAnswer(ctx, rc, rc.snapshot().ResponseExpiresAt, nil, nil)
 	switch a.kind {
 	case answerParked:
 		return ended{park: true}

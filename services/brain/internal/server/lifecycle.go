@@ -27,6 +27,8 @@ import (
 //	                                    → no, expired, cancelled → failed / cancelled, never sent
 //	capped:   queued → running (a slot of the binding's max_concurrency)
 //	function: requires_input (function) → the application's result, or timed_out / cancelled
+//	approval call of a gated call: running → sent, and sent again with its
+//	          ID while no decision came and the gated call waits (sendApproval)
 //	otherwise running → sent → the tool's outcome
 //
 // Each step is stored (store.UpdateCall) before the next begins, with its
@@ -34,7 +36,8 @@ import (
 // with the answer. A call that waits (requires_input, queued) when brain
 // shuts down, or dies, is left as stored and taken up again at the next
 // start (recoverCalls), or by another replica once the dead one's lease ran
-// out (takeUp): nothing it waits for was sent.
+// out (takeUp): nothing it waits for was sent. So is the approval call of
+// a gated call that waits: the next brain sends it again.
 
 // running is a call in flight. final is set before done is closed; it stays
 // nil when the call could not be stored (start failed), and is not terminal
@@ -61,6 +64,13 @@ type running struct {
 	// ended (execute); a no-op span while tracing is off.
 	span oteltrace.Span
 
+	// gate, set for the approval call of a gated call, is that gated call:
+	// while it waits, the approval call is sent again when it ends without
+	// a decision (sendApproval). approval is the approval call a gated call
+	// taken up after a restart waits on: the one it had running, sent again
+	// with its ID (takeUp).
+	gate, approval *running
+
 	mu       sync.Mutex
 	call     store.Call // as last stored
 	answer   *answer    // the first answer, or what ended the wait for one
@@ -79,6 +89,17 @@ func (rc *running) status() string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.call.Status
+}
+
+// waitsUntil is the response_expires_at of a call that waits for input
+// (requires_input); zero once it does not.
+func (rc *running) waitsUntil() time.Time {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.call.Status != store.CallRequiresInput {
+		return time.Time{}
+	}
+	return rc.call.ResponseExpiresAt
 }
 
 func (rc *running) set(c store.Call) {
@@ -121,6 +142,8 @@ type callSpec struct {
 	gated             bool   // wait for an approval before sending
 	parent            string // the gated call an approval call is made for
 	caller            string
+	// gate is an approval call's running.gate.
+	gate *running
 	// refusal, when set, is how the call ends at once, not sent (a custom
 	// tool whose secret is missing).
 	refusal *invoke.Outcome
@@ -162,7 +185,7 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	}
 	ctx, cancel := context.WithCancelCause(oteltrace.ContextWithSpan(s.callsCtx, span))
 	rc := newRunning(c, t, cancel)
-	rc.span = span
+	rc.span, rc.gate = span, sp.gate
 	if err := s.register(rc); err != nil {
 		cancel(nil)
 		span.End()
@@ -408,6 +431,9 @@ func (s *Server) run(ctx context.Context, rc *running) ended {
 	}
 	if rc.t.Function() {
 		return s.awaitFunction(ctx, rc)
+	}
+	if rc.gate != nil {
+		return s.sendApproval(ctx, rc)
 	}
 	return ended{out: s.send(ctx, rc)}
 }
@@ -729,10 +755,14 @@ func (s *Server) toolForCall(ctx context.Context, c *store.Call) (*config.Tool, 
 
 // recoverCalls takes up the calls a previous process left unfinished, in
 // their stored order. A running call may or may not have reached its tool:
-// it ends failed, brain_restarted, with an unknown outcome. A call that was
-// waiting — for an answer (requires_input) or a slot (queued) — was not
-// sent: it waits again, answerable as before (an approval call is made
-// anew), or queued in its place; one whose wait has expired ends as it
+// it ends failed, brain_restarted, with an unknown outcome — except the
+// approval call of a gated call that waits again, which is sent again with
+// its call ID (brain's own request, which the approval tool attaches to the
+// approval it recorded: the operator answers the approval already on the
+// page, not a second one). A call that was waiting — for an answer
+// (requires_input) or a slot (queued) — was not sent: it waits again,
+// answerable as before (an approval call is made anew when it had none
+// running), or queued in its place; one whose wait has expired ends as it
 // would have. A call whose binding left the host config, or whose session
 // has ended, ends without being sent.
 func (s *Server) recoverCalls(ctx context.Context) error {
@@ -753,22 +783,18 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		ctx context.Context
 	}
 	var waiting []takenUp
+	// The approval calls to send again, by gated call; each is taken up with
+	// its gated call (resent), or ends brain_restarted after the loop when
+	// that call does not wait again.
+	resend := approvalsToResend(calls, time.Now())
+	resent := map[string]bool{}
 	for _, c := range calls {
 		if c.Status == store.CallRunning {
-			res := tool.Result{
-				Content:        []tool.Content{tool.Text("brain restarted while this call was in flight; the tool may or may not have done the work")},
-				IsError:        true,
-				UnknownOutcome: true,
+			if c.ParentID != "" && resend[c.ParentID] == c {
+				continue
 			}
-			out := invoke.Outcome{Result: res, Status: store.CallFailed, ErrorCode: invoke.CodeBrainRestarted,
-				ErrorMessage: "brain restarted before the call finished", Sent: true}
-			if _, err := s.finish(ctx, c, out); err != nil {
-				return fmt.Errorf("recover call %s: %w", c.ID, err)
-			}
-			s.log.Warn("ended call left in flight by a brain process that stopped", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
-			if t, ok := s.config().Tool(c.Tool); ok && t.MaxConcurrency > 0 {
-				// Its slot is free: the next call of its queue goes on.
-				s.queueFor(c.TenantID, t).done(nil)
+			if err := s.endRestarted(ctx, c); err != nil {
+				return err
 			}
 			continue
 		}
@@ -817,6 +843,21 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		}
 		waiting = append(waiting, takenUp{rc, callCtx})
 		s.log.Info("took up a call left waiting by a previous process", "call_id", c.ID, "tool", c.Tool, "status", c.Status)
+		if ac := resend[c.ID]; ac != nil {
+			if child, childCtx := s.resumeApproval(rc, ac); child != nil {
+				resent[c.ID] = true
+				rc.approval = child
+				waiting = append(waiting, takenUp{child, childCtx})
+			}
+		}
+	}
+	for gate, c := range resend {
+		if resent[gate] {
+			continue
+		}
+		if err := s.endRestarted(ctx, c); err != nil {
+			return err
+		}
 	}
 	// The queued calls join once every held slot is counted, in their
 	// stored order.
@@ -833,6 +874,74 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		}
 	}
 	return nil
+}
+
+// endRestarted ends call c, left running by a brain process that is gone:
+// it may or may not have reached its tool, so it fails, brain_restarted,
+// with an unknown outcome, and is never sent again.
+func (s *Server) endRestarted(ctx context.Context, c *store.Call) error {
+	res := tool.Result{
+		Content:        []tool.Content{tool.Text("brain restarted while this call was in flight; the tool may or may not have done the work")},
+		IsError:        true,
+		UnknownOutcome: true,
+	}
+	out := invoke.Outcome{Result: res, Status: store.CallFailed, ErrorCode: invoke.CodeBrainRestarted,
+		ErrorMessage: "brain restarted before the call finished", Sent: true}
+	if _, err := s.finish(ctx, c, out); err != nil {
+		return fmt.Errorf("recover call %s: %w", c.ID, err)
+	}
+	s.log.Warn("ended call left in flight by a brain process that stopped", "call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID)
+	if t, ok := s.config().Tool(c.Tool); ok && t.MaxConcurrency > 0 {
+		// Its slot is free: the next call of its queue goes on.
+		s.queueFor(c.TenantID, t).done(nil)
+	}
+	return nil
+}
+
+// approvalsToResend pairs each gated call among calls that still waits for
+// its approval (requires_input, not expired at now) with the approval call
+// it had running, by the gated call's ID: takeUp sends that call again,
+// with its ID, instead of ending it and making another.
+func approvalsToResend(calls []*store.Call, now time.Time) map[string]*store.Call {
+	gates := map[string]bool{}
+	for _, c := range calls {
+		if c.Status == store.CallRequiresInput && c.InputKind == store.InputApproval && now.Before(c.ResponseExpiresAt) {
+			gates[c.ID] = true
+		}
+	}
+	out := map[string]*store.Call{}
+	for _, c := range calls {
+		if c.Status == store.CallRunning && c.CallerType == store.CallerSystem && gates[c.ParentID] {
+			out[c.ParentID] = c
+		}
+	}
+	return out
+}
+
+// resumeApproval takes up approval call c, left running for gated call
+// gate, which waits again: registered as in flight (holding its slot again
+// under max_concurrency), to be sent again with its ID while the gate
+// waits. It returns nil when c cannot go on: its binding left the host
+// config, or its session is ending.
+func (s *Server) resumeApproval(gate *running, c *store.Call) (*running, context.Context) {
+	t, ok := s.config().Tool(c.Tool)
+	if !ok || t.Function() {
+		return nil, nil
+	}
+	ctx, cancel := context.WithCancelCause(s.callsCtx)
+	rc := newRunning(*c, t, cancel)
+	rc.ord, rc.gate = c.Ord, gate
+	if err := s.register(rc); err != nil {
+		cancel(nil)
+		return nil, nil
+	}
+	if t.MaxConcurrency > 0 {
+		rc.q = s.queueFor(c.TenantID, t)
+		rc.q.hold(rc)
+	}
+	s.log.Info("took up the approval call of a gated call left waiting; sending it again with its call ID",
+		"call_id", c.ID, "parent_id", gate.id, "tool", c.Tool)
+	return rc, ctx
 }
 
 // workerIdle is how long a call's goroutine waits for the next call

@@ -438,7 +438,9 @@ const shutdownGrace = 10 * time.Second
 
 // Serve serves the API on ln until ctx is cancelled, then shuts down in this
 // order: new calls are refused (503), the calls in flight are cancelled and
-// each records its final state (cancelled) and tool.result (up to 10 s) —
+// each records its final state (cancelled) and tool.result (up to 10 s;
+// calls that wait, and the approval calls of gated calls, are left as
+// stored for the next brain) —
 // so a client waiting on a call with wait_seconds gets that final state and
 // an open event stream delivers the results — then open event streams and
 // waits end and requests in progress get up to 10 s. It does not Close the

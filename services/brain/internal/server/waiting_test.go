@@ -32,6 +32,11 @@ type countingTools struct {
 	release   chan struct{}     // one receive lets one held request answer
 	arrived   chan tool.Request // held requests, as they arrive
 	approvals chan approvalReq  // approve requests, as they arrive
+	// approveFails are how the next approve requests fail, one each, before
+	// approve answers as usual again (see failApprove); approveArgs are
+	// the arguments of every approve request, in order.
+	approveFails []string
+	approveArgs  []string
 }
 
 type approvalReq struct {
@@ -82,6 +87,18 @@ func newCountingTools(t *testing.T) *countingTools {
 				return
 			}
 		case "approve":
+			ct.mu.Lock()
+			ct.approveArgs = append(ct.approveArgs, string(req.Arguments))
+			var fail string
+			if len(ct.approveFails) > 0 {
+				fail, ct.approveFails = ct.approveFails[0], ct.approveFails[1:]
+			}
+			ct.mu.Unlock()
+			if fail != "" {
+				done()
+				failApprove(w, fail)
+				return
+			}
 			var args map[string]any
 			json.Unmarshal(req.Arguments, &args)
 			a := approvalReq{req: req, args: args, decide: make(chan string, 1)}
@@ -112,6 +129,57 @@ func newCountingTools(t *testing.T) *countingTools {
 	}))
 	t.Cleanup(ct.Close)
 	return ct
+}
+
+// failApprove answers an approve request the way how says: "drop" (the
+// connection closes before an answer), "503", "404", "eof" (the stream
+// ends after waiting_for_operator, without a result), "restarting"
+// (is_error with unknown_outcome and no decision, as local's answer when it
+// shuts down), "refused" (is_error, a known outcome, no decision) or
+// "withdrawn" (decision cancelled by system, as local's after a dropped
+// stream).
+func failApprove(w http.ResponseWriter, how string) {
+	result := func(r tool.Result) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(r)
+	}
+	switch how {
+	case "drop":
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	case "503":
+		w.WriteHeader(http.StatusServiceUnavailable)
+	case "404":
+		w.WriteHeader(http.StatusNotFound)
+	case "eof":
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: progress\ndata: {\"status\":\"waiting_for_operator\"}\n\n")
+	case "restarting":
+		result(tool.Result{Content: []tool.Content{tool.Text("The approval service is restarting.")}, IsError: true, UnknownOutcome: true})
+	case "refused":
+		result(tool.Result{Content: []tool.Content{tool.Text("call already asked for another action")}, IsError: true})
+	case "withdrawn":
+		sc, _ := json.Marshal(map[string]string{"approval_id": "a0", "decision": "cancelled", "operator": "system", "comment": "the caller stopped waiting (stream closed)"})
+		result(tool.Result{Content: []tool.Content{tool.Text("Cancelled.")}, IsError: true, StructuredContent: sc})
+	default:
+		panic("failApprove: " + how)
+	}
+}
+
+// failNextApprovals makes the next approve requests fail as hows say.
+func (ct *countingTools) failNextApprovals(hows ...string) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	ct.approveFails = append(ct.approveFails, hows...)
+}
+
+// approveRequests returns the arguments of every approve request so far.
+func (ct *countingTools) approveRequests() []string {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	return slices.Clone(ct.approveArgs)
 }
 
 func (ct *countingTools) count(callID string) int {

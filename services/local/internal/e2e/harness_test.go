@@ -131,11 +131,14 @@ func (l *local) bindings() []json.RawMessage {
 	return body.Tools
 }
 
-// brain is one brain process configured with the local service's tools.
+// brain is one brain process configured with the local service's tools,
+// and what it needs to start again on the same data directory.
 type brain struct {
-	t   testing.TB
-	url string
-	p   *servicetest.Process
+	t    testing.TB
+	url  string
+	p    *servicetest.Process
+	env  map[string]string
+	args []string
 }
 
 var listeningRE = regexp.MustCompile(`brain listening on (\S+)`)
@@ -163,13 +166,21 @@ func startBrainWith(t testing.TB, l *local, edit func(doc map[string]any)) *brai
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := servicetest.StartProcess(t, "brain", brainBin, map[string]string{
+	b := &brain{t: t, env: map[string]string{
 		"BRAIN_ADDR": "127.0.0.1:0", "BRAIN_DATA_DIR": filepath.Join(dir, "data"),
 		"BRAIN_API_KEY": brainKey, "BRAIN_TOOLS_KEY": toolsKey, "LOG_LEVEL": "debug",
-	}, "-config", path)
-	b := &brain{t: t, url: "http://" + p.Await(t, listeningRE, 20*time.Second)[1], p: p}
-	p.AwaitHealthy(t, b.url+"/healthz", 20*time.Second)
+	}, args: []string{"-config", path}}
+	b.start()
 	return b
+}
+
+// start starts the brain process, on a new port (b.url changes) and the
+// same data directory and host config as before.
+func (b *brain) start() {
+	b.t.Helper()
+	b.p = servicetest.StartProcess(b.t, "brain", brainBin, b.env, b.args...)
+	b.url = "http://" + b.p.Await(b.t, listeningRE, 20*time.Second)[1]
+	b.p.AwaitHealthy(b.t, b.url+"/healthz", 20*time.Second)
 }
 
 // raw sends a request as the tenant's application and returns the status

@@ -676,11 +676,21 @@ func (db *DB) RenewLeases(ctx context.Context, until time.Time) error {
 }
 
 // ClaimExpired implements store.Shared. SKIP LOCKED: two replicas claiming
-// at once take different calls, never the same one.
+// at once take different calls, never the same one. A gated call waiting
+// in requires_input is claimed with the approval calls (caller system) it
+// has running under the same owner, whose leases may run out a little
+// later (made after the last renewal), and those are never claimed
+// without it: the replica that takes the gated call up sends its approval
+// call again (see the server's takeUp).
 func (db *DB) ClaimExpired(ctx context.Context, now, until time.Time, limit int) ([]*store.Call, error) {
-	return db.queryCalls(ctx, "claim expired tool calls", `UPDATE tool_calls SET owner = $1, lease_until = $3
-		WHERE id IN (SELECT id FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') AND lease_until < $2
+	return db.queryCalls(ctx, "claim expired tool calls", `WITH picked AS (
+		SELECT id, owner, status FROM tool_calls c WHERE status IN ('queued', 'running', 'requires_input') AND lease_until < $2
+			AND NOT (status = 'running' AND caller_type = 'system' AND EXISTS (SELECT 1 FROM tool_calls p
+				WHERE p.id = c.parent_id AND p.status = 'requires_input' AND p.owner = c.owner))
 			ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED)
+		UPDATE tool_calls SET owner = $1, lease_until = $3
+		WHERE status IN ('queued', 'running', 'requires_input') AND (id IN (SELECT id FROM picked)
+			OR status = 'running' AND caller_type = 'system' AND (parent_id, owner) IN (SELECT id, owner FROM picked WHERE status = 'requires_input'))
 		RETURNING `+callColumns, db.o.Replica, now.UnixNano(), until.UnixNano(), limit)
 }
 

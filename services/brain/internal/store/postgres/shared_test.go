@@ -190,6 +190,72 @@ func TestLeaseTakeover(t *testing.T) {
 	}
 }
 
+// TestClaimTakesApprovalCallsWithTheirGate: a gated call waiting for its
+// approval is claimed with the approval call it has running (caller
+// system, the same owner), even while that call's own lease has not run
+// out yet, and such an approval call is never claimed on its own, so the
+// replica that takes the gated call up can send the approval call again;
+// an approval call whose gated call no longer waits is claimed alone.
+func TestClaimTakesApprovalCallsWithTheirGate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pg.NewDatabase(t)
+	// One dead replica, whose calls got leases of different lengths: made
+	// before and after its last renewal.
+	short := openDB(t, url, "dead", Options{Lease: 200 * time.Millisecond})
+	long := openDB(t, url, "dead", Options{Lease: time.Hour})
+	s, ev := storetest.NewSession("ses_1", "t1")
+	if err := short.CreateSession(ctx, s, ev); err != nil {
+		t.Fatal(err)
+	}
+	create := func(db *DB, id, status, parent string) {
+		t.Helper()
+		c, cev := storetest.NewCall(id, "ses_1", "t1")
+		c.Status, c.ParentID = status, parent
+		if status == store.CallRequiresInput {
+			c.InputKind, c.Prompt, c.ResponseExpiresAt = store.InputApproval, "approve?", time.Now().Add(time.Hour)
+		}
+		if parent != "" {
+			c.CallerType = store.CallerSystem
+		}
+		if err := db.CreateCall(ctx, c, cev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(short, "call_gate", store.CallRequiresInput, "")
+	create(long, "call_approval", store.CallRunning, "call_gate") // its lease runs for an hour
+	create(long, "call_gate2", store.CallRequiresInput, "")
+	create(short, "call_approval2", store.CallRunning, "call_gate2") // expired, its gate not
+	create(short, "call_done", store.CallRequiresInput, "")
+	create(short, "call_orphan", store.CallRunning, "call_done")
+	f, fev := storetest.Finish(&store.Call{ID: "call_done", SessionID: "ses_1", TenantID: "t1"}, store.CallFailed, storetest.T0)
+	if err := short.FinishCall(ctx, f, fev); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	claimer := openDB(t, url, "claimer", Options{})
+	var ids []string
+	for {
+		calls, err := claimer.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(calls) == 0 {
+			break
+		}
+		var batch []string
+		for _, c := range calls {
+			batch = append(batch, c.ID)
+		}
+		slices.Sort(batch)
+		ids = append(ids, strings.Join(batch, "+"))
+	}
+	slices.Sort(ids)
+	if diff := cmp.Diff([]string{"call_approval+call_gate", "call_orphan"}, ids); diff != "" {
+		t.Errorf("claimed, one batch a line (-want +got):\n%s", diff)
+	}
+}
+
 // TestAdmitAcrossReplicas: replicas admitting at once never hand out more
 // than Max slots of a queue, and the slots go to the calls stored first;
 // a slot given back goes to the next; Queued and QueuePosition count only

@@ -101,7 +101,7 @@ type Service struct {
 	// that cancels it at the end of the grace (ReattachGrace); attach
 	// stops it, Close drops them all.
 	withdraw map[string]*time.Timer
-	subs    map[chan struct{}]func(tenant string) bool
+	subs     map[chan struct{}]func(tenant string) bool
 }
 
 // WithPageURLDefault is c with PageURL filled when APPROVAL_PAGE_URL is

@@ -352,8 +352,15 @@ func TestDroppedStreamGrace(t *testing.T) {
 						resp := f.post(ctx, "request_approval", request("t1", "s1", "c1", map[string]any{"action": "x"}))
 						results <- readStream(t, resp, func(p Progress) { ids <- p.ApprovalID })
 					}()
-					if again := <-ids; again != id {
-						t.Fatalf("the call sent again got approval %s, want %s", again, id)
+					select {
+					case again := <-ids:
+						if again != id {
+							t.Fatalf("the call sent again got approval %s, want %s", again, id)
+						}
+					case s := <-results:
+						t.Fatalf("the call sent again within the grace was answered at once: %+v %v", s.result, s.err)
+					case <-time.After(5 * time.Second):
+						t.Fatal("no progress for the call sent again")
 					}
 					time.Sleep(2 * tt.grace)
 					if a, _ := f.svc.store.Get(ctx, id); a.Status != Pending {

@@ -100,7 +100,7 @@ type Service struct {
 	// withdraw holds, per approval whose last stream dropped, the timer
 	// that cancels it at the end of the grace (ReattachGrace); attach
 	// stops it, Close drops them all.
-	withdraw map[string]*time.Timer
+	withdraw map[string]*withdrawal
 	subs     map[chan struct{}]func(tenant string) bool
 }
 
@@ -158,7 +158,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval, maxPend: cfg.MaxPendingPerTenant, grace: cfg.ReattachGrace,
 		retention: cfg.Retention, retentionEvery: cfg.RetentionInterval, removed: newRemovedCounter(),
 		life: life, stopLife: stop,
-		changed: map[string]*watch{}, streams: map[string]int{}, withdraw: map[string]*time.Timer{}, subs: map[chan struct{}]func(string) bool{},
+		changed: map[string]*watch{}, streams: map[string]int{}, withdraw: map[string]*withdrawal{}, subs: map[chan struct{}]func(string) bool{},
 		deep: make(chan func()),
 	}
 	if s.retentionEvery <= 0 {
@@ -247,8 +247,8 @@ func (s *Service) storeWorker() {
 func (s *Service) Close() error {
 	s.stopLife()
 	s.mu.Lock()
-	for id, t := range s.withdraw {
-		t.Stop()
+	for id, wd := range s.withdraw {
+		wd.t.Stop()
 		delete(s.withdraw, id)
 	}
 	s.mu.Unlock()
@@ -582,11 +582,30 @@ var errShuttingDown = errors.New("the local service is shutting down")
 func (s *Service) attach(id string) {
 	s.mu.Lock()
 	s.streams[id]++
-	if t, ok := s.withdraw[id]; ok {
-		t.Stop()
+	if wd, ok := s.withdraw[id]; ok {
+		wd.t.Stop()
 		delete(s.withdraw, id)
 	}
 	s.mu.Unlock()
+}
+
+// withdrawal is the cancel of an approval whose last stream dropped, due
+// at at unless a stream attaches first.
+type withdrawal struct {
+	t  *time.Timer
+	at time.Time
+}
+
+// Withdrawal reports when this replica will cancel pending approval id
+// because its caller disconnected, unless the caller comes back first;
+// false when no such withdrawal is due here.
+func (s *Service) Withdrawal(id string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wd, ok := s.withdraw[id]; ok {
+		return wd.at, true
+	}
+	return time.Time{}, false
 }
 
 func (s *Service) detach(id string) (last bool) {
@@ -617,13 +636,13 @@ func (s *Service) withdrawDropped(id string, logger *slog.Logger) {
 	if s.streams[id] > 0 || s.life.Err() != nil {
 		return // attached again already, or shutting down: stays pending
 	}
-	if t, ok := s.withdraw[id]; ok {
-		t.Stop()
+	if wd, ok := s.withdraw[id]; ok {
+		wd.t.Stop()
 	}
-	var t *time.Timer
-	t = time.AfterFunc(s.grace, func() {
+	wd := &withdrawal{at: time.Now().Add(s.grace)}
+	wd.t = time.AfterFunc(s.grace, func() {
 		s.mu.Lock()
-		if s.withdraw[id] != t || s.streams[id] > 0 {
+		if s.withdraw[id] != wd || s.streams[id] > 0 {
 			s.mu.Unlock()
 			return // stopped (a stream came back, or Close) after it fired
 		}
@@ -635,7 +654,7 @@ func (s *Service) withdrawDropped(id string, logger *slog.Logger) {
 		defer s.wg.Done()
 		s.cancelDropped(id, logger)
 	})
-	s.withdraw[id] = t
+	s.withdraw[id] = wd
 	logger.Info("approval caller disconnected: withdrawn unless it comes back", "approval_id", id, "grace", s.grace)
 }
 

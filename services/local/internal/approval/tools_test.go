@@ -343,6 +343,9 @@ func TestDroppedStreamGrace(t *testing.T) {
 					if a, _ := f.svc.store.Get(ctx, id); a.Status != Pending {
 						t.Fatalf("right after the drop, within the grace: %s, want pending", a.Status)
 					}
+					if at, ok := f.svc.Withdrawal(id); !ok || at.Before(dropped.Add(-tt.grace)) || at.After(dropped.Add(tt.grace)) {
+						t.Errorf("Withdrawal(%s) = %s %v, want about %s from now", id, at, ok, tt.grace)
+					}
 				}
 				switch {
 				case tt.back:
@@ -361,6 +364,9 @@ func TestDroppedStreamGrace(t *testing.T) {
 						t.Fatalf("the call sent again within the grace was answered at once: %+v %v", s.result, s.err)
 					case <-time.After(5 * time.Second):
 						t.Fatal("no progress for the call sent again")
+					}
+					if _, ok := f.svc.Withdrawal(id); ok {
+						t.Error("a withdrawal is still due after the call came back")
 					}
 					time.Sleep(2 * tt.grace)
 					if a, _ := f.svc.store.Get(ctx, id); a.Status != Pending {

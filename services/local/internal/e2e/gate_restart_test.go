@@ -277,8 +277,16 @@ func TestGatedCallSurvivesBrainRestart(t *testing.T) {
 			}
 
 			b.p.Kill()
-			b.start()
 			o := signIn(t, l.url, "alice")
+			graced := !tc.partitioned && !tc.askedAgain
+			if graced {
+				// The page says the caller went and when the approval is
+				// withdrawn unless it comes back.
+				eventually(t, 10*time.Second, "the detail page says the caller disconnected", func() bool {
+					return strings.Contains(o.get("/approval/"+p.ApprovalID), `id="disconnected"`)
+				})
+			}
+			b.start()
 			var pending []string
 			switch {
 			case !tc.askedAgain:
@@ -293,6 +301,9 @@ func TestGatedCallSurvivesBrainRestart(t *testing.T) {
 				}
 				if ac := b.approvalCalls(sess, c.ID); len(ac) != 1 || ac[0].ID != first[0].ID || ac[0].Status != "running" {
 					t.Errorf("brain's approval calls after the restart: %+v, want %s, running", ac, first[0].ID)
+				}
+				if graced && strings.Contains(o.get("/approval/"+p.ApprovalID), `id="disconnected"`) {
+					t.Error("the detail page still says the caller disconnected after it came back")
 				}
 			default:
 				eventually(t, 15*time.Second, "one pending approval for the gated call", func() bool {

@@ -49,6 +49,12 @@ type Config struct {
 	// APPROVAL_MAX_PENDING_PER_TENANT); a request past it is refused with
 	// is_error. 0 means no cap.
 	MaxPendingPerTenant int `env:"APPROVAL_MAX_PENDING_PER_TENANT" envDefault:"5000"`
+	// ReattachGrace is how long a pending approval stays pending after the
+	// last request_approval stream waiting on it dropped, for the caller to
+	// send the same call again (brain does after a dropped connection or
+	// its own restart); with no stream back in time it is cancelled (env
+	// APPROVAL_REATTACH_GRACE, default 30s; 0 cancels at once).
+	ReattachGrace time.Duration `env:"APPROVAL_REATTACH_GRACE" envDefault:"30s"`
 
 	// pageURLFrom names where WithPageURLDefault took PageURL from when
 	// APPROVAL_PAGE_URL is unset, so an error blames the variable the
@@ -72,6 +78,7 @@ type Service struct {
 	webhook *webhook
 	sweep   time.Duration
 	maxPend int
+	grace   time.Duration
 
 	retention      time.Duration
 	retentionEvery time.Duration
@@ -90,7 +97,11 @@ type Service struct {
 	mu      sync.Mutex
 	changed map[string]*watch // per approval, replaced at each change
 	streams map[string]int    // request_approval streams attached
-	subs    map[chan struct{}]func(tenant string) bool
+	// withdraw holds, per approval whose last stream dropped, the timer
+	// that cancels it at the end of the grace (ReattachGrace); attach
+	// stops it, Close drops them all.
+	withdraw map[string]*withdrawal
+	subs     map[chan struct{}]func(tenant string) bool
 }
 
 // WithPageURLDefault is c with PageURL filled when APPROVAL_PAGE_URL is
@@ -128,6 +139,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		return nil, fmt.Errorf("approvals: APPROVAL_SWEEP_INTERVAL must be positive, got %s", cfg.SweepInterval)
 	case cfg.MaxPendingPerTenant < 0:
 		return nil, fmt.Errorf("approvals: APPROVAL_MAX_PENDING_PER_TENANT must not be negative, got %d", cfg.MaxPendingPerTenant)
+	case cfg.ReattachGrace < 0:
+		return nil, fmt.Errorf("approvals: APPROVAL_REATTACH_GRACE must be 0 (cancel at once) or positive, got %s", cfg.ReattachGrace)
 	case cfg.Retention != 0 && cfg.Retention < time.Minute:
 		return nil, fmt.Errorf("approvals: APPROVAL_RETENTION must be 0 (keep every approval) or at least 1m, got %s", cfg.Retention)
 	case cfg.DatabaseURL != "" && !strings.HasPrefix(cfg.DatabaseURL, "postgres://") && !strings.HasPrefix(cfg.DatabaseURL, "postgresql://"):
@@ -142,10 +155,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	life, stop := context.WithCancel(context.Background())
 	context.AfterFunc(ctx, stop)
 	s := &Service{
-		logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval, maxPend: cfg.MaxPendingPerTenant,
+		logger: logger, pageURL: strings.TrimRight(cfg.PageURL, "/"), webhook: wh, sweep: cfg.SweepInterval, maxPend: cfg.MaxPendingPerTenant, grace: cfg.ReattachGrace,
 		retention: cfg.Retention, retentionEvery: cfg.RetentionInterval, removed: newRemovedCounter(),
 		life: life, stopLife: stop,
-		changed: map[string]*watch{}, streams: map[string]int{}, subs: map[chan struct{}]func(string) bool{},
+		changed: map[string]*watch{}, streams: map[string]int{}, withdraw: map[string]*withdrawal{}, subs: map[chan struct{}]func(string) bool{},
 		deep: make(chan func()),
 	}
 	if s.retentionEvery <= 0 {
@@ -228,10 +241,17 @@ func (s *Service) storeWorker() {
 }
 
 // Close stops the sweeper, answers waiting streams (their approvals stay
-// pending in the store), lets webhooks in flight finish and closes the
-// store.
+// pending in the store), drops the withdrawals waiting for their grace to
+// end (those approvals stay pending too), lets webhooks in flight finish
+// and closes the store.
 func (s *Service) Close() error {
 	s.stopLife()
+	s.mu.Lock()
+	for id, wd := range s.withdraw {
+		wd.t.Stop()
+		delete(s.withdraw, id)
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 	s.webhook.wait()
 	return s.store.Close()
@@ -556,12 +576,36 @@ func (s *Service) sleep(ctx context.Context, w *watch, until time.Time) wake {
 
 var errShuttingDown = errors.New("the local service is shutting down")
 
-// attach counts a request_approval stream waiting on id; detach uncounts it
-// and reports whether it was the last one.
+// attach counts a request_approval stream waiting on id, and stops the
+// withdrawal of id if its last stream had dropped within the grace; detach
+// uncounts it and reports whether it was the last one.
 func (s *Service) attach(id string) {
 	s.mu.Lock()
 	s.streams[id]++
+	if wd, ok := s.withdraw[id]; ok {
+		wd.t.Stop()
+		delete(s.withdraw, id)
+	}
 	s.mu.Unlock()
+}
+
+// withdrawal is the cancel of an approval whose last stream dropped, due
+// at at unless a stream attaches first.
+type withdrawal struct {
+	t  *time.Timer
+	at time.Time
+}
+
+// Withdrawal reports when this replica will cancel pending approval id
+// because its caller disconnected, unless the caller comes back first;
+// false when no such withdrawal is due here.
+func (s *Service) Withdrawal(id string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wd, ok := s.withdraw[id]; ok {
+		return wd.at, true
+	}
+	return time.Time{}, false
 }
 
 func (s *Service) detach(id string) (last bool) {
@@ -573,6 +617,59 @@ func (s *Service) detach(id string) (last bool) {
 		return true
 	}
 	return false
+}
+
+// reasonDropped is the comment of an approval cancelled because its last
+// stream dropped and none came back within the grace.
+const reasonDropped = "the caller stopped waiting (stream closed)"
+
+// withdrawDropped cancels approval id, whose last stream dropped: at once
+// with no grace, else when the grace ends with no stream attached in this
+// replica meanwhile and the service not shutting down. It does not wait.
+func (s *Service) withdrawDropped(id string, logger *slog.Logger) {
+	if s.grace <= 0 {
+		s.cancelDropped(id, logger)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[id] > 0 || s.life.Err() != nil {
+		return // attached again already, or shutting down: stays pending
+	}
+	if wd, ok := s.withdraw[id]; ok {
+		wd.t.Stop()
+	}
+	wd := &withdrawal{at: time.Now().Add(s.grace)}
+	wd.t = time.AfterFunc(s.grace, func() {
+		s.mu.Lock()
+		if s.withdraw[id] != wd || s.streams[id] > 0 {
+			s.mu.Unlock()
+			return // stopped (a stream came back, or Close) after it fired
+		}
+		delete(s.withdraw, id)
+		// Close takes mu before it waits for wg, and dropped this timer
+		// from withdraw if it got there first: the Add precedes its Wait.
+		s.wg.Add(1)
+		s.mu.Unlock()
+		defer s.wg.Done()
+		s.cancelDropped(id, logger)
+	})
+	s.withdraw[id] = wd
+	logger.Info("approval caller disconnected: withdrawn unless it comes back", "approval_id", id, "grace", s.grace)
+}
+
+// cancelDropped cancels approval id for the dropped stream, unless the
+// service is shutting down (the approval stays pending for after the
+// restart) or it was decided meanwhile.
+func (s *Service) cancelDropped(id string, logger *slog.Logger) {
+	if s.life.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
+	defer cancel()
+	if _, err := s.Decide(ctx, id, Cancelled, SystemOperator, reasonDropped); err != nil && !errors.Is(err, ErrDecided) && s.life.Err() == nil {
+		logger.Error("cancel approval after a dropped stream", "approval_id", id, "err", err)
+	}
 }
 
 // sweeper expires pending approvals past their expiry, so those nobody

@@ -148,7 +148,8 @@ func (s *Service) newApproval(call *service.Call, a Args, timeoutSeconds *int, o
 
 // request is request_approval: record (or attach to) the call's approval,
 // report waiting_for_operator at once, wait for the decision, answer it.
-// If the host drops the stream, the approval is cancelled. Its frame is
+// If the host drops the stream and does not send the call again within
+// ReattachGrace, the approval is cancelled. Its frame is
 // what every waiting stream keeps on its stack, so the work before and
 // after the wait is in openStream and streamResult.
 func (s *Service) request(ctx context.Context, call *service.Call, args streamArgs) (*tool.Result, error) {
@@ -202,12 +203,11 @@ func (s *Service) streamResult(ctx context.Context, call *service.Call, id strin
 	case ctx.Err() != nil:
 		// The host dropped the stream (session interrupted or closed, call
 		// cancelled or timed out): nobody is left to act on an answer.
+		// The caller may come back with the same call within the grace
+		// (brain does, after a dropped connection or its restart); the
+		// approval is withdrawn only if it does not.
 		if last && s.life.Err() == nil {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if _, err := s.Decide(cctx, id, Cancelled, SystemOperator, "the caller stopped waiting (stream closed)"); err != nil && !errors.Is(err, ErrDecided) {
-				call.Logger.Error("cancel approval after a dropped stream", "approval_id", id, "err", err)
-			}
+			s.withdrawDropped(id, call.Logger)
 		}
 		return tool.Errorf("approval %s: the caller stopped waiting", id)
 	default:

@@ -264,11 +264,12 @@ func TestSameCallAttachesToSameApproval(t *testing.T) {
 	}
 }
 
-func TestDroppedStreamCancelsApproval(t *testing.T) {
-	f := newFixture(t, Config{})
+// openApproval posts request_approval for call and returns the approval
+// ID of its progress event, with the stream's cancel (which drops it).
+func openApproval(t *testing.T, f *fixture, call string) (string, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	resp := f.post(ctx, "request_approval", request("t1", "s1", "c1", map[string]any{"action": "x"}))
-	var id string
+	resp := f.post(ctx, "request_approval", request("t1", "s1", call, map[string]any{"action": "x"}))
 	for ev, err := range sse.Read(resp.Body, 1<<20) {
 		if err != nil {
 			t.Fatal(err)
@@ -276,25 +277,154 @@ func TestDroppedStreamCancelsApproval(t *testing.T) {
 		if ev.Name == "progress" {
 			var p Progress
 			json.Unmarshal([]byte(ev.Data), &p)
-			id = p.ApprovalID
-			break
+			return p.ApprovalID, func() { cancel(); resp.Body.Close() }
 		}
 	}
-	w := f.svc.watch(id)
-	defer f.svc.unwatch(id, w)
-	cancel()
-	resp.Body.Close()
-	select {
-	case <-w.ch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("approval not changed after the stream dropped")
+	t.Fatal("no progress event")
+	return "", nil
+}
+
+// detached waits until no stream of f's service waits on id: the
+// service saw the drop.
+func detached(t *testing.T, f *fixture, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		f.svc.mu.Lock()
+		n := f.svc.streams[id]
+		f.svc.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the service did not see the stream drop")
+		}
 	}
-	a, err := f.svc.store.Get(context.Background(), id)
-	if err != nil || a.Status != Cancelled || a.Operator != SystemOperator {
-		t.Fatalf("after drop: %+v, %v", a, err)
+}
+
+// TestDroppedStreamGrace: when the last stream waiting on an approval
+// drops, the approval is withdrawn (cancelled by system, "the caller
+// stopped waiting") at once with no grace, after the grace when nobody
+// sends the call again, and never when the same call comes back within
+// the grace: the operator's answer then reaches the new stream. A
+// shutdown drops the withdrawal; the approval stays pending. On both
+// stores.
+func TestDroppedStreamGrace(t *testing.T) {
+	const grace = 200 * time.Millisecond
+	tests := []struct {
+		name     string
+		grace    time.Duration
+		back     bool // the same call is sent again within the grace
+		shutdown bool // the service shuts down within the grace
+		want     Status
+	}{
+		{name: "no grace: cancelled at once", want: Cancelled},
+		{name: "nobody comes back: cancelled after the grace", grace: grace, want: Cancelled},
+		{name: "the same call comes back: pending, answered on the new stream", grace: grace, back: true, want: Approved},
+		{name: "shutdown within the grace: stays pending", grace: grace, shutdown: true, want: Pending},
 	}
-	if _, _, err := f.svc.store.Decide(context.Background(), id, Approved, "alice", ""); !strings.Contains(err.Error(), "was cancelled") {
-		t.Fatalf("answer after drop: %v", err)
+	stores := map[string]func(t *testing.T) Config{
+		"sqlite":   func(t *testing.T) Config { return Config{DataDir: t.TempDir()} },
+		"postgres": func(t *testing.T) Config { return Config{DatabaseURL: pg.NewDatabase(t)} },
+	}
+	for storeName, cfgOf := range stores {
+		for _, tt := range tests {
+			t.Run(storeName+"/"+tt.name, func(t *testing.T) {
+				cfg := cfgOf(t)
+				cfg.ReattachGrace = tt.grace
+				f := newFixture(t, cfg)
+				ctx := context.Background()
+				id, drop := openApproval(t, f, "c1")
+				w := f.svc.watch(id)
+				defer f.svc.unwatch(id, w)
+				drop()
+				detached(t, f, id)
+				dropped := time.Now()
+				if tt.grace > 0 {
+					if a, _ := f.svc.store.Get(ctx, id); a.Status != Pending {
+						t.Fatalf("right after the drop, within the grace: %s, want pending", a.Status)
+					}
+					if at, ok := f.svc.Withdrawal(id); !ok || at.Before(dropped.Add(-tt.grace)) || at.After(dropped.Add(tt.grace)) {
+						t.Errorf("Withdrawal(%s) = %s %v, want about %s from now", id, at, ok, tt.grace)
+					}
+				}
+				switch {
+				case tt.back:
+					results := make(chan stream, 1)
+					ids := make(chan string, 1)
+					go func() {
+						resp := f.post(ctx, "request_approval", request("t1", "s1", "c1", map[string]any{"action": "x"}))
+						results <- readStream(t, resp, func(p Progress) { ids <- p.ApprovalID })
+					}()
+					select {
+					case again := <-ids:
+						if again != id {
+							t.Fatalf("the call sent again got approval %s, want %s", again, id)
+						}
+					case s := <-results:
+						t.Fatalf("the call sent again within the grace was answered at once: %+v %v", s.result, s.err)
+					case <-time.After(5 * time.Second):
+						t.Fatal("no progress for the call sent again")
+					}
+					if _, ok := f.svc.Withdrawal(id); ok {
+						t.Error("a withdrawal is still due after the call came back")
+					}
+					time.Sleep(2 * tt.grace)
+					if a, _ := f.svc.store.Get(ctx, id); a.Status != Pending {
+						t.Fatalf("past the grace with the call back: %s (%s), want pending", a.Status, a.Comment)
+					}
+					if _, err := f.svc.Decide(ctx, id, Approved, "alice", "ok"); err != nil {
+						t.Fatal(err)
+					}
+					s := <-results
+					if s.result == nil || s.result.IsError || decision(t, s.result).ApprovalID != id {
+						t.Fatalf("the new stream: %+v %v", s.result, s.err)
+					}
+				case tt.shutdown:
+					f.svc.Close()
+					time.Sleep(2 * tt.grace)
+					var st *Store
+					var err error
+					if cfg.DatabaseURL != "" {
+						st, err = OpenPostgres(ctx, PostgresOptions{URL: cfg.DatabaseURL})
+					} else {
+						st, err = OpenSQLite(ctx, cfg.DataDir+"/approvals.db")
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer st.Close()
+					if a, err := st.Get(ctx, id); err != nil || a.Status != Pending {
+						t.Fatalf("after a shutdown within the grace: %s (%s) %v, want pending", a.Status, a.Comment, err)
+					}
+					return
+				default:
+					select {
+					case <-w.ch:
+					case <-time.After(5 * time.Second):
+						t.Fatal("approval not changed after the stream dropped")
+					}
+					if took := time.Since(dropped); took < tt.grace*3/4 || took > tt.grace+2*time.Second {
+						t.Errorf("withdrawn %s after the drop, want about %s", took, tt.grace)
+					}
+				}
+				a, err := f.svc.store.Get(ctx, id)
+				if err != nil || a.Status != tt.want {
+					t.Fatalf("after the drop: %+v, %v; want %s", a, err, tt.want)
+				}
+				log, _ := f.svc.store.Log(ctx, id)
+				if len(log) != 1 {
+					t.Fatalf("decision log %+v, want one entry", log)
+				}
+				if tt.want == Cancelled {
+					if a.Operator != SystemOperator || a.Comment != "the caller stopped waiting (stream closed)" {
+						t.Fatalf("withdrawn by %q: %q", a.Operator, a.Comment)
+					}
+					if _, _, err := f.svc.store.Decide(ctx, id, Approved, "alice", ""); err == nil || !strings.Contains(err.Error(), "was cancelled") {
+						t.Fatalf("answer after the withdrawal: %v", err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -566,6 +696,32 @@ func TestOpenFromEnvironment(t *testing.T) {
 	if _, err := openEnv(context.Background(), map[string]string{"APPROVAL_SWEEP_INTERVAL": "often"}, "a", "", nil); err == nil || !strings.Contains(err.Error(), "APPROVAL_SWEEP_INTERVAL") {
 		t.Fatalf("bad interval: %v", err)
 	}
+	if s.grace != 30*time.Second {
+		t.Errorf("default APPROVAL_REATTACH_GRACE: %s, want 30s", s.grace)
+	}
+	for _, tt := range []struct{ value, want string }{
+		{"soon", "APPROVAL_REATTACH_GRACE"},
+		{"30", "APPROVAL_REATTACH_GRACE"},
+		{"-5s", "APPROVAL_REATTACH_GRACE must be 0 (cancel at once) or positive, got -5s"},
+	} {
+		environ := map[string]string{"APPROVAL_DATA_DIR": t.TempDir(), "APPROVAL_REATTACH_GRACE": tt.value}
+		if got, err := openEnv(context.Background(), environ, "a", "", nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if err == nil {
+				got.Close()
+			}
+			t.Errorf("APPROVAL_REATTACH_GRACE=%q: %v, want an error with %q", tt.value, err, tt.want)
+		}
+	}
+	for value, want := range map[string]time.Duration{"0": 0, "0s": 0, "2m": 2 * time.Minute} {
+		got, err := openEnv(context.Background(), map[string]string{"APPROVAL_DATA_DIR": t.TempDir(), "APPROVAL_REATTACH_GRACE": value}, "a", "", nil)
+		if err != nil {
+			t.Fatalf("APPROVAL_REATTACH_GRACE=%q: %v", value, err)
+		}
+		got.Close()
+		if got.grace != want {
+			t.Errorf("APPROVAL_REATTACH_GRACE=%q: grace %s, want %s", value, got.grace, want)
+		}
+	}
 }
 
 // TestOpenNamesThePageURLSource checks that a bad page URL is blamed on
@@ -627,6 +783,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{PageURL: "http://x", SweepInterval: time.Second, WebhookURL: "ftp://x"}, "APPROVAL_WEBHOOK_URL must be an http or https URL"},
 		{Config{PageURL: "http://x"}, "APPROVAL_SWEEP_INTERVAL must be positive"},
 		{Config{PageURL: "http://x", SweepInterval: time.Second, MaxPendingPerTenant: -1}, "APPROVAL_MAX_PENDING_PER_TENANT must not be negative"},
+		{Config{PageURL: "http://x", SweepInterval: time.Second, ReattachGrace: -time.Second}, "APPROVAL_REATTACH_GRACE must be 0 (cancel at once) or positive, got -1s"},
 	}
 	for _, tt := range tests {
 		tt.cfg.DataDir = t.TempDir()

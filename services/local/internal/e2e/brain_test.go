@@ -151,9 +151,17 @@ func TestBrainDeniedAndExpired(t *testing.T) {
 }
 
 // TestBrainInterruptCancelsApproval: interrupting the session drops the
-// stream, the approval is cancelled, and the operator can no longer answer.
+// stream, the approval is cancelled — at once with no grace, else once
+// APPROVAL_REATTACH_GRACE passed with no stream back (brain does not send
+// an interrupted call again) —, and the operator can no longer answer.
 func TestBrainInterruptCancelsApproval(t *testing.T) {
-	l := startLocal(t, nil)
+	for _, grace := range []string{"0", "1s"} {
+		t.Run("grace "+grace, func(t *testing.T) { testBrainInterruptCancelsApproval(t, grace) })
+	}
+}
+
+func testBrainInterruptCancelsApproval(t *testing.T, grace string) {
+	l := startLocal(t, map[string]string{"APPROVAL_REATTACH_GRACE": grace})
 	b := startBrain(t, l)
 	sess := b.session("request_approval")
 	evs := b.events(sess)

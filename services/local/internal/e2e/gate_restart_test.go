@@ -239,21 +239,31 @@ func withApprovalsThrough(cnt *counter, timeout int, addr string) func(doc map[s
 // its call ID, which local attaches to that approval: there is no second
 // one, and the operator's approval of it releases the gated call.
 //
-// closed: local saw the connection close and withdrew the approval
-// (cancelled, by system). The new brain's resend finds it withdrawn and
-// asks again with a new approval call: one approval is pending, and its
-// approval releases the gated call.
+// closed: local saw the connection close, and keeps the approval pending
+// for APPROVAL_REATTACH_GRACE (default 30 s): the new brain, back within
+// it, sends the approval call again with its call ID and local attaches
+// it to the same approval, as when partitioned.
+//
+// closed, no grace: local withdrew the approval at once (cancelled, by
+// system). The new brain's resend finds it withdrawn and asks again with
+// a new approval call: one approval is pending, and its approval releases
+// the gated call.
 func TestGatedCallSurvivesBrainRestart(t *testing.T) {
-	for _, partitioned := range []bool{true, false} {
-		name := "closed"
-		if partitioned {
-			name = "partitioned"
-		}
-		t.Run(name, func(t *testing.T) {
-			l := startLocal(t, nil)
+	for _, tc := range []struct {
+		name        string
+		partitioned bool
+		env         map[string]string // local's
+		askedAgain  bool
+	}{
+		{name: "partitioned", partitioned: true},
+		{name: "closed"},
+		{name: "closed, no grace", env: map[string]string{"APPROVAL_REATTACH_GRACE": "0"}, askedAgain: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := startLocal(t, tc.env)
 			cnt := newCounter(t)
 			edit := withWaitingTools(cnt, 120, false)
-			if partitioned {
+			if tc.partitioned {
 				edit = withApprovalsThrough(cnt, 120, holdingProxy(t, l.addr))
 			}
 			b := startBrainWith(t, l, edit)
@@ -267,13 +277,24 @@ func TestGatedCallSurvivesBrainRestart(t *testing.T) {
 			}
 
 			b.p.Kill()
-			b.start()
 			o := signIn(t, l.url, "alice")
+			graced := !tc.partitioned && !tc.askedAgain
+			if graced {
+				// The page says the caller went and when the approval is
+				// withdrawn unless it comes back.
+				eventually(t, 10*time.Second, "the detail page says the caller disconnected", func() bool {
+					return strings.Contains(o.get("/approval/"+p.ApprovalID), `id="disconnected"`)
+				})
+			}
+			b.start()
 			var pending []string
-			if partitioned {
-				// Local answers the old stream still, and the new brain's
-				// request too, once it came.
-				eventually(t, 15*time.Second, "the new brain's approval request reached local", func() bool { return l.streams() == 2 })
+			switch {
+			case !tc.askedAgain:
+				streams := 1
+				if tc.partitioned {
+					streams = 2 // local answers the old stream still
+				}
+				eventually(t, 15*time.Second, "the new brain's approval request reached local", func() bool { return l.streams() == streams })
 				pending = approvalsFor(t, o, "pending", c.ID)
 				if all := approvalsFor(t, o, "all", c.ID); !slices.Equal(all, []string{p.ApprovalID}) {
 					t.Fatalf("local's approvals for the gated call after brain restarted: %v, want only %s, still pending", all, p.ApprovalID)
@@ -281,17 +302,20 @@ func TestGatedCallSurvivesBrainRestart(t *testing.T) {
 				if ac := b.approvalCalls(sess, c.ID); len(ac) != 1 || ac[0].ID != first[0].ID || ac[0].Status != "running" {
 					t.Errorf("brain's approval calls after the restart: %+v, want %s, running", ac, first[0].ID)
 				}
-			} else {
+				if graced && strings.Contains(o.get("/approval/"+p.ApprovalID), `id="disconnected"`) {
+					t.Error("the detail page still says the caller disconnected after it came back")
+				}
+			default:
 				eventually(t, 15*time.Second, "one pending approval for the gated call", func() bool {
 					pending = approvalsFor(t, o, "pending", c.ID)
 					return len(pending) == 1 && l.streams() == 1
 				})
-				if all := approvalsFor(t, o, "all", c.ID); len(all) > 2 ||
-					len(all) == 2 && !slices.Equal(approvalsFor(t, o, "cancelled", c.ID), []string{p.ApprovalID}) {
-					t.Errorf("local's approvals for the gated call: %v (pending %v), want the pending one and at most the withdrawn %s", all, pending, p.ApprovalID)
+				if all := approvalsFor(t, o, "all", c.ID); len(all) != 2 || pending[0] == p.ApprovalID ||
+					!slices.Equal(approvalsFor(t, o, "cancelled", c.ID), []string{p.ApprovalID}) {
+					t.Errorf("local's approvals for the gated call: %v (pending %v), want the withdrawn %s and a new pending one", all, pending, p.ApprovalID)
 				}
 			}
-			if len(pending) != 1 {
+			if len(pending) != 1 || !tc.askedAgain && pending[0] != p.ApprovalID {
 				t.Fatalf("pending approvals for the gated call: %v, want one", pending)
 			}
 			if code := o.decide(pending[0], "approve", "approved after brain restarted"); code != http.StatusOK {

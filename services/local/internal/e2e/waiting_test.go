@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -173,10 +174,18 @@ func TestBrainFunctionTool(t *testing.T) {
 // TestBrainApprovalGateThroughAPI: a gated call waits with a prompt showing
 // its exact arguments; approved through the API the tool gets exactly one
 // request, and the approval call brain made for the page is withdrawn (an
-// operator answering it then gets 409); denied, the tool gets none and the
+// operator answering it then gets 409 — at once with no
+// APPROVAL_REATTACH_GRACE, else once the grace passed: to local, brain's
+// cancelled call is a dropped stream); denied, the tool gets none and the
 // result says who denied it and why. A session cannot loosen the gate.
 func TestBrainApprovalGateThroughAPI(t *testing.T) {
-	l := startLocal(t, nil)
+	for _, grace := range []string{"0", "1s"} {
+		t.Run("grace "+grace, func(t *testing.T) { testBrainApprovalGateThroughAPI(t, grace) })
+	}
+}
+
+func testBrainApprovalGateThroughAPI(t *testing.T, grace string) {
+	l := startLocal(t, map[string]string{"APPROVAL_REATTACH_GRACE": grace})
 	cnt := newCounter(t)
 	b := startBrainWith(t, l, withWaitingTools(cnt, 300, false))
 
@@ -210,6 +219,11 @@ func TestBrainApprovalGateThroughAPI(t *testing.T) {
 		t.Errorf("the approval call after the answer through the API: %s", cc.Status)
 	}
 	o := signIn(t, l.url, "carol")
+	if grace != "0" {
+		eventually(t, 10*time.Second, "local withdrew the approval once the grace passed", func() bool {
+			return slices.Equal(approvalsFor(t, o, "cancelled", c.ID), []string{p.ApprovalID})
+		})
+	}
 	if code := o.decide(p.ApprovalID, "approve", "late"); code != http.StatusConflict {
 		t.Errorf("operator answering the withdrawn approval: %d, want 409", code)
 	}

@@ -348,6 +348,10 @@ type data struct {
 	Action  template.HTML
 	Details template.HTML
 	Marks   string // the marked characters of action and details, "" for none
+	// Disconnected: the caller's stream dropped and this replica withdraws
+	// the approval at WithdrawAt unless the caller comes back.
+	Disconnected bool
+	WithdrawAt   time.Time
 	// audit
 	Audit      []approval.AuditEntry
 	AuditTotal int
@@ -672,6 +676,9 @@ func (p *Page) renderDetail(w http.ResponseWriter, r *http.Request, status int, 
 	}
 	d := p.base(sess)
 	d.A, d.Log, d.Error = a, log, msg
+	if a.Status == approval.Pending {
+		d.WithdrawAt, d.Disconnected = p.svc.Withdrawal(a.ID)
+	}
 	var am, dm marks
 	d.Action, am = exact(a.Action)
 	d.Details, dm = exact(a.Details)

@@ -364,8 +364,7 @@ func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
 			"call_id", c.ID, "parent_id", c.ParentID, "tool", c.Tool, "attempt", attempt, "in", d.String(),
 			"error_code", out.ErrorCode, "err", out.ErrorMessage)
 		data := mustJSON(resendProgress{Status: "retrying", Attempt: attempt, ErrorCode: out.ErrorCode, RetryInMS: d.Milliseconds()})
-		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: c.SessionID, CallID: c.ID, Time: time.Now().UTC(), Data: data})
-		s.notify(ctx, progressSignal(c.SessionID, c.ID, data))
+		s.publishProgress(ctx, c.SessionID, c.ID, data)
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

@@ -559,9 +559,7 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 	// The callback keeps the call's ids, not a copy of the call.
 	sessionID, callID := c.SessionID, c.ID
 	out := s.invokerFor(rc.t).Call(ctx, rc.t, req, func(data json.RawMessage) {
-		s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: sessionID, CallID: callID,
-			Time: time.Now().UTC(), Data: data})
-		s.notify(ctx, progressSignal(sessionID, callID, data))
+		s.publishProgress(ctx, sessionID, callID, data)
 	})
 	if g != nil {
 		// "An inspection_token can read the session's events until the call

@@ -204,10 +204,13 @@ func (s *Server) waitStored(ctx context.Context, tenant, id string, d time.Durat
 	}
 }
 
-// progressSignal is what execute tells the other replicas of a call's
-// progress, so that their streams forward it live too.
-func progressSignal(sessionID, callID string, data json.RawMessage) store.Signal {
-	return store.Signal{Kind: store.SignalProgress, SessionID: sessionID, CallID: callID, Data: data}
+// publishProgress forwards a tool.progress of call callID (live only,
+// never stored) to this replica's event streams and tells the other
+// replicas, so that theirs forward it too.
+func (s *Server) publishProgress(ctx context.Context, sessionID, callID string, data json.RawMessage) {
+	s.hub.Publish(store.Event{Type: store.EventToolProgress, SessionID: sessionID, CallID: callID,
+		Time: time.Now().UTC(), Data: data})
+	s.notify(ctx, store.Signal{Kind: store.SignalProgress, SessionID: sessionID, CallID: callID, Data: data})
 }
 
 // Answers through any replica. POST /tool_calls/{id}/respond on a replica

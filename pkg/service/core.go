@@ -41,12 +41,10 @@ import (
 type core struct {
 	t             *Tool
 	input, output *schema.Schema
-	// metrics records the calls; nil records none (an MCPHandler built
-	// without a Server).
-	metrics *metrics.Set
 	// transport is the one transport whose calls the core runs
-	// (metrics.TransportHTTP or TransportMCP), and meters its metric
-	// children, looked up once; nil without metrics.
+	// (metrics.TransportHTTP or TransportMCP), and meters its tool's
+	// series over it; nil records none (an MCPHandler built without a
+	// Server).
 	transport string
 	meters    *metrics.ToolMeters
 }
@@ -56,7 +54,7 @@ type core struct {
 // compile). A literal with no input_schema has no argument check; no host
 // config takes its binding, and /mcp does not list it.
 func newCore(t *Tool, m *metrics.Set, transport string) (*core, error) {
-	c := &core{t: t, metrics: m, transport: transport}
+	c := &core{t: t, transport: transport}
 	if m != nil {
 		c.meters = m.Tool(t.Binding.Name, transport)
 	}

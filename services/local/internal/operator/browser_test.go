@@ -2,11 +2,13 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -19,11 +21,34 @@ import (
 
 type step = chromedp.Action[chromedp.Void]
 
+// run takes steps in order, each within stepTimeout; on a failure it
+// names the step and shows where the page was, so a step that never
+// completes says which one and what the operator would have seen.
 func run(t *testing.T, ctx context.Context, steps ...step) {
 	t.Helper()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatal(err)
+	for i, s := range steps {
+		sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		err := chromedp.Do(sctx, s)
+		cancel()
+		if err != nil {
+			t.Fatalf("step %d of %d (%T): %v\n%s", i+1, len(steps), s, err, pageState(ctx))
+		}
 	}
+}
+
+// stepTimeout bounds one browser step, well inside a test's whole session.
+const stepTimeout = 20 * time.Second
+
+// pageState is the page's address, live state and visible text, for a
+// failure message; empty when the browser no longer answers.
+func pageState(ctx context.Context) string {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(sctx, chromedp.Evaluate[string](`location.href + "\nlive-state: " + ((document.getElementById("live-state") || {}).textContent || "") + "\n" + document.body.innerText.slice(0, 2000)`))
+	if err != nil {
+		return "page state unavailable: " + err.Error()
+	}
+	return s
 }
 
 func get[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
@@ -167,6 +192,56 @@ func TestBrowserDeny(t *testing.T) {
 	res := p.wait(t)
 	if !res.IsError || !strings.Contains(res.Content[0].Text, "Denied by operator bob") || !strings.Contains(res.Content[0].Text, "Use the bastion host instead.") {
 		t.Fatalf("tool result %+v", res)
+	}
+}
+
+// TestBrowserLiveListLeavesEqualRowsAlone: a change the filtered list
+// does not show still wakes the page, and the page must not swap its rows
+// for equal ones (a click in progress would land on a node that is gone),
+// while a change it does show still appears.
+func TestBrowserLiveListLeavesEqualRowsAlone(t *testing.T) {
+	s := newStack(t, Config{})
+	ctx := browser.New(t, 60*time.Second)
+	// Count the list fetches the page has finished handling: the counter
+	// moves in a setTimeout, after the promise chain that swaps the rows.
+	// Installed before any page script, so the first fetch counts too.
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		window.__handled = 0;
+		(function () {
+			var f = window.fetch;
+			window.fetch = function (u) {
+				return f.apply(this, arguments).then(function (r) {
+					if (String(u).indexOf("/approvals/rows") !== 0) { return r; }
+					var text = r.text.bind(r);
+					r.text = function () { return text().then(function (t) { setTimeout(function () { window.__handled++; }, 0); return t; }); };
+					return r;
+				});
+			};
+		})();`}); err != nil {
+		t.Fatal(err)
+	}
+	handled := func(n int) step {
+		return chromedp.Poll[chromedp.Void](fmt.Sprintf("window.__handled >= %d", n), chromedp.WithPollingInterval(20*time.Millisecond))
+	}
+	browserSignIn(t, ctx, s, "alice", operatorToken)
+	a := s.requestApproval("c-rotate", map[string]any{"action": "Rotate the signing key"})
+	run(t, ctx,
+		chromedp.Navigate(s.url+"/approvals?q=Rotate"),
+		chromedp.WaitVisible(chromedp.CSS(`a[data-id="`+a.ID+`"]`)),
+		handled(1), // the "changed" the live stream sends as it opens
+		eval(`document.querySelector('a[data-id="`+a.ID+`"]').__mark = 1`),
+	)
+	before := get(t, ctx, chromedp.Evaluate[int](`window.__handled`))
+	// Another approval of the tenant wakes the page; the filter hides it.
+	s.requestApproval("c-other", map[string]any{"action": "Delete the reports"})
+	run(t, ctx, handled(before+1))
+	if got := get(t, ctx, chromedp.Evaluate[int](`document.querySelector('a[data-id="`+a.ID+`"]').__mark || 0`)); got != 1 {
+		t.Fatal("the page swapped its rows for equal ones")
+	}
+	b := s.requestApproval("c-rotate-2", map[string]any{"action": "Rotate the backup key"})
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`a[data-id="`+b.ID+`"]`)))
+	if got := text(t, ctx, "#pending-count"); got != "2 pending" {
+		t.Fatalf("count %q", got)
 	}
 }
 

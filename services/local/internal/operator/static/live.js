@@ -9,12 +9,16 @@
   var state = document.getElementById("live-state");
   if (!lists) { return; }
   var query = lists.getAttribute("data-query") || "";
-  var busy = false, again = false;
+  var busy = false, again = false, last = null, failed = null;
 
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
-    fetch("/approvals/rows" + query, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+    // A fetch that hangs must not stop every later update: give up after
+    // 15 s and let the next "changed" (or the poll) try again.
+    var abort = window.AbortController ? new AbortController() : null;
+    var timer = abort ? window.setTimeout(function () { abort.abort(); }, 15000) : 0;
+    fetch("/approvals/rows" + query, { credentials: "same-origin", headers: { "Accept": "text/html" }, signal: abort ? abort.signal : undefined })
       .then(function (r) {
         if (r.status === 401) { window.location.assign("/operator/signin?next=/approvals"); return null; }
         if (!r.ok) { throw new Error("status " + r.status); }
@@ -22,6 +26,12 @@
       })
       .then(function (html) {
         if (html === null) { return; }
+        if (failed !== null) { if (state) { state.textContent = failed; } failed = null; }
+        // The same rows again (a change the operator may not see, a
+        // reconnect): leave the page alone, so that a click, a hover or a
+        // text selection in progress is not lost to a swap of equal nodes.
+        if (html === last) { return; }
+        last = html;
         // Keep keyboard focus on the same approval across the swap.
         var active = document.activeElement;
         var focusID = active && active.getAttribute ? active.getAttribute("data-id") : null;
@@ -33,8 +43,13 @@
         var pending = document.getElementById("pending");
         if (pending && count) { count.textContent = pending.getAttribute("data-count") + " " + pending.getAttribute("data-state"); }
       })
-      .catch(function () { if (state) { state.textContent = "update failed, retrying"; } })
+      .catch(function () {
+        if (failed === null) { failed = state ? state.textContent : ""; }
+        if (state) { state.textContent = "update failed, retrying"; }
+        window.setTimeout(refresh, 5000);
+      })
       .then(function () {
+        window.clearTimeout(timer);
         busy = false;
         if (again) { again = false; refresh(); }
       });

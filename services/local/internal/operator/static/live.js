@@ -9,7 +9,19 @@
   var state = document.getElementById("live-state");
   if (!lists) { return; }
   var query = lists.getAttribute("data-query") || "";
-  var busy = false, again = false, last = null, failed = null;
+  var busy = false, again = false, failed = null;
+
+  // sameRows tells whether two lists hold equal nodes once their
+  // countdowns ("in 4m59s", which move every second) are set aside.
+  function sameRows(a, b) {
+    a = a.cloneNode(true); b = b.cloneNode(true);
+    [a, b].forEach(function (n) { n.querySelectorAll(".until").forEach(function (u) { u.textContent = ""; }); });
+    if (a.childNodes.length !== b.childNodes.length) { return false; }
+    for (var i = 0; i < a.childNodes.length; i++) {
+      if (!a.childNodes[i].isEqualNode(b.childNodes[i])) { return false; }
+    }
+    return true;
+  }
 
   function refresh() {
     if (busy) { again = true; return; }
@@ -27,18 +39,26 @@
       .then(function (html) {
         if (html === null) { return; }
         if (failed !== null) { if (state) { state.textContent = failed; } failed = null; }
-        // The same rows again (a change the operator may not see, a
-        // reconnect): leave the page alone, so that a click, a hover or a
-        // text selection in progress is not lost to a swap of equal nodes.
-        if (html === last) { return; }
-        last = html;
-        // Keep keyboard focus on the same approval across the swap.
-        var active = document.activeElement;
-        var focusID = active && active.getAttribute ? active.getAttribute("data-id") : null;
-        lists.innerHTML = html;
-        if (focusID) {
-          var same = lists.querySelector('[data-id="' + focusID + '"]');
-          if (same) { same.focus(); }
+        var next = document.createElement("div");
+        next.innerHTML = html;
+        if (sameRows(lists, next)) {
+          // The same rows again (a change this filter hides, a reconnect,
+          // only the countdowns moved): leave the nodes alone, so that a
+          // click, a hover or a text selection in progress is not lost to
+          // a swap of equal nodes; just move the countdowns.
+          var olds = lists.querySelectorAll(".until"), news = next.querySelectorAll(".until");
+          for (var i = 0; i < olds.length; i++) {
+            if (olds[i].textContent !== news[i].textContent) { olds[i].textContent = news[i].textContent; }
+          }
+        } else {
+          // Keep keyboard focus on the same approval across the swap.
+          var active = document.activeElement;
+          var focusID = active && active.getAttribute ? active.getAttribute("data-id") : null;
+          lists.replaceChildren.apply(lists, Array.prototype.slice.call(next.childNodes));
+          if (focusID) {
+            var same = lists.querySelector('[data-id="' + focusID + '"]');
+            if (same) { same.focus(); }
+          }
         }
         var pending = document.getElementById("pending");
         if (pending && count) { count.textContent = pending.getAttribute("data-count") + " " + pending.getAttribute("data-state"); }

@@ -12,7 +12,7 @@
 // object:
 //
 //	{"tools": [<binding>...], "bindings": {"storage_delete": {"require_approval": "always"}},
-//	 "approvals": {"tool": "request_approval", "timeout_seconds": 600}}
+//	 "approvals": {"tool": "request_approval", "cancel_tool": "approval_cancel", "timeout_seconds": 600}}
 package main
 
 import (
@@ -58,6 +58,7 @@ type hostSettings struct {
 
 type approvals struct {
 	Tool           string `json:"tool,omitempty"`
+	CancelTool     string `json:"cancel_tool,omitempty"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
 }
 

@@ -48,7 +48,7 @@ func TestHostFile(t *testing.T) {
 	}
 	var out strings.Builder
 	h := host(`{"tools":[{"name":"lookup_order","description":"d","type":"function","input_schema":{"type":"object"},"tenants":["local"]}],
-		"bindings":{"storage_delete":{"require_approval":"always","max_concurrency":2}},"approvals":{"tool":"storage_delete","timeout_seconds":60}}`)
+		"bindings":{"storage_delete":{"require_approval":"always","max_concurrency":2}},"approvals":{"tool":"storage_delete","cancel_tool":"storage_delete","timeout_seconds":60}}`)
 	if err := run(&out, "local", "BRAIN_API_KEY", []string{ts.URL}, "tok", h); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,8 @@ func TestHostFile(t *testing.T) {
 	}
 	json.Unmarshal([]byte(out.String()), &got)
 	if len(got.Tools) != 2 || got.Tools[0]["require_approval"] != "always" || got.Tools[0]["max_concurrency"] != float64(2) ||
-		got.Tools[1]["type"] != "function" || got.Tools[1]["url"] != nil || got.Approvals["timeout_seconds"] != float64(60) {
+		got.Tools[1]["type"] != "function" || got.Tools[1]["url"] != nil || got.Approvals["timeout_seconds"] != float64(60) ||
+		got.Approvals["cancel_tool"] != "storage_delete" {
 		t.Errorf("config %s", out.String())
 	}
 	for doc, want := range map[string]string{

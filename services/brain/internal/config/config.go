@@ -7,12 +7,13 @@
 // types are refused):
 //
 //	{"tools": [<binding>, ...], "api_keys": [{"env": "BRAIN_API_KEY", "tenant": "local"}, ...],
-//	 "approvals": {"tool": "request_approval", "timeout_seconds": 300}}
+//	 "approvals": {"tool": "request_approval", "cancel_tool": "approval_cancel", "timeout_seconds": 300}}
 //
 // approvals is optional: it names the approval tool brain calls for a gated
 // call (a binding with require_approval "always", or one a session gates),
-// so that an operator answers on the approval page, and how long a gated
-// call waits for its answer.
+// so that an operator answers on the approval page, the tool brain
+// withdraws such an approval with once the gated call no longer waits for
+// it, and how long a gated call waits for its answer.
 //
 // Every binding is checked when brain starts, as the contract requires, and
 // every error names the binding and the field at fault, for example
@@ -70,6 +71,13 @@ type Approvals struct {
 	// "operator", "comment"}: the local service's request_approval. nil
 	// when approvals.tool is not set.
 	Tool *Tool
+	// CancelTool withdraws the approval an approval call asked for, named
+	// by that call's ID ({"call_id": ...}: the local service's
+	// approval_cancel), once its gated call stops waiting for it another
+	// way (answered through the API, expired, cancelled, its session
+	// ended). nil when approvals.cancel_tool is not set: the approval tool
+	// is left to notice the dropped stream.
+	CancelTool *Tool
 	// Timeout is how long a gated call waits for its answer
 	// (approvals.timeout_seconds, 1 to 86400, default 300 s); then it ends
 	// failed with approval_expired.
@@ -82,6 +90,7 @@ const DefaultApprovalTimeoutSeconds = 300
 // approvalsJSON is the approvals object as written.
 type approvalsJSON struct {
 	Tool           *string `json:"tool"`
+	CancelTool     *string `json:"cancel_tool"`
 	TimeoutSeconds *int    `json:"timeout_seconds"`
 }
 
@@ -90,6 +99,12 @@ type approvalsJSON struct {
 func ApprovalSample(timeoutSeconds int) json.RawMessage {
 	data, _ := json.Marshal(map[string]any{"action": "Call tool x", "details": "arguments", "timeout_seconds": timeoutSeconds})
 	return data
+}
+
+// CancelSample is what brain sends a cancel tool: the ID of the approval
+// call whose approval it withdraws. Parse checks that the tool takes it.
+func CancelSample() json.RawMessage {
+	return json.RawMessage(`{"call_id":"call_0123456789abcdefghijklmnop"}`)
 }
 
 // APIKey maps the value of an environment variable, a client's bearer
@@ -250,7 +265,9 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 // parseApprovals checks the approvals object: tool names a binding that
 // brain can call for any gated call (not a function tool, not gated
 // itself, allowed for every tenant of a binding that is always gated, and
-// taking ApprovalSample's arguments), timeout_seconds is 1..86400.
+// taking ApprovalSample's arguments); cancel_tool, which needs tool, one
+// brain can call for every tenant tool is allowed for, taking
+// CancelSample's; timeout_seconds is 1..86400.
 func (c *Config) parseApprovals(a *approvalsJSON, index map[string]int) []error {
 	c.Approvals.Timeout = DefaultApprovalTimeoutSeconds * time.Second
 	if a == nil {
@@ -265,21 +282,15 @@ func (c *Config) parseApprovals(a *approvalsJSON, index map[string]int) []error 
 		}
 	}
 	if a.Tool == nil {
+		if a.CancelTool != nil {
+			errs = append(errs, errors.New("approvals: cancel_tool: needs approvals.tool: brain withdraws only the approvals it asked for with it"))
+		}
 		return errs
 	}
 	name := *a.Tool
-	t, ok := c.byName[name]
-	switch {
-	case name == "":
-		return append(errs, errors.New("approvals: tool: must name a binding (the approval tool); omit it to answer gated calls through the API only"))
-	case !ok && slices.Contains(c.broken, fmt.Sprintf(" %q", name)):
-		return errs // the binding's own errors are reported
-	case !ok:
-		return append(errs, fmt.Errorf("approvals: tool: %q is not a binding of this config", name))
-	case t.Function():
-		return append(errs, fmt.Errorf("approvals: tool: %q is a function tool; the approval tool must be one brain calls", name))
-	case t.Gated():
-		return append(errs, fmt.Errorf("approvals: tool: %q has require_approval %q; the approval tool cannot wait for an approval itself", name, tool.ApprovalAlways))
+	t, err := c.approvalsBinding("tool", "the approval tool", name)
+	if t == nil {
+		return appendErr(errs, err)
 	}
 	secs := int(c.Approvals.Timeout / time.Second)
 	if err := t.ValidateArguments(ApprovalSample(secs)); err != nil {
@@ -295,8 +306,55 @@ func (c *Config) parseApprovals(a *approvalsJSON, index map[string]int) []error 
 			}
 		}
 	}
+	var ct *Tool
+	if a.CancelTool != nil {
+		cname := *a.CancelTool
+		if ct, err = c.approvalsBinding("cancel_tool", "the tool that withdraws an approval", cname); ct == nil {
+			errs = appendErr(errs, err)
+		} else {
+			if err := ct.ValidateArguments(CancelSample()); err != nil {
+				errs = append(errs, fmt.Errorf("approvals: cancel_tool: %q does not take brain's withdrawal {call_id: the approval call's ID}: %v", cname, err))
+			}
+			for _, tenant := range t.Tenants {
+				if !ct.Allowed(tenant) {
+					errs = append(errs, fmt.Errorf("approvals: cancel_tool: %q is not allowed for tenant %q, which approvals.tool %q is: brain could not withdraw that tenant's approvals", cname, tenant, name))
+				}
+			}
+		}
+	}
 	if len(errs) == 0 {
-		c.Approvals.Tool = t
+		c.Approvals.Tool, c.Approvals.CancelTool = t, ct
+	}
+	return errs
+}
+
+// approvalsBinding is the binding approvals.<field> names, the role it
+// plays said in its errors: one brain calls itself (not a function tool,
+// not gated). It returns nil with the error, or with none when the binding
+// named failed to parse (its own errors are reported).
+func (c *Config) approvalsBinding(field, role, name string) (*Tool, error) {
+	t, ok := c.byName[name]
+	switch {
+	case name == "" && field == "tool":
+		return nil, errors.New("approvals: tool: must name a binding (the approval tool); omit it to answer gated calls through the API only")
+	case name == "":
+		return nil, fmt.Errorf("approvals: %s: must name a binding (%s); omit it to leave dropped approvals to the approval tool", field, role)
+	case !ok && slices.Contains(c.broken, fmt.Sprintf(" %q", name)):
+		return nil, nil
+	case !ok:
+		return nil, fmt.Errorf("approvals: %s: %q is not a binding of this config", field, name)
+	case t.Function():
+		return nil, fmt.Errorf("approvals: %s: %q is a function tool; %s must be one brain calls", field, name, role)
+	case t.Gated():
+		return nil, fmt.Errorf("approvals: %s: %q has require_approval %q; %s cannot wait for an approval itself", field, name, tool.ApprovalAlways, role)
+	}
+	return t, nil
+}
+
+// appendErr appends err to errs unless it is nil.
+func appendErr(errs []error, err error) []error {
+	if err != nil {
+		return append(errs, err)
 	}
 	return errs
 }

@@ -646,6 +646,20 @@ func approvalTool(edit func(b map[string]any)) map[string]any {
 	})
 }
 
+// cancelTool is a binding that takes brain's withdrawal {"call_id"}, as
+// local's approval_cancel.
+func cancelTool(edit func(b map[string]any)) map[string]any {
+	return binding("approval_cancel", func(b map[string]any) {
+		b["input_schema"] = map[string]any{"type": "object", "additionalProperties": false,
+			"properties": map[string]any{"call_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 1024},
+				"approval_id": map[string]any{"type": "string", "pattern": "^[a-z2-7]{26}$"}}}
+		delete(b, "output_schema")
+		if edit != nil {
+			edit(b)
+		}
+	})
+}
+
 func functionTool(edit func(b map[string]any)) map[string]any {
 	return binding("lookup_order", func(b map[string]any) {
 		b["type"] = "function"
@@ -677,8 +691,12 @@ func TestFunctionToolsAndApprovals(t *testing.T) {
 	if !fn.Function() || fn.URL != "" || fn.Token != "" || !del.Gated() || del.MaxConcurrency != 2 {
 		t.Errorf("bindings: %+v %+v", fn.Binding, del.Binding)
 	}
-	if c.Approvals.Tool == nil || c.Approvals.Tool.Name != "request_approval" || c.Approvals.Timeout != time.Hour {
+	if c.Approvals.Tool == nil || c.Approvals.Tool.Name != "request_approval" || c.Approvals.Timeout != time.Hour || c.Approvals.CancelTool != nil {
 		t.Errorf("approvals %+v", c.Approvals)
+	}
+	withCancel, err := Parse(doc(map[string]any{"tool": "request_approval", "cancel_tool": "approval_cancel"}, approvalTool(nil), cancelTool(nil)), getenv)
+	if err != nil || withCancel.Approvals.CancelTool == nil || withCancel.Approvals.CancelTool.Name != "approval_cancel" {
+		t.Errorf("approvals with cancel_tool: %+v, %v", withCancel, err)
 	}
 	cat, _ := json.Marshal(c.Catalog("local"))
 	for _, want := range []string{`"name":"lookup_order","description"`, `"type":"function"`, `"name":"storage_delete"`, `"require_approval":"always"`} {
@@ -712,6 +730,25 @@ func TestFunctionToolsAndApprovals(t *testing.T) {
 		{"tool not for a gated tenant", map[string]any{"tool": "request_approval"}, []map[string]any{
 			binding("storage_delete", func(b map[string]any) { b["require_approval"] = "always"; b["tenants"] = []string{"local", "team_b"} }), approvalTool(nil)},
 			`tools[0] "storage_delete": tenants[1]: approvals.tool "request_approval" is not allowed for tenant "team_b"`},
+		{"cancel_tool without tool", map[string]any{"cancel_tool": "approval_cancel"}, []map[string]any{cancelTool(nil)},
+			"approvals: cancel_tool: needs approvals.tool"},
+		{"cancel_tool not a binding", map[string]any{"tool": "request_approval", "cancel_tool": "nope"}, []map[string]any{approvalTool(nil)},
+			`approvals: cancel_tool: "nope" is not a binding of this config`},
+		{"cancel_tool empty", map[string]any{"tool": "request_approval", "cancel_tool": ""}, []map[string]any{approvalTool(nil)},
+			"approvals: cancel_tool: must name a binding"},
+		{"cancel_tool a function tool", map[string]any{"tool": "request_approval", "cancel_tool": "lookup_order"},
+			[]map[string]any{approvalTool(nil), functionTool(nil)}, `approvals: cancel_tool: "lookup_order" is a function tool`},
+		{"cancel_tool gated itself", map[string]any{"tool": "request_approval", "cancel_tool": "approval_cancel"},
+			[]map[string]any{approvalTool(nil), cancelTool(func(b map[string]any) { b["require_approval"] = "always" })},
+			`approvals: cancel_tool: "approval_cancel" has require_approval "always"`},
+		{"cancel_tool takes other arguments", map[string]any{"tool": "request_approval", "cancel_tool": "echo"},
+			[]map[string]any{approvalTool(nil), binding("echo", nil)},
+			`approvals: cancel_tool: "echo" does not take brain's withdrawal {call_id: the approval call's ID}: arguments: at (root): missing property 'text'`},
+		{"cancel_tool not for a tenant of tool", map[string]any{"tool": "request_approval", "cancel_tool": "approval_cancel"},
+			[]map[string]any{approvalTool(func(b map[string]any) { b["tenants"] = []string{"local", "team_b"} }), cancelTool(nil)},
+			`approvals: cancel_tool: "approval_cancel" is not allowed for tenant "team_b", which approvals.tool "request_approval" is`},
+		{"cancel_tool wrong type", map[string]any{"tool": "request_approval", "cancel_tool": 1}, []map[string]any{approvalTool(nil)},
+			"approvals.cancel_tool: wrong type"},
 		{"timeout 0", map[string]any{"timeout_seconds": 0}, nil, "approvals: timeout_seconds: must be from 1 to 86400, got 0"},
 		{"timeout 86401", map[string]any{"timeout_seconds": 86401}, nil, "approvals: timeout_seconds: must be from 1 to 86400, got 86401"},
 		{"timeout string", map[string]any{"timeout_seconds": "60"}, nil, "approvals.timeout_seconds: wrong type"},

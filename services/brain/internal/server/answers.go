@@ -158,8 +158,11 @@ func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 	a, child := s.awaitAnswer(ctx, rc, c.ResponseExpiresAt, child, func() *running { return s.startApproval(ctx, rc, c) })
 	if child != nil && a.kind != answerParked {
 		// Parked, the gated call leaves its approval call to the shutdown,
-		// which parks it too (sendApproval).
-		defer child.cancel(errAnswered)
+		// which parks it too (sendApproval). Otherwise the approval call
+		// ends once the answer is stored; its approval is withdrawn first
+		// unless it was what decided.
+		ct := s.withdrawal(child, a)
+		defer s.endApproval(child, ct)
 	}
 	t := rc.t
 	switch a.kind {
@@ -311,7 +314,7 @@ func (s *Server) operatorAnswer(child *running) (a *answer, again bool) {
 		return a, false
 	case d.Decision == "expired":
 		a := newAnswer(answerExpired)
-		a.expired = "no operator answered"
+		a.by, a.expired = by, "no operator answered"
 		return a, false
 	case d.Decision == "cancelled" && d.Operator == "system":
 		s.log.Warn("the approval tool withdrew the approval without a decision (a stream of it dropped); asking again with a new approval call",
@@ -322,12 +325,28 @@ func (s *Server) operatorAnswer(child *running) (a *answer, again bool) {
 	return nil, false
 }
 
-// The pause before an approval call is sent again (sendApproval): from
-// approvalResendMin, doubling, up to approvalResendMax.
+// The pause before an approval call is sent again (sendApproval), and
+// before a withdrawal is (withdraw): from approvalResendMin, doubling, up
+// to approvalResendMax.
 const (
 	approvalResendMin = 500 * time.Millisecond
 	approvalResendMax = 5 * time.Second
 )
+
+// resendPause is the pause before the next resend: the zero value starts
+// at approvalResendMin.
+type resendPause time.Duration
+
+// next returns the pause before the next resend, at most left, and
+// doubles the one after it up to approvalResendMax.
+func (p *resendPause) next(left time.Duration) time.Duration {
+	if *p == 0 {
+		*p = resendPause(approvalResendMin)
+	}
+	d := min(time.Duration(*p), left)
+	*p = resendPause(min(2*time.Duration(*p), approvalResendMax))
+	return d
+}
 
 // sendApproval sends approval call rc to its tool and, while its gated
 // call (rc.gate) still waits for the answer (until its
@@ -347,9 +366,12 @@ const (
 // local down or the call between two requests, a second approval beside
 // the first, still pending.
 func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
-	pause := approvalResendMin
+	var pause resendPause
 	for attempt := 2; ; attempt++ {
 		out := s.send(ctx, rc)
+		if rc.withdrawing.Load() {
+			return s.withdrawn(ctx, rc)
+		}
 		if errors.Is(context.Cause(ctx), errShutdown) && (out.ErrorCode == invoke.CodeCancelled || resendable(out)) {
 			return ended{park: true}
 		}
@@ -357,8 +379,7 @@ func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
 		if !resendable(out) || ctx.Err() != nil || left <= 0 {
 			return ended{out: out}
 		}
-		d := min(pause, left)
-		pause = min(2*pause, approvalResendMax)
+		d := pause.next(left)
 		c := rc.snapshot()
 		s.log.Warn("approval call ended without a decision; sending it again with the same call ID",
 			"call_id", c.ID, "parent_id", c.ParentID, "tool", c.Tool, "attempt", attempt, "in", d.String(),
@@ -375,10 +396,119 @@ func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
 			}
 			return ended{out: invoke.Cancelled(rc.t, out.Sent, context.Cause(ctx))}
 		}
+		if rc.withdrawing.Load() {
+			return s.withdrawn(ctx, rc)
+		}
 		if !time.Now().Before(rc.gate.waitsUntil()) {
 			return ended{out: out} // nothing is sent once the gated call no longer waits
 		}
 	}
+}
+
+// withdrawal is the cancel tool that withdraws the approval of approval
+// call child, whose gated call stopped waiting with answer a: nil when a
+// is child's own decision, or when the host config names no cancel tool
+// allowed for child's tenant. Otherwise child is marked withdrawing from
+// now on: it stays running until endApproval has withdrawn its approval,
+// and then ends cancelled (sendApproval), so that until then it is what a
+// restart finds to withdraw (takeUp).
+func (s *Server) withdrawal(child *running, a *answer) *config.Tool {
+	ct := s.config().Approvals.CancelTool
+	if ct == nil || a.by.CallID == child.id || !ct.Allowed(child.snapshot().TenantID) {
+		return nil
+	}
+	child.withdrawing.Store(true)
+	return ct
+}
+
+// endApproval ends approval call child once its gated call no longer waits
+// for it: with cancel tool ct (withdrawal), on a goroutine, its approval
+// is withdrawn first and then its stream ended, so that no operator can
+// answer it meanwhile and the approval tool records why it ended; without,
+// the stream is ended at once, and the approval tool is left to notice.
+// At shutdown a withdrawal stops and child is left to the shutdown, which
+// parks it for the next brain to withdraw.
+func (s *Server) endApproval(child *running, ct *config.Tool) {
+	if ct == nil {
+		child.cancel(errAnswered)
+		return
+	}
+	c := child.snapshot()
+	s.background.Go(func() {
+		s.withdraw(s.callsCtx, ct, &c)
+		if s.callsCtx.Err() == nil {
+			child.cancel(errAnswered)
+		}
+	})
+}
+
+// withdrawn is how approval call rc ends once its gated call withdraws its
+// approval (withdrawal): when the withdrawal is through and rc cancelled,
+// cancelled whatever its request answered meanwhile — or parked, at
+// shutdown.
+func (s *Server) withdrawn(ctx context.Context, rc *running) ended {
+	<-ctx.Done()
+	if errors.Is(context.Cause(ctx), errShutdown) {
+		return ended{park: true}
+	}
+	return ended{out: invoke.Cancelled(rc.t, true, context.Cause(ctx))}
+}
+
+// withdraw sends cancel tool ct brain's withdrawal of the approval that
+// approval call c asked for, {"call_id": c.ID}, in c's tenant and session:
+// brain's own request, not a call of the session (it goes on after the
+// session ended, which no call of it may). It is sent again, with the
+// same request, after the pauses of sendApproval while it ends resendable
+// (local down or restarting, a 5xx, a 429), until the approval would have
+// expired (c's created_at plus its timeout_seconds: then the approval
+// tool expires it itself) or ctx ends. Any answer of the tool ends it:
+// withdrawn, decided already, or no such approval.
+func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call) {
+	until := approvalExpiry(c, s.config().Approvals.Timeout)
+	req := tool.Request{TenantID: c.TenantID, SessionID: c.SessionID, CallID: newID("call"),
+		Arguments: mustJSON(map[string]string{"call_id": c.ID})}
+	log := s.log.With("approval_call_id", c.ID, "parent_id", c.ParentID, "tool", ct.Name, "call_id", req.CallID)
+	var pause resendPause
+	for attempt := 1; ; attempt++ {
+		out := s.invokerFor(ct).Call(ctx, ct, req, nil)
+		switch {
+		case out.Status == store.CallSucceeded:
+			log.Info("withdrew the approval of an approval call its gated call no longer waits for", "attempt", attempt)
+			return
+		case !resendable(out):
+			log.Warn("the cancel tool did not withdraw the approval; leaving it to the approval tool",
+				"attempt", attempt, "error_code", out.ErrorCode, "err", out.ErrorMessage)
+			return
+		}
+		left := time.Until(until)
+		if ctx.Err() != nil || left <= 0 {
+			log.Warn("approval not withdrawn before it expires, or brain stops", "attempt", attempt, "error_code", out.ErrorCode, "err", out.ErrorMessage)
+			return
+		}
+		d := pause.next(left)
+		log.Warn("approval not withdrawn; sending the withdrawal again", "attempt", attempt+1, "in", d.String(),
+			"error_code", out.ErrorCode, "err", out.ErrorMessage)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// approvalExpiry is when the approval that approval call c asked for
+// expires: c's created_at plus the timeout_seconds it asked for (def when
+// its arguments do not say).
+func approvalExpiry(c *store.Call, def time.Duration) time.Time {
+	var args struct {
+		TimeoutSeconds int `json:"timeout_seconds"`
+	}
+	if json.Unmarshal(c.Arguments, &args) == nil && args.TimeoutSeconds > 0 {
+		def = time.Duration(args.TimeoutSeconds) * time.Second
+	}
+	return c.CreatedAt.Add(def)
 }
 
 // resendProgress is the tool.progress of an approval call brain is about to

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -70,6 +71,9 @@ type running struct {
 	// taken up after a restart waits on: the one it had running, sent again
 	// with its ID (takeUp).
 	gate, approval *running
+	// withdrawing is set on an approval call whose gated call withdraws
+	// its approval (withdrawal): it ends cancelled once that is through.
+	withdrawing atomic.Bool
 
 	mu       sync.Mutex
 	call     store.Call // as last stored
@@ -794,6 +798,7 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 			if err := s.endRestarted(ctx, c); err != nil {
 				return err
 			}
+			s.withdrawLeft(c)
 			continue
 		}
 		t, out, err := s.toolForCall(ctx, c)
@@ -856,6 +861,7 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		if err := s.endRestarted(ctx, c); err != nil {
 			return err
 		}
+		s.withdrawLeft(c)
 	}
 	// The queued calls join once every held slot is counted, in their
 	// stored order.
@@ -894,6 +900,19 @@ func (s *Server) endRestarted(ctx context.Context, c *store.Call) error {
 		s.queueFor(c.TenantID, t).done(nil)
 	}
 	return nil
+}
+
+// withdrawLeft withdraws, on a goroutine, the approval of c, a call left
+// running by a brain process that is gone, when c is the approval call of
+// a gated call that does not wait for it again (answered, ended, expired,
+// or its approval call not taken up) and the host config names a cancel
+// tool for its tenant: nobody is left to act on its answer.
+func (s *Server) withdrawLeft(c *store.Call) {
+	ct := s.config().Approvals.CancelTool
+	if c.CallerType != store.CallerSystem || c.ParentID == "" || ct == nil || !ct.Allowed(c.TenantID) {
+		return
+	}
+	s.background.Go(func() { s.withdraw(s.callsCtx, ct, c) })
 }
 
 // approvalsToResend pairs each gated call among calls that still waits for

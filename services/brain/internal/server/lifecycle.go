@@ -371,8 +371,13 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 	defer s.calls.Done()
 	e := s.run(ctx, rc)
 	c := rc.snapshot()
-	final := &c
-	if !e.park {
+	var final *store.Call
+	if e.park {
+		// Only a parked call's answer is this copy; finishWith returns
+		// its own, so c stays off the heap.
+		final = new(store.Call)
+		*final = c
+	} else {
 		var evs []*store.Event
 		if e.answer != nil && e.answer.given() {
 			evs = append(evs, e.answer.event(&c))

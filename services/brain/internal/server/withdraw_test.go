@@ -296,3 +296,35 @@ func TestApprovalWithdrawalResent(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoverWithdrawsLeftApproval: brain died while a gated call waited
+// for its approval, which expired before the next brain took the calls
+// up. The approval call left running ends brain_restarted, and, with
+// approvals.cancel_tool, its approval is withdrawn once: nobody is left to
+// act on its answer. Without cancel_tool nothing is withdrawn.
+func TestRecoverWithdrawsLeftApproval(t *testing.T) {
+	t.Parallel()
+	for _, cancelTool := range []bool{true, false} {
+		t.Run(map[bool]string{true: "cancel_tool", false: "no cancel_tool"}[cancelTool], func(t *testing.T) {
+			t.Parallel()
+			ct := newCountingTools(t)
+			gate, child, opt := seedGate(t, time.Now().Add(300*time.Millisecond))
+			time.Sleep(400 * time.Millisecond)
+			doc, env := withdrawConfigJSON(t, ct.URL, cancelTool, 60)
+			cfg, err := config.Parse(doc, func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := startBrain(t, func(o *Options) { o.Config = cfg }, opt)
+			if cancelTool {
+				w := nextCancel(t, ct, 10*time.Second)
+				wantWithdrawal(t, w, "ses_gate", gate, child)
+				w.answer <- "ok"
+			}
+			if _, c := b.getCall("t1", child, 10); deref(c.ErrorCode) != "brain_restarted" {
+				t.Errorf("approval call: %+v", c)
+			}
+			noCancel(t, ct, 1500*time.Millisecond)
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,16 @@ type countingTools struct {
 	// the arguments of every approve request, in order.
 	approveFails []string
 	approveArgs  []string
+	// cancels are the requests of "cancel", the cancel tool of the
+	// withdrawal tests, as they arrive; each waits for the test's answer.
+	cancels chan cancelReq
+}
+
+// cancelReq is a request of the cancel tool: answer takes how it is
+// answered, "ok" or an HTTP status ("503", "404").
+type cancelReq struct {
+	req    tool.Request
+	answer chan string
 }
 
 type approvalReq struct {
@@ -47,7 +58,7 @@ type approvalReq struct {
 
 func newCountingTools(t *testing.T) *countingTools {
 	ct := &countingTools{requests: map[string]int{}, release: make(chan struct{}, 100),
-		arrived: make(chan tool.Request, 100), approvals: make(chan approvalReq, 100)}
+		arrived: make(chan tool.Request, 100), approvals: make(chan approvalReq, 100), cancels: make(chan cancelReq, 100)}
 	ct.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+toolsKey {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -84,6 +95,22 @@ func newCountingTools(t *testing.T) *countingTools {
 			case <-ct.release:
 			case <-r.Context().Done():
 				done()
+				return
+			}
+		case "cancel":
+			c := cancelReq{req: req, answer: make(chan string, 1)}
+			ct.cancels <- c
+			var how string
+			select {
+			case how = <-c.answer:
+			case <-r.Context().Done():
+				done()
+				return
+			}
+			if how != "ok" {
+				done()
+				code, _ := strconv.Atoi(how)
+				w.WriteHeader(code)
 				return
 			}
 		case "approve":

@@ -1,0 +1,330 @@
+package server
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/google/go-cmp/cmp"
+)
+
+// With approvals.cancel_tool, a gated call that stops waiting for its
+// approval other than by the approval call's own decision (answered
+// through the API, cancelled, its session interrupted or closed, expired)
+// withdraws that approval: brain sends the cancel tool {"call_id": the
+// approval call's ID} in the gated call's tenant and session, again after
+// the approval resend pauses while it fails on the way there, and the
+// approval call stays running until the withdrawal is through, then ends
+// cancelled (see withdrawal, endApproval, withdraw). "cancel" on the
+// counting tools plays the cancel tool: each request waits for the test
+// to answer it.
+
+// withdrawConfigJSON is waitingConfigJSON's document, with approve as
+// approvals.tool, plus "cancel", a binding of the counting tools named as
+// approvals.cancel_tool when cancelTool is set.
+func withdrawConfigJSON(t *testing.T, url string, cancelTool bool, approvalTimeout int) ([]byte, map[string]string) {
+	t.Helper()
+	data, env := waitingConfigJSON(url, true, approvalTimeout)
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["tools"] = append(doc["tools"].([]any), map[string]any{"name": "cancel", "description": "cancel tool",
+		"tenants": []string{"t1", "t2"}, "input_schema": map[string]any{"type": "object"},
+		"url": url + "/tools/cancel", "token_env": "BRAIN_TOOLS_KEY"})
+	if cancelTool {
+		doc["approvals"].(map[string]any)["cancel_tool"] = "cancel"
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, env
+}
+
+// startWithdrawBrain starts a brain with the counting tools and
+// withdrawConfigJSON's host config, on the store BRAIN_TEST_STORE names
+// (as three replicas too).
+func startWithdrawBrain(t *testing.T, cancelTool bool, approvalTimeout int) (*brain, *countingTools) {
+	t.Helper()
+	ct := newCountingTools(t)
+	doc, env := withdrawConfigJSON(t, ct.URL, cancelTool, approvalTimeout)
+	if testStore == storeReplicas {
+		return startReplicasWith(t, doc, env, 3, false), ct
+	}
+	cfg, err := config.Parse(doc, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("host config: %v", err)
+	}
+	return startBrain(t, func(o *Options) { o.Config = cfg }), ct
+}
+
+// nextCancel returns the next request of the cancel tool, failing after
+// within.
+func nextCancel(t *testing.T, ct *countingTools, within time.Duration) cancelReq {
+	t.Helper()
+	select {
+	case c := <-ct.cancels:
+		return c
+	case <-time.After(within):
+		t.Fatalf("the cancel tool got no request within %s", within)
+	}
+	return cancelReq{}
+}
+
+// noCancel fails when the cancel tool gets a request within d.
+func noCancel(t *testing.T, ct *countingTools, d time.Duration) {
+	t.Helper()
+	select {
+	case c := <-ct.cancels:
+		c.answer <- "ok"
+		t.Errorf("the cancel tool got a request: %+v", c.req)
+	case <-time.After(d):
+	}
+}
+
+// wantWithdrawal fails unless c is brain's withdrawal of approval call
+// child, made for gated call gate of session session of t1: arguments
+// exactly {"call_id": child}, in the gated call's tenant and session,
+// with a call ID of its own.
+func wantWithdrawal(t *testing.T, c cancelReq, session, gate, child string) {
+	t.Helper()
+	var args map[string]any
+	if err := json.Unmarshal(c.req.Arguments, &args); err != nil {
+		t.Fatalf("withdrawal arguments %s: %v", c.req.Arguments, err)
+	}
+	if diff := cmp.Diff(map[string]any{"call_id": child}, args); diff != "" {
+		t.Errorf("withdrawal arguments (-want +got):\n%s", diff)
+	}
+	if c.req.TenantID != "t1" || c.req.SessionID != session {
+		t.Errorf("withdrawal in tenant %q session %q, want t1 and the gated call's session %s", c.req.TenantID, c.req.SessionID, session)
+	}
+	if c.req.CallID == "" || c.req.CallID == child || c.req.CallID == gate {
+		t.Errorf("withdrawal call ID %q, want one of its own (approval call %s, gated call %s)", c.req.CallID, child, gate)
+	}
+}
+
+// withdrawWays are the ways a gated call stops waiting for its approval
+// other than by the approval call's decision: end makes gated call gate of
+// session do so. sessionEnds says the approval call is cancelled with the
+// session, at once, not after the withdrawal (a session ends only once
+// its calls have); timeout is approvals.timeout_seconds. A nil end leaves
+// the gated call to expire.
+var withdrawWays = []struct {
+	name        string
+	timeout     int
+	sessionEnds bool
+	end         func(t *testing.T, b *brain, session, gate string)
+}{
+	{"approved through the API", 60, false, func(t *testing.T, b *brain, _, gate string) {
+		if r := b.respond("t1", gate, `{"approved":true}`); r.status != 200 && r.status != 202 {
+			t.Fatalf("approve through the API: %d %s", r.status, r.body)
+		}
+	}},
+	{"denied through the API", 60, false, func(t *testing.T, b *brain, _, gate string) {
+		if r := b.respond("t1", gate, `{"approved":false}`); r.status != 200 {
+			t.Fatalf("deny through the API: %d %s", r.status, r.body)
+		}
+	}},
+	{"gated call cancelled", 60, false, func(t *testing.T, b *brain, _, gate string) {
+		if r := b.do("POST", "/tool_calls/"+gate+"/cancel", "t1", nil); r.status != 200 {
+			t.Fatalf("cancel: %d %s", r.status, r.body)
+		}
+	}},
+	{"gated call expired", 2, false, nil}, // nil: the gated call waits until it expires
+	{"session interrupted", 60, true, func(t *testing.T, b *brain, session, _ string) {
+		if r := b.do("POST", "/sessions/"+session+"/interrupt", "t1", nil); r.status != 200 {
+			t.Fatalf("interrupt: %d %s", r.status, r.body)
+		}
+	}},
+	{"session closed", 60, true, func(t *testing.T, b *brain, session, _ string) {
+		if r := b.do("POST", "/sessions/"+session+"/close", "t1", nil); r.status != 200 {
+			t.Fatalf("close: %d %s", r.status, r.body)
+		}
+	}},
+}
+
+// TestApprovalWithdrawn: for each way a gated call stops waiting other
+// than by its approval call's decision, with approvals.cancel_tool the
+// cancel tool gets exactly one request, brain's withdrawal of that
+// approval call's approval, and the approval call stays running until it
+// is answered (unless its session ended), then ends cancelled. Without
+// cancel_tool nothing is withdrawn, and the approval call ends cancelled
+// at once.
+func TestApprovalWithdrawn(t *testing.T) {
+	t.Parallel()
+	for _, way := range withdrawWays {
+		for _, cancelTool := range []bool{true, false} {
+			name := way.name
+			if !cancelTool {
+				name += " without cancel_tool"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b, ct := startWithdrawBrain(t, cancelTool, way.timeout)
+				s := b.session("t1", "gated")
+				_, gate := b.call("t1", s.ID, "gated", map[string]any{"db": "payments"}, 0)
+				child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
+				within := 5 * time.Second
+				if way.end == nil {
+					within += time.Duration(way.timeout) * time.Second
+				} else {
+					way.end(t, b, s.ID, gate.ID)
+				}
+				if !cancelTool {
+					if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
+						t.Errorf("the approval call: %+v", c)
+					}
+					noCancel(t, ct, 1500*time.Millisecond)
+					return
+				}
+				w := nextCancel(t, ct, within)
+				wantWithdrawal(t, w, s.ID, gate.ID, child)
+				if !way.sessionEnds {
+					if _, c := b.getCall("t1", child, 0); c.Status != "running" {
+						t.Errorf("the approval call while its approval is withdrawn: %s, want running", c.Status)
+					}
+				}
+				w.answer <- "ok"
+				if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
+					t.Errorf("the approval call after its approval was withdrawn: %+v", c)
+				}
+				noCancel(t, ct, 1500*time.Millisecond)
+			})
+		}
+	}
+}
+
+// TestApprovalDecisionNotWithdrawn: the operator's own decision, through
+// the approval call (approved, denied, expired on the page), withdraws
+// nothing; the next gated call of the session, answered through the API,
+// still withdraws its own approval call's approval, and only that one.
+func TestApprovalDecisionNotWithdrawn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ decision, status, code string }{
+		{"approved", "succeeded", ""},
+		{"denied", "failed", "approval_denied"},
+		{"expired", "failed", "approval_expired"},
+	} {
+		t.Run(tc.decision, func(t *testing.T) {
+			t.Parallel()
+			b, ct := startWithdrawBrain(t, true, 60)
+			s := b.session("t1", "gated")
+			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+			a := nextApprovalReq(t, ct, 5*time.Second)
+			a.decide <- tc.decision + "|alice|"
+			if _, c := b.getCall("t1", gate.ID, 10); c.Status != tc.status || deref(c.ErrorCode) != tc.code {
+				t.Fatalf("gated call decided %s on the page: %+v", tc.decision, c)
+			}
+			if _, c := b.getCall("t1", a.req.CallID, 10); c.Status == "running" || c.Status == "cancelled" {
+				t.Errorf("the approval call that decided: %s", c.Status)
+			}
+			noCancel(t, ct, 1500*time.Millisecond)
+
+			_, next := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
+			if r := b.respond("t1", next.ID, `{"approved":false}`); r.status != 200 {
+				t.Fatalf("deny through the API: %d %s", r.status, r.body)
+			}
+			w := nextCancel(t, ct, 5*time.Second)
+			wantWithdrawal(t, w, s.ID, next.ID, child)
+			w.answer <- "ok"
+			if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
+				t.Errorf("the approval call after its approval was withdrawn: %+v", c)
+			}
+			noCancel(t, ct, 1500*time.Millisecond)
+		})
+	}
+}
+
+// TestApprovalWithdrawalResent: a withdrawal that fails on the way there
+// (503, 429) is sent again, the same request, after the approval resend
+// pauses (0.5 s, then 1 s), and the approval call stays running until one
+// is through, then ends cancelled; any other answer of the cancel tool (a
+// 4xx) ends the withdrawal after one request, and the approval call is
+// cancelled then.
+func TestApprovalWithdrawalResent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		answers []string // of the requests in turn; the last ends the withdrawal
+	}{
+		{"503 twice", []string{"503", "503", "ok"}},
+		{"429", []string{"429", "ok"}},
+		{"404", []string{"404"}},
+		{"400", []string{"400"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, ct := startWithdrawBrain(t, true, 60)
+			s := b.session("t1", "gated")
+			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
+			if r := b.respond("t1", gate.ID, `{"approved":false}`); r.status != 200 {
+				t.Fatalf("deny through the API: %d %s", r.status, r.body)
+			}
+			var first cancelReq
+			var last time.Time
+			pause := approvalResendMin
+			for i, answer := range tc.answers {
+				w := nextCancel(t, ct, 5*time.Second)
+				got := time.Now()
+				if i == 0 {
+					first = w
+					wantWithdrawal(t, w, s.ID, gate.ID, child)
+				} else {
+					if w.req.CallID != first.req.CallID || w.req.TenantID != first.req.TenantID ||
+						w.req.SessionID != first.req.SessionID || string(w.req.Arguments) != string(first.req.Arguments) {
+						t.Errorf("request %d %+v, want the first again, %+v", i+1, w.req, first.req)
+					}
+					if gap := got.Sub(last); gap < pause {
+						t.Errorf("request %d came %s after the answer to the one before, want %s or more", i+1, gap, pause)
+					}
+					pause *= 2
+				}
+				if _, c := b.getCall("t1", child, 0); c.Status != "running" {
+					t.Errorf("the approval call at withdrawal request %d: %s, want running", i+1, c.Status)
+				}
+				last = time.Now()
+				w.answer <- answer
+			}
+			if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
+				t.Errorf("the approval call after the withdrawal ended: %+v", c)
+			}
+			noCancel(t, ct, 2500*time.Millisecond)
+		})
+	}
+}
+
+// TestRecoverWithdrawsLeftApproval: brain died while a gated call waited
+// for its approval, which expired before the next brain took the calls
+// up. The approval call left running ends brain_restarted, and, with
+// approvals.cancel_tool, its approval is withdrawn once: nobody is left to
+// act on its answer. Without cancel_tool nothing is withdrawn.
+func TestRecoverWithdrawsLeftApproval(t *testing.T) {
+	t.Parallel()
+	for _, cancelTool := range []bool{true, false} {
+		t.Run(map[bool]string{true: "cancel_tool", false: "no cancel_tool"}[cancelTool], func(t *testing.T) {
+			t.Parallel()
+			ct := newCountingTools(t)
+			gate, child, opt := seedGate(t, time.Now().Add(300*time.Millisecond))
+			time.Sleep(400 * time.Millisecond)
+			doc, env := withdrawConfigJSON(t, ct.URL, cancelTool, 60)
+			cfg, err := config.Parse(doc, func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := startBrain(t, func(o *Options) { o.Config = cfg }, opt)
+			if cancelTool {
+				w := nextCancel(t, ct, 10*time.Second)
+				wantWithdrawal(t, w, "ses_gate", gate, child)
+				w.answer <- "ok"
+			}
+			if _, c := b.getCall("t1", child, 10); deref(c.ErrorCode) != "brain_restarted" {
+				t.Errorf("approval call: %+v", c)
+			}
+			noCancel(t, ct, 1500*time.Millisecond)
+		})
+	}
+}

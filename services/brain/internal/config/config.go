@@ -288,7 +288,7 @@ func (c *Config) parseApprovals(a *approvalsJSON, index map[string]int) []error 
 		return errs
 	}
 	name := *a.Tool
-	t, err := c.approvalsBinding("tool", "the approval tool", name)
+	t, err := c.approvalsBinding("tool", "the approval tool", "answer gated calls through the API only", name)
 	if t == nil {
 		return appendErr(errs, err)
 	}
@@ -309,7 +309,7 @@ func (c *Config) parseApprovals(a *approvalsJSON, index map[string]int) []error 
 	var ct *Tool
 	if a.CancelTool != nil {
 		cname := *a.CancelTool
-		if ct, err = c.approvalsBinding("cancel_tool", "the tool that withdraws an approval", cname); ct == nil {
+		if ct, err = c.approvalsBinding("cancel_tool", "the tool that withdraws an approval", "leave dropped approvals to the approval tool", cname); ct == nil {
 			errs = appendErr(errs, err)
 		} else {
 			if err := ct.ValidateArguments(CancelSample()); err != nil {
@@ -329,16 +329,15 @@ func (c *Config) parseApprovals(a *approvalsJSON, index map[string]int) []error 
 }
 
 // approvalsBinding is the binding approvals.<field> names, the role it
-// plays said in its errors: one brain calls itself (not a function tool,
-// not gated). It returns nil with the error, or with none when the binding
-// named failed to parse (its own errors are reported).
-func (c *Config) approvalsBinding(field, role, name string) (*Tool, error) {
+// plays and what omitting the field does said in its errors: one brain
+// calls itself (not a function tool, not gated). It returns nil with the
+// error, or with none when the binding named failed to parse (its own
+// errors are reported).
+func (c *Config) approvalsBinding(field, role, omit, name string) (*Tool, error) {
 	t, ok := c.byName[name]
 	switch {
-	case name == "" && field == "tool":
-		return nil, errors.New("approvals: tool: must name a binding (the approval tool); omit it to answer gated calls through the API only")
 	case name == "":
-		return nil, fmt.Errorf("approvals: %s: must name a binding (%s); omit it to leave dropped approvals to the approval tool", field, role)
+		return nil, fmt.Errorf("approvals: %s: must name a binding (%s); omit it to %s", field, role, omit)
 	case !ok && slices.Contains(c.broken, fmt.Sprintf(" %q", name)):
 		return nil, nil
 	case !ok:

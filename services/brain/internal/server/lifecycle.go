@@ -914,10 +914,16 @@ func (s *Server) endRestarted(ctx context.Context, c *store.Call) error {
 // tool for its tenant: nobody is left to act on its answer.
 func (s *Server) withdrawLeft(c *store.Call) {
 	ct := s.config().Approvals.CancelTool
-	if c.CallerType != store.CallerSystem || c.ParentID == "" || ct == nil || !ct.Allowed(c.TenantID) {
+	if !isApprovalCall(c) || ct == nil || !ct.Allowed(c.TenantID) {
 		return
 	}
 	s.background.Go(func() { s.withdraw(s.callsCtx, ct, c) })
+}
+
+// isApprovalCall tells whether c is an approval call: one brain made
+// itself (CallerSystem) for its parent, a gated call.
+func isApprovalCall(c *store.Call) bool {
+	return c.CallerType == store.CallerSystem && c.ParentID != ""
 }
 
 // approvalsToResend pairs each gated call among calls that still waits for
@@ -933,7 +939,7 @@ func approvalsToResend(calls []*store.Call, now time.Time) map[string]*store.Cal
 	}
 	out := map[string]*store.Call{}
 	for _, c := range calls {
-		if c.Status == store.CallRunning && c.CallerType == store.CallerSystem && gates[c.ParentID] {
+		if c.Status == store.CallRunning && isApprovalCall(c) && gates[c.ParentID] {
 			out[c.ParentID] = c
 		}
 	}

@@ -42,13 +42,21 @@ func (b *brain) listCalls(tenant, session, tool string) []CallJSON {
 // decision, failing after within.
 func nextApprovalReq(t *testing.T, ct *countingTools, within time.Duration) approvalReq {
 	t.Helper()
+	return receive(t, ct.approvals, within, "no approval request waited for a decision")
+}
+
+// receive returns the next value of ch, failing with what (and within)
+// when none comes within within.
+func receive[T any](t *testing.T, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
 	select {
-	case a := <-ct.approvals:
-		return a
+	case v := <-ch:
+		return v
 	case <-time.After(within):
-		t.Fatalf("no approval request waited for a decision within %s", within)
+		t.Fatalf("%s within %s", what, within)
 	}
-	return approvalReq{}
+	var zero T
+	return zero
 }
 
 // TestApprovalCallResent: the approval call ends without a decision —

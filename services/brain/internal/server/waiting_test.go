@@ -44,6 +44,18 @@ type countingTools struct {
 }
 
 // cancelReq is a request of the cancel tool: answer takes how it is
+// untilGone waits for the next value of ch, false when r's client left
+// first.
+func untilGone[T any](r *http.Request, ch <-chan T) (T, bool) {
+	select {
+	case v := <-ch:
+		return v, true
+	case <-r.Context().Done():
+		var zero T
+		return zero, false
+	}
+}
+
 // answered, "ok" or an HTTP status ("503", "404").
 type cancelReq struct {
 	req    tool.Request
@@ -91,19 +103,15 @@ func newCountingTools(t *testing.T) *countingTools {
 			return
 		case "held":
 			ct.arrived <- req
-			select {
-			case <-ct.release:
-			case <-r.Context().Done():
+			if _, ok := untilGone(r, ct.release); !ok {
 				done()
 				return
 			}
 		case "cancel":
 			c := cancelReq{req: req, answer: make(chan string, 1)}
 			ct.cancels <- c
-			var how string
-			select {
-			case how = <-c.answer:
-			case <-r.Context().Done():
+			how, ok := untilGone(r, c.answer)
+			if !ok {
 				done()
 				return
 			}
@@ -133,10 +141,8 @@ func newCountingTools(t *testing.T) *countingTools {
 			fmt.Fprintf(w, "event: progress\ndata: {\"status\":\"waiting_for_operator\"}\n\n")
 			w.(http.Flusher).Flush()
 			ct.approvals <- a
-			var d string
-			select {
-			case d = <-a.decide:
-			case <-r.Context().Done():
+			d, ok := untilGone(r, a.decide)
+			if !ok {
 				done()
 				return
 			}

@@ -64,13 +64,18 @@ func startWithdrawBrain(t *testing.T, cancelTool bool, approvalTimeout int) (*br
 // within.
 func nextCancel(t *testing.T, ct *countingTools, within time.Duration) cancelReq {
 	t.Helper()
-	select {
-	case c := <-ct.cancels:
-		return c
-	case <-time.After(within):
-		t.Fatalf("the cancel tool got no request within %s", within)
+	return receive(t, ct.cancels, within, "the cancel tool got no request")
+}
+
+// withdrawOK answers withdrawal w of approval call child "ok", then fails
+// unless child ends cancelled and no other withdrawal follows.
+func withdrawOK(t *testing.T, b *brain, ct *countingTools, w cancelReq, child string) {
+	t.Helper()
+	w.answer <- "ok"
+	if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
+		t.Errorf("the approval call after its approval was withdrawn: %+v", c)
 	}
-	return cancelReq{}
+	noCancel(t, ct, 1500*time.Millisecond)
 }
 
 // noCancel fails when the cancel tool gets a request within d.
@@ -186,11 +191,7 @@ func TestApprovalWithdrawn(t *testing.T) {
 						t.Errorf("the approval call while its approval is withdrawn: %s, want running", c.Status)
 					}
 				}
-				w.answer <- "ok"
-				if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
-					t.Errorf("the approval call after its approval was withdrawn: %+v", c)
-				}
-				noCancel(t, ct, 1500*time.Millisecond)
+				withdrawOK(t, b, ct, w, child)
 			})
 		}
 	}
@@ -229,11 +230,7 @@ func TestApprovalDecisionNotWithdrawn(t *testing.T) {
 			}
 			w := nextCancel(t, ct, 5*time.Second)
 			wantWithdrawal(t, w, s.ID, next.ID, child)
-			w.answer <- "ok"
-			if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
-				t.Errorf("the approval call after its approval was withdrawn: %+v", c)
-			}
-			noCancel(t, ct, 1500*time.Millisecond)
+			withdrawOK(t, b, ct, w, child)
 		})
 	}
 }

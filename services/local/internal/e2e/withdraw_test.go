@@ -35,6 +35,22 @@ func approvalState(t *testing.T, b *brain, id string) (state, operator string) {
 	return st, op
 }
 
+// wantWithdrawn fails unless, within within, approval id of gated call
+// gate is the one cancelled approval the page lists for it, withdrawn by
+// the caller (approval_cancel), and operator o's answer to it gets 409.
+func wantWithdrawn(t *testing.T, b *brain, o *operator, gate, id string, within time.Duration, what string) {
+	t.Helper()
+	eventually(t, within, what, func() bool {
+		return slices.Equal(approvalsFor(t, o, "cancelled", gate), []string{id})
+	})
+	if st, op := approvalState(t, b, id); st != "cancelled" || op != approval.CallerOperator {
+		t.Errorf("approval %s: %s by %q, want cancelled by %q (approval_cancel)", id, st, op, approval.CallerOperator)
+	}
+	if code := o.decide(id, "approve", "late"); code != http.StatusConflict {
+		t.Errorf("operator answering the withdrawn approval: %d, want 409", code)
+	}
+}
+
 func TestBrainWithdrawsApproval(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -92,15 +108,7 @@ func TestBrainWithdrawsApproval(t *testing.T) {
 				}
 				return
 			}
-			eventually(t, 5*time.Second, "the approval withdrawn at once", func() bool {
-				return slices.Equal(approvalsFor(t, o, "cancelled", c.ID), []string{p.ApprovalID})
-			})
-			if st, op := approvalState(t, b, p.ApprovalID); st != "cancelled" || op != approval.CallerOperator {
-				t.Errorf("approval %s: %s by %q, want cancelled by %q (approval_cancel)", p.ApprovalID, st, op, approval.CallerOperator)
-			}
-			if code := o.decide(p.ApprovalID, "approve", "late"); code != http.StatusConflict {
-				t.Errorf("operator answering the withdrawn approval: %d, want 409", code)
-			}
+			wantWithdrawn(t, b, o, c.ID, p.ApprovalID, 5*time.Second, "the approval withdrawn at once")
 			ac := b.approvalCalls(sess, c.ID)
 			if len(ac) != 1 {
 				t.Fatalf("approval calls %+v, want one", ac)
@@ -159,15 +167,7 @@ func TestBrainWithdrawsOnceLocalIsBack(t *testing.T) {
 				l.start()
 			}
 			o := signIn(t, l.url, "alice")
-			eventually(t, 15*time.Second, "the approval withdrawn once local is back", func() bool {
-				return slices.Equal(approvalsFor(t, o, "cancelled", c.ID), []string{p.ApprovalID})
-			})
-			if st, op := approvalState(t, b, p.ApprovalID); st != "cancelled" || op != approval.CallerOperator {
-				t.Errorf("approval %s: %s by %q, want cancelled by %q (approval_cancel)", p.ApprovalID, st, op, approval.CallerOperator)
-			}
-			if code := o.decide(p.ApprovalID, "approve", "late"); code != http.StatusConflict {
-				t.Errorf("operator answering the withdrawn approval: %d, want 409", code)
-			}
+			wantWithdrawn(t, b, o, c.ID, p.ApprovalID, 15*time.Second, "the approval withdrawn once local is back")
 			want := "cancelled"
 			if restart {
 				want = "failed" // brain_restarted

@@ -92,6 +92,10 @@ images: ## static binaries for the images in bin/images, then the images (:lates
 run: deps build ## build, start the whole stack on loopback, run the demo session, stop
 	@bash scripts/run.sh
 
+.PHONY: up
+up: deps build ## start the whole stack on loopback and keep it up until Ctrl-C (state and keys kept in bin/up)
+	@bash scripts/run.sh up
+
 # print-version prints VERSION (make compose-test compares it with what
 # the images report).
 .PHONY: print-version

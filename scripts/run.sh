@@ -1,38 +1,65 @@
 #!/usr/bin/env bash
 # The main job (`make run`): start the whole suite on loopback, drive one
 # session through every tool, print what happened, stop everything.
+# `run.sh up` (make up) starts the same suite and keeps it running, with
+# its state and keys under bin/up, until Ctrl-C or a service exits;
+# `run.sh config` (make config) regenerates examples/brain.json.
 # Expects the binaries in ./bin (make build) and the dependencies installed
 # (make deps). Services log to $WORK/logs; the logs are printed on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BIN=$ROOT/bin
+MODE=${1:-demo}
 . scripts/demo-tools.sh
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/brain-demo.XXXXXX")
-mkdir -p "$WORK/logs" "$WORK/data"
+rand() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+if [ "$MODE" = up ]; then
+  # Kept between runs: brain's and local's databases, the S3 data, and
+  # the keys (made once, 0600), so what a tenant made is there next time.
+  WORK=$ROOT/bin/up
+  mkdir -p "$WORK/logs" "$WORK/data"
+  if [ ! -f "$WORK/keys.env" ]; then
+    (umask 077; printf 'BRAIN_API_KEY=%s\nBRAIN_TOOLS_KEY=%s\nAPPROVAL_OPERATOR_TOKEN=%s\nSTORAGE_SECRET_ACCESS_KEY=%s\n' \
+      "$(rand)" "$(rand)" "$(rand)" "$(rand)" >"$WORK/keys.env")
+  fi
+  set -a; . "$WORK/keys.env"; set +a
+else
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/brain-demo.XXXXXX")
+  mkdir -p "$WORK/logs" "$WORK/data"
+fi
 # mktemp makes the directory 0700; the sandbox runs commands as unprivileged
 # uids that must be able to reach their workspace below it.
 chmod 0711 "$WORK" "$WORK/data"
-PIDS=()
+PIDS=() NAMES=()
 
-rand() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 export BRAIN_API_KEY=${BRAIN_API_KEY:-$(rand)}
 export BRAIN_TOOLS_KEY=${BRAIN_TOOLS_KEY:-$(rand)}
 DOCS_ADDR=127.0.0.1:8090
 
 cleanup() {
-  local status=$?
+  local status=${1:-$?}
+  trap - EXIT
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   if [ "$status" -ne 0 ]; then
-    echo "demo failed (exit $status); service logs:" >&2
+    if [ "$MODE" = up ]; then echo "the suite stopped (exit $status); service logs:" >&2; else echo "demo failed (exit $status); service logs:" >&2; fi
     for f in "$WORK"/logs/*.log; do echo "--- $(basename "$f")" >&2; tail -n 20 "$f" >&2; done
   fi
-  rm -rf "$WORK"
+  [ "$MODE" = up ] || rm -rf "$WORK"
   exit "$status"
 }
 trap cleanup EXIT INT TERM
+# Ctrl-C is how make up ends: not a failure. Its services run in sessions
+# of their own (setsid), so that the terminal's SIGINT reaches this script
+# alone, which stops them: had they had it too, each would exit 0 and bash
+# would take that as the SIGINT handled, run no trap, and see a service
+# that exited.
+DETACH=()
+if [ "$MODE" = up ]; then
+  trap 'echo; echo "stopping the suite"; cleanup 0' INT TERM
+  DETACH=(setsid)
+fi
 
 # start NAME HEALTH_URL CMD... starts CMD in the background, logging to
 # $WORK/logs/NAME.log, and waits up to 20 s for HEALTH_URL to answer 200.
@@ -52,8 +79,8 @@ start() {
   local name=$1 health=$2; shift 2
   local hostport=${health#http://}; hostport=${hostport%%/*}
   free "$name" "$hostport"
-  "$@" >"$WORK/logs/$name.log" 2>&1 &
-  PIDS+=($!)
+  "${DETACH[@]}" "$@" >"$WORK/logs/$name.log" 2>&1 &
+  PIDS+=($!) NAMES+=("$name")
   local pid=$!
   for _ in $(seq 1 200); do
     if ! kill -0 "$pid" 2>/dev/null; then
@@ -92,10 +119,10 @@ echo "== starting the suite on loopback (work dir $WORK)"
 start docs "http://$DOCS_ADDR/" "$BIN/fileserver" -addr "$DOCS_ADDR" -dir "$(go env GOROOT)/doc"
 
 # The local S3 server the storage service runs on by default.
-export STORAGE_BUCKET=brain-tools STORAGE_ACCESS_KEY_ID=local-access-key STORAGE_SECRET_ACCESS_KEY=$(rand)
+export STORAGE_BUCKET=brain-tools STORAGE_ACCESS_KEY_ID=local-access-key STORAGE_SECRET_ACCESS_KEY=${STORAGE_SECRET_ACCESS_KEY:-$(rand)}
 free versitygw 127.0.0.1:7070
-VERSITYGW_ADDR=127.0.0.1:7070 services/storage/versitygw.sh "$WORK/data/s3" >"$WORK/logs/versitygw.log" 2>&1 &
-PIDS+=($!)
+VERSITYGW_ADDR=127.0.0.1:7070 "${DETACH[@]}" services/storage/versitygw.sh "$WORK/data/s3" >"$WORK/logs/versitygw.log" 2>&1 &
+PIDS+=($!) NAMES+=(versitygw)
 wait_port versitygw 127.0.0.1:7070 "${PIDS[-1]}"
 
 export APPROVAL_OPERATOR_TOKEN=${APPROVAL_OPERATOR_TOKEN:-$(rand)}
@@ -126,7 +153,7 @@ ADDR=127.0.0.1:8086 BROWSER_ALLOW="${DOCS_ADDR%:*}" BROWSER_PORTS="80,443,${DOCS
 ADDR=127.0.0.1:8085 WEBFETCH_ALLOW="${DOCS_ADDR%:*}" WEBFETCH_PORTS="80,443,${DOCS_ADDR#*:}" WEBFETCH_BROWSER_URL=http://127.0.0.1:8086 \
   start webfetch http://127.0.0.1:8085/healthz "$BIN/webfetch"
 
-if [ "${1:-}" = config ]; then
+if [ "$MODE" = config ]; then
   # make config: regenerate the host config from what the services publish.
   "$BIN/genconfig" -host examples/brain.host.json http://127.0.0.1:8081 http://127.0.0.1:8082 http://127.0.0.1:8083 \
     http://127.0.0.1:8084 http://127.0.0.1:8085 http://127.0.0.1:8086 >examples/brain.json
@@ -148,6 +175,28 @@ fi
 # guard, and the operator allow-list names exactly that address.
 BRAIN_ADDR=127.0.0.1:8080 BRAIN_DATA_DIR="$WORK/data/brain" BRAIN_TENANT_URL_ALLOW=127.0.0.1 \
   start brain http://127.0.0.1:8080/healthz "$BIN/brain" -config examples/brain.json
+
+if [ "$MODE" = up ]; then
+  cat <<EOT
+
+The suite is up on loopback until Ctrl-C (state and logs: $WORK):
+  brain            http://127.0.0.1:8080     Authorization: Bearer $BRAIN_API_KEY
+  operator page    http://127.0.0.1:8081/    operator token: $APPROVAL_OPERATOR_TOKEN
+  Go docs          http://$DOCS_ADDR/        (allowed for web_fetch and the browser)
+  keys             $WORK/keys.env
+Try: curl -H "Authorization: Bearer \$BRAIN_API_KEY" http://127.0.0.1:8080/catalog
+EOT
+  # Until Ctrl-C (the trap stops everything), or until a service exits:
+  # then say which and fail, with the logs.
+  set +e
+  wait -n "${PIDS[@]}"
+  status=$?
+  set -e
+  for i in "${!PIDS[@]}"; do
+    if ! kill -0 "${PIDS[$i]}" 2>/dev/null; then echo "${NAMES[$i]} exited (status $status); stopping the suite" >&2; fi
+  done
+  exit 1
+fi
 
 echo
 BRAIN_URL=http://127.0.0.1:8080 DOCS_URL="http://$DOCS_ADDR" \

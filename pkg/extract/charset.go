@@ -3,6 +3,7 @@ package extract
 import (
 	"bytes"
 	"mime"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -171,14 +172,8 @@ func sniffCharset(body []byte, isHTML bool) string {
 		d = chardet.NewHtmlDetector()
 	}
 	best := "windows-1252"
-	if r, err := d.DetectBest(body); err == nil && r.Confidence >= 20 {
-		label := r.Charset
-		if l, ok := chardetNames[label]; ok {
-			label = l
-		}
-		if e, name := charset.Lookup(label); e != nil {
-			best = name
-		}
+	if rs, err := d.DetectAll(body); err == nil {
+		best = detected(rs, best)
 	}
 	sample := body[:min(len(body), 64<<10)]
 	score := plausibility(sample, best)
@@ -191,6 +186,38 @@ func sniffCharset(body []byte, isHTML bool) string {
 		}
 		if s := plausibility(sample, c); s > score+0.2 {
 			best, score = c, s
+		}
+	}
+	return best
+}
+
+// detected is the WHATWG name of the detector's best guess among rs, def
+// when it has none with a confidence of 20 or more. The detector runs its
+// recognizers concurrently and sorts their results unstably, so results of
+// equal confidence come in any order ("caf\xe9" is ISO-8859-1 and
+// ISO-8859-2 at 30 each); a tie goes to the charset most used
+// (singleByteCandidates' order), then to the first name, so that the same
+// bytes always decode the same.
+func detected(rs []chardet.Result, def string) string {
+	best, bestConf, bestRank := def, 0, 0
+	for _, r := range rs {
+		if r.Confidence < 20 {
+			continue
+		}
+		label := r.Charset
+		if l, ok := chardetNames[label]; ok {
+			label = l
+		}
+		e, name := charset.Lookup(label)
+		if e == nil {
+			continue
+		}
+		rank := slices.Index(singleByteCandidates, name)
+		if rank < 0 {
+			rank = len(singleByteCandidates)
+		}
+		if r.Confidence > bestConf || r.Confidence == bestConf && (rank < bestRank || rank == bestRank && name < best) {
+			best, bestConf, bestRank = name, r.Confidence, rank
 		}
 	}
 	return best

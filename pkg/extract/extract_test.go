@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/gogs/chardet"
 	"golang.org/x/net/html"
 
 	"github.com/brain-tools/suite/pkg/extract/fixtures"
@@ -72,6 +73,33 @@ func TestCharsetOrder(t *testing.T) {
 			d := Decode(tc.body, tc.ct, true)
 			if d.Charset != tc.charset || d.Source != tc.source || !strings.Contains(d.Text, tc.want) {
 				t.Fatalf("Decode = %q from %s (%q), want %q from %s containing %q", d.Charset, d.Source, d.Text, tc.charset, tc.source, tc.want)
+			}
+		})
+	}
+}
+
+// TestDetectedTies: the detector's results come in any order, so which of
+// two equally confident guesses wins must not depend on it.
+func TestDetectedTies(t *testing.T) {
+	latin1, latin2 := chardet.Result{Charset: "ISO-8859-1", Confidence: 30}, chardet.Result{Charset: "ISO-8859-2", Confidence: 30}
+	tests := []struct {
+		name string
+		rs   []chardet.Result
+		want string
+	}{
+		{"tie, most used first", []chardet.Result{latin1, latin2}, "windows-1252"},
+		{"tie, most used last", []chardet.Result{latin2, latin1}, "windows-1252"},
+		{"tie of two not in the candidates goes to the first name", []chardet.Result{{Charset: "Shift_JIS", Confidence: 40}, {Charset: "EUC-JP", Confidence: 40}}, "euc-jp"},
+		{"more confident wins whatever its rank", []chardet.Result{latin1, {Charset: "ISO-8859-2", Confidence: 31}}, "iso-8859-2"},
+		{"below 20 is no guess", []chardet.Result{{Charset: "KOI8-R", Confidence: 19}}, "windows-1252"},
+		{"unknown label skipped", []chardet.Result{{Charset: "x-nonsense", Confidence: 90}, {Charset: "KOI8-R", Confidence: 25}}, "koi8-r"},
+		{"GB-18030 mapped", []chardet.Result{{Charset: "GB-18030", Confidence: 50}}, "gb18030"},
+		{"none", nil, "windows-1252"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := detected(tc.rs, "windows-1252"); got != tc.want {
+				t.Fatalf("detected(%v) = %q, want %q", tc.rs, got, tc.want)
 			}
 		})
 	}

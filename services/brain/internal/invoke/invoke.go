@@ -116,6 +116,11 @@ type Outcome struct {
 	// cancelled while queued, an approval that expired) and for a 429 or
 	// 503 whose Retry-After says to come back.
 	Retryable bool
+	// RetryAfter is how long that 429 or 503 asked to wait before the
+	// same call is made again: its Retry-After in seconds, or the time
+	// from now until its HTTP date. 0 without one (or a date already
+	// past); a caller that resends uses it instead of its own pause.
+	RetryAfter time.Duration
 }
 
 // Options configure a Caller.
@@ -383,12 +388,12 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, cancelReq context.Can
 		if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 			msg += " (redirects are not followed)"
 		}
-		after, retry := retryAfter(resp)
+		after, wait, retry := retryAfter(resp, time.Now())
 		if retry {
 			msg += fmt.Sprintf(" with Retry-After %s", after)
 		}
 		o := Failed(CodeHTTPStatus, true, msg)
-		o.Retryable, o.HTTPStatus = retry, resp.StatusCode
+		o.Retryable, o.HTTPStatus, o.RetryAfter = retry, resp.StatusCode, wait
 		return o
 	}
 
@@ -562,24 +567,25 @@ func (c *Caller) readFailure(ctx, reqCtx context.Context, t *config.Tool, sent b
 }
 
 // retryAfter reports whether resp is a 429 or 503 that says when to come
-// back (Retry-After, RFC 9110 section 10.2.3: seconds or an HTTP date), and
-// the value. Such a tool said it is busy: the outcome stays unknown, as the
+// back (Retry-After, RFC 9110 section 10.2.3: seconds or an HTTP date), the
+// value as said, and the wait it asks for as of now (0 for a date already
+// past). Such a tool said it is busy: the outcome stays unknown, as the
 // contract says of every non-2xx status, but the call is retryable.
-func retryAfter(resp *http.Response) (string, bool) {
+func retryAfter(resp *http.Response, now time.Time) (string, time.Duration, bool) {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
-		return "", false
+		return "", 0, false
 	}
 	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
 	if v == "" {
-		return "", false
+		return "", 0, false
 	}
 	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
-		return fmt.Sprintf("%ds", n), true
+		return fmt.Sprintf("%ds", n), time.Duration(n) * time.Second, true
 	}
-	if _, err := http.ParseTime(v); err == nil {
-		return strictjson.Clip(v, 64), true
+	if t, err := http.ParseTime(v); err == nil {
+		return strictjson.Clip(v, 64), max(t.Sub(now), 0), true
 	}
-	return "", false
+	return "", 0, false
 }
 
 // Refused is the outcome of a call brain did not send: an error with a

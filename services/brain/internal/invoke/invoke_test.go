@@ -203,6 +203,16 @@ func wantRetryable(want bool) func(t *testing.T, o Outcome) {
 	}
 }
 
+// wantRetryAfter is wantRetryable, and the outcome's RetryAfter after.
+func wantRetryAfter(retryable bool, after time.Duration) func(t *testing.T, o Outcome) {
+	return func(t *testing.T, o Outcome) {
+		wantRetryable(retryable)(t, o)
+		if o.RetryAfter != after {
+			t.Errorf("RetryAfter = %s, want %s (%s)", o.RetryAfter, after, o.ErrorMessage)
+		}
+	}
+}
+
 // TestOutcomeTable runs one real tool server per case on 127.0.0.1 and
 // checks the outcome against the contract's outcome table.
 func TestOutcomeTable(t *testing.T) {
@@ -388,15 +398,15 @@ func TestOutcomeTable(t *testing.T) {
 		// A 429 or 503 that says when to come back is retryable; the outcome
 		// stays unknown, as for every non-2xx status.
 		{name: "status 429 with Retry-After seconds", handler: statusWith(429, "Retry-After", "7"), want: unknownFailure(CodeHTTPStatus, "HTTP 429 Too Many Requests with Retry-After 7s"), requests: 1,
-			check: wantRetryable(true)},
+			check: wantRetryAfter(true, 7*time.Second)},
 		{name: "status 503 with Retry-After date", handler: statusWith(503, "Retry-After", "Wed, 21 Oct 2026 07:28:00 GMT"), want: unknownFailure(CodeHTTPStatus, "with Retry-After Wed, 21 Oct 2026 07:28:00 GMT"), requests: 1,
-			check: wantRetryable(true)},
+			check: wantRetryAfter(true, 0)}, // a date past: no wait
 		{name: "status 503 without Retry-After", handler: statusWith(503, "X-Other", "1"), want: unknownFailure(CodeHTTPStatus, "HTTP 503"), requests: 1,
-			check: wantRetryable(false)},
+			check: wantRetryAfter(false, 0)},
 		{name: "status 429 with a bad Retry-After", handler: statusWith(429, "Retry-After", "soon"), want: unknownFailure(CodeHTTPStatus, "HTTP 429"), requests: 1,
-			check: wantRetryable(false)},
+			check: wantRetryAfter(false, 0)},
 		{name: "status 500 with Retry-After", handler: statusWith(500, "Retry-After", "1"), want: unknownFailure(CodeHTTPStatus, "HTTP 500"), requests: 1,
-			check: wantRetryable(false)},
+			check: wantRetryAfter(false, 0)},
 		{name: "status 404 with a large body", handler: func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(404)
 			io.WriteString(w, strings.Repeat("x", 3<<20))
@@ -787,5 +797,41 @@ func TestDescribe(t *testing.T) {
 		if got := Describe(tc.err); got != tc.want {
 			t.Errorf("Describe(%v) = %q, want %q", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestRetryAfter: the wait a 429 or 503 asks for, as of now: its seconds,
+// or the time until its HTTP date (0 once that is past); none for another
+// status or a value that is neither.
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 10, 21, 7, 28, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, value string
+		status      int
+		said        string
+		wait        time.Duration
+		ok          bool
+	}{
+		{"seconds", "2", 503, "2s", 2 * time.Second, true},
+		{"zero seconds", "0", 429, "0s", 0, true},
+		{"huge seconds", "4294967295", 429, "4294967295s", 4294967295 * time.Second, true},
+		{"date ahead", "Wed, 21 Oct 2026 07:28:30 GMT", 503, "Wed, 21 Oct 2026 07:28:30 GMT", 30 * time.Second, true},
+		{"date past", "Wed, 21 Oct 2026 07:27:00 GMT", 503, "Wed, 21 Oct 2026 07:27:00 GMT", 0, true},
+		{"negative", "-1", 503, "", 0, false},
+		{"too many seconds", "4294967296", 503, "", 0, false},
+		{"status 500", "2", 500, "", 0, false},
+		{"none", "", 503, "", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := &http.Response{StatusCode: tc.status, Header: http.Header{}}
+			if tc.value != "" {
+				resp.Header.Set("Retry-After", tc.value)
+			}
+			said, wait, ok := retryAfter(resp, now)
+			if said != tc.said || wait != tc.wait || ok != tc.ok {
+				t.Errorf("retryAfter(%d, %q) = %q, %s, %v; want %q, %s, %v", tc.status, tc.value, said, wait, ok, tc.said, tc.wait, tc.ok)
+			}
+		})
 	}
 }

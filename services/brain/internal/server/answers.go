@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -326,36 +327,59 @@ func (s *Server) operatorAnswer(child *running) (a *answer, again bool) {
 }
 
 // The pause before an approval call is sent again (sendApproval), and
-// before a withdrawal is (withdraw): from approvalResendMin, doubling, up
-// to approvalResendMax.
+// before a withdrawal is (withdraw), when the tool did not say how long to
+// wait: from approvalResendMin, doubling, up to approvalResendMax, each
+// with equal jitter (see resendPause).
 const (
 	approvalResendMin = 500 * time.Millisecond
 	approvalResendMax = 5 * time.Second
 )
 
-// resendPause is the pause before the next resend: the zero value starts
-// at approvalResendMin.
-type resendPause time.Duration
+// resendPause is the pause before the next resend. The zero value starts
+// at approvalResendMin and draws its jitter from math/rand/v2.
+type resendPause struct {
+	step time.Duration       // the backoff of the next resend before jitter; 0 before the first
+	draw func(n int64) int64 // uniform in [0, n); nil means rand.Int64N
+}
 
-// next returns the pause before the next resend, at most left, and
-// doubles the one after it up to approvalResendMax.
-func (p *resendPause) next(left time.Duration) time.Duration {
-	if *p == 0 {
-		*p = resendPause(approvalResendMin)
+// next returns the pause before the next resend of a request that ended
+// with o, at most left (the time until nothing is resent any more). When
+// the tool answered a 429 or 503 with a Retry-After (o.RetryAfter) it is
+// that, as the tool asked: not shortened, not jittered (a tool that wants
+// its callers spread says so in its Retry-After), and capped only by left
+// — a Retry-After past it makes the resender wait out the time left, and
+// then send nothing more. The time left is bounded by the approval's
+// timeout_seconds (at most a day), so that is the longest pause there is.
+// Otherwise it is the backoff step with equal jitter: uniform in
+// [step/2, step], so that brains and calls that failed together do not
+// resend in lockstep. Either way the step doubles for the resend after,
+// up to approvalResendMax.
+func (p *resendPause) next(o invoke.Outcome, left time.Duration) time.Duration {
+	if p.step == 0 {
+		p.step = approvalResendMin
 	}
-	d := min(time.Duration(*p), left)
-	*p = resendPause(min(2*time.Duration(*p), approvalResendMax))
-	return d
+	d := o.RetryAfter
+	if d <= 0 {
+		draw := p.draw
+		if draw == nil {
+			draw = rand.Int64N
+		}
+		half := p.step / 2
+		d = half + time.Duration(draw(int64(p.step-half)+1))
+	}
+	p.step = min(2*p.step, approvalResendMax)
+	return min(d, left)
 }
 
 // sendApproval sends approval call rc to its tool and, while its gated
 // call (rc.gate) still waits for the answer (until its
 // response_expires_at; the gated call cancels ctx once it no longer
 // waits), sends it again when it ended without a decision for a reason
-// of the connection or of the service (resendable), after a pause that
-// doubles up to approvalResendMax. The request is the same each time —
-// call ID, arguments — so the approval tool attaches it to the approval
-// it recorded (local's request_approval is idempotent per tenant, session
+// of the connection or of the service (resendable), after the pause the
+// tool asked for with Retry-After or else a jittered one that doubles up
+// to approvalResendMax (resendPause.next). The request is the same each
+// time — call ID, arguments — so the approval tool attaches it to the
+// approval it recorded (local's request_approval is idempotent per tenant, session
 // and call ID), and the operator who answers that approval on the page,
 // before or after the tool service restarted, decides the gated call. The
 // call stays one call, running; each resend is logged and shown as a
@@ -379,7 +403,7 @@ func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
 		if !resendable(out) || ctx.Err() != nil || left <= 0 {
 			return ended{out: out}
 		}
-		d := pause.next(left)
+		d := pause.next(out, left)
 		c := rc.snapshot()
 		s.log.Warn("approval call ended without a decision; sending it again with the same call ID",
 			"call_id", c.ID, "parent_id", c.ParentID, "tool", c.Tool, "attempt", attempt, "in", d.String(),
@@ -458,10 +482,12 @@ func (s *Server) withdrawn(ctx context.Context, rc *running) ended {
 // approval call c asked for, {"call_id": c.ID}, in c's tenant and session:
 // brain's own request, not a call of the session (it goes on after the
 // session ended, which no call of it may). It is sent again, with the
-// same request, after the pauses of sendApproval while it ends resendable
-// (local down or restarting, a 5xx, a 429), until the approval would have
-// expired (c's created_at plus its timeout_seconds: then the approval
-// tool expires it itself) or ctx ends. Any answer of the tool ends it:
+// same request, after the pauses of sendApproval (resendPause.next: the
+// tool's Retry-After, or a jittered doubling backoff) while it ends
+// resendable (local down or restarting, a 5xx, a 429), until the approval
+// would have expired (c's created_at plus its timeout_seconds: then the
+// approval tool expires it itself, so nothing is sent after a pause that
+// reached it) or ctx ends. Any answer of the tool ends it:
 // withdrawn, decided already, or no such approval.
 func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call) {
 	until := approvalExpiry(c, s.config().Approvals.Timeout)
@@ -485,7 +511,7 @@ func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call) {
 			log.Warn("approval not withdrawn before it expires, or brain stops", "attempt", attempt, "error_code", out.ErrorCode, "err", out.ErrorMessage)
 			return
 		}
-		d := pause.next(left)
+		d := pause.next(out, left)
 		log.Warn("approval not withdrawn; sending the withdrawal again", "attempt", attempt+1, "in", d.String(),
 			"error_code", out.ErrorCode, "err", out.ErrorMessage)
 		t := time.NewTimer(d)
@@ -493,6 +519,10 @@ func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			return
+		}
+		if !time.Now().Before(until) {
+			log.Warn("approval not withdrawn before it expires", "attempt", attempt, "error_code", out.ErrorCode, "err", out.ErrorMessage)
 			return
 		}
 	}

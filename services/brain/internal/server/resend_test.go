@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/services/brain/internal/invoke"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/brain-tools/suite/services/brain/internal/store/postgres"
 	"github.com/brain-tools/suite/services/brain/internal/store/sqlite"
@@ -63,8 +65,9 @@ func receive[T any](t *testing.T, ch <-chan T, within time.Duration, what string
 // the connection dropped before an answer, a 503, a stream that ended
 // without a result, the tool saying it is restarting — and brain sends it
 // again each time, with the same call ID and arguments, after a pause that
-// doubles (0.5 s, 1 s, 2 s, 4 s), each resend shown as a tool.progress
-// "retrying" of the approval call. The call stays one call, running, with
+// doubles (0.5 s, 1 s, 2 s, 4 s) with equal jitter (each in [d/2, d]), each
+// resend shown as a tool.progress "retrying" of the approval call, whose
+// retry_in_ms is the pause brain then waited. The call stays one call, running, with
 // one tool.call and one tool.result; the operator's answer to the resent
 // request decides the gated call, which is sent once.
 func TestApprovalCallResent(t *testing.T) {
@@ -80,9 +83,6 @@ func TestApprovalCallResent(t *testing.T) {
 	_, c := b.call("t1", s.ID, "gated", map[string]any{"db": "payments"}, 0)
 	a := nextApprovalReq(t, ct, 20*time.Second)
 	took := time.Since(begin)
-	if took < 7*time.Second {
-		t.Errorf("the fifth request came %s after the first, want the pauses 0.5+1+2+4 s", took)
-	}
 	childID := a.req.CallID
 	if _, child := b.getCall("t1", childID, 0); child.Status != "running" || deref(child.ParentID) != c.ID || child.CallerType != "system" {
 		t.Fatalf("the approval call while resent: %+v", child)
@@ -119,8 +119,21 @@ func TestApprovalCallResent(t *testing.T) {
 	}
 	want := []retrying{{"retrying", 2, "connection_failed", 500}, {"retrying", 3, "http_status", 1000},
 		{"retrying", 4, "no_result_event", 2000}, {"retrying", 5, "tool_error", 4000}}
+	var paused time.Duration
+	for i := range got {
+		if i < len(want) {
+			if ms := got[i].RetryInMS; ms < want[i].RetryInMS/2 || ms > want[i].RetryInMS {
+				t.Errorf("resend %d: retry_in_ms %d, want the pause %d ms jittered, in [%d, %d]", i+1, ms, want[i].RetryInMS, want[i].RetryInMS/2, want[i].RetryInMS)
+			}
+			want[i].RetryInMS = got[i].RetryInMS
+		}
+		paused += time.Duration(got[i].RetryInMS) * time.Millisecond
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("retrying progress of the approval call (-want +got):\n%s", diff)
+	}
+	if took < paused {
+		t.Errorf("the fifth request came %s after the first, want the pauses brain reported, %s (at least 0.25+0.5+1+2 s)", took, paused)
 	}
 	if calls := b.listCalls("t1", s.ID, ""); len(calls) != 2 {
 		t.Errorf("the session has %d calls, want the gated call and one approval call", len(calls))
@@ -160,7 +173,7 @@ func TestApprovalResendStopsAtExpiry(t *testing.T) {
 	}
 	n := len(ct.approveRequests())
 	if n < 3 || ct.count(children[0].ID) != n {
-		t.Errorf("approve got %d requests (%d of the approval call) in 2 s, want 3 or more (after 0, 0.5 and 1.5 s)", n, ct.count(children[0].ID))
+		t.Errorf("approve got %d requests (%d of the approval call) in 2 s, want 3 or more (after 0, at most 0.5 and 1.5 s)", n, ct.count(children[0].ID))
 	}
 	time.Sleep(2500 * time.Millisecond)
 	if after := len(ct.approveRequests()); after != n {
@@ -369,10 +382,11 @@ func TestRecoverExpiredGateEndsApprovalCall(t *testing.T) {
 }
 
 // TestShutdownParksApprovalCall: brain shuts down while the approval call
-// of a gated call waits to be sent again (the approval tool answered 503):
-// it is left running, as its gated call is left waiting, not recorded
-// cancelled; the next brain sends it again with its call ID, and the
-// operator's answer to it decides the gated call.
+// of a gated call waits to be sent again (the approval tool answered 503
+// with Retry-After 30): it is left running, as its gated call is left
+// waiting, not recorded cancelled; the next brain sends it again with its
+// call ID at once, and the operator's answer to it decides the gated
+// call.
 func TestShutdownParksApprovalCall(t *testing.T) {
 	t.Parallel()
 	ct := newCountingTools(t)
@@ -398,7 +412,7 @@ func TestShutdownParksApprovalCall(t *testing.T) {
 	}
 	b, stop := serve()
 	s := b.session("t1", "gated")
-	ct.failNextApprovals("503")
+	ct.failNextApprovals("503 after 30") // the pause before the resend: 30 s, not the jittered 0.25–0.5 s
 	_, c := b.call("t1", s.ID, "gated", map[string]any{}, 0)
 	eventually := func(what string, cond func() bool) {
 		t.Helper()
@@ -413,7 +427,7 @@ func TestShutdownParksApprovalCall(t *testing.T) {
 	if len(children) != 1 {
 		t.Fatalf("approval calls: %+v", children)
 	}
-	stop() // within the 0.5 s before the approval call is sent again
+	stop() // within the 30 s before the approval call is sent again
 
 	b, stop = serve()
 	defer stop()
@@ -459,5 +473,168 @@ func TestReplicaKilledWhileGateWaits(t *testing.T) {
 	}
 	if got := b.listCalls("t1", s.ID, "approve"); len(got) != 1 || got[0].Status != "succeeded" {
 		t.Errorf("approval calls: %+v, want the one, succeeded", got)
+	}
+}
+
+// TestResendPause: the pause before each resend, with the jitter's draws
+// injected: the backoff step (0.5 s doubling to 5 s) with equal jitter, in
+// [step/2, step], unless the tool sent a Retry-After, which is the pause
+// as given; either way at most the time left, and the step doubles.
+func TestResendPause(t *testing.T) {
+	t.Parallel()
+	lowest := func(int64) int64 { return 0 }
+	highest := func(n int64) int64 { return n - 1 }
+	middle := func(n int64) int64 { return n / 2 }
+	day := 24 * time.Hour
+	type step struct {
+		retryAfter, left, want time.Duration
+	}
+	for _, tc := range []struct {
+		name  string
+		draw  func(int64) int64
+		steps []step
+	}{
+		{"lowest draws: half the step", lowest, []step{
+			{0, day, 250 * time.Millisecond}, {0, day, 500 * time.Millisecond}, {0, day, time.Second},
+			{0, day, 2 * time.Second}, {0, day, 2500 * time.Millisecond}, {0, day, 2500 * time.Millisecond}}},
+		{"highest draws: the step", highest, []step{
+			{0, day, 500 * time.Millisecond}, {0, day, time.Second}, {0, day, 2 * time.Second},
+			{0, day, 4 * time.Second}, {0, day, 5 * time.Second}, {0, day, 5 * time.Second}}},
+		{"middle draws", middle, []step{
+			{0, day, 375 * time.Millisecond}, {0, day, 750 * time.Millisecond}, {0, day, 1500 * time.Millisecond},
+			{0, day, 3 * time.Second}, {0, day, 3750 * time.Millisecond}}},
+		{"Retry-After is the pause, the step doubles under it", lowest, []step{
+			{2 * time.Second, day, 2 * time.Second}, {0, day, 500 * time.Millisecond}, {0, day, time.Second},
+			{7 * time.Second, day, 7 * time.Second}, {0, day, 2500 * time.Millisecond}}},
+		{"Retry-After not jittered", highest, []step{{time.Second, day, time.Second}, {100 * time.Millisecond, day, 100 * time.Millisecond}}},
+		{"capped by the time left", highest, []step{
+			{0, 300 * time.Millisecond, 300 * time.Millisecond}, {0, 300 * time.Millisecond, 300 * time.Millisecond},
+			{0, 3 * time.Second, 2 * time.Second}}},
+		{"a huge Retry-After capped by the time left", lowest, []step{
+			{3600 * time.Second, 3 * time.Second, 3 * time.Second}, {4294967295 * time.Second, day, day}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := resendPause{draw: tc.draw}
+			for i, s := range tc.steps {
+				if got := p.next(invoke.Outcome{RetryAfter: s.retryAfter}, s.left); got != s.want {
+					t.Errorf("pause %d (Retry-After %s, %s left) = %s, want %s", i+1, s.retryAfter, s.left, got, s.want)
+				}
+			}
+		})
+	}
+
+	// Seeded draws, as rand.Int64N makes them: each pause within
+	// [step/2, step], and not all the same.
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		p := resendPause{draw: r.Int64N}
+		seen := map[time.Duration]bool{}
+		for step := approvalResendMin; step <= approvalResendMax; step = min(2*step, approvalResendMax) {
+			got := p.next(invoke.Outcome{}, time.Hour)
+			if got < step/2 || got > step {
+				t.Fatalf("pause %s for the step %s, want within [%s, %s]", got, step, step/2, step)
+			}
+			seen[got] = true
+			if step == approvalResendMax {
+				break
+			}
+		}
+		if len(seen) < 2 {
+			t.Errorf("the jittered pauses %v are all the same", seen)
+		}
+	}
+	// The zero value draws from math/rand/v2.
+	var p resendPause
+	if got := p.next(invoke.Outcome{}, time.Hour); got < approvalResendMin/2 || got > approvalResendMin {
+		t.Errorf("first pause of the zero value %s, want within [%s, %s]", got, approvalResendMin/2, approvalResendMin)
+	}
+}
+
+// nextRetrying returns the next tool.progress "retrying" of call id on
+// stream.
+func nextRetrying(t *testing.T, stream <-chan sseEvent, id string) resendProgress {
+	t.Helper()
+	for {
+		ev := next(t, stream)
+		var e EventJSON
+		json.Unmarshal([]byte(ev.data), &e)
+		var p resendProgress
+		if ev.name == "tool.progress" && e.CallID == id && json.Unmarshal(e.Data, &p) == nil && p.Status == "retrying" {
+			return p
+		}
+	}
+}
+
+// TestApprovalResendRetryAfter: an approval tool that answers a 429 or
+// 503 with Retry-After is asked again after that pause, not brain's own
+// (0.5 s at first), and the tool.progress "retrying" says so in
+// retry_in_ms. A Retry-After past the time the gated call still waits is
+// cut to that time: the gated call then ends approval_expired and nothing
+// more is sent. A Retry-After of 0 leaves brain's jittered backoff.
+func TestApprovalResendRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		timeout  int           // approvals.timeout_seconds
+		fail     string        // the first approve request's answer
+		min, max time.Duration // of the pause brain reports (retry_in_ms)
+		resent   bool          // a second request comes (else the gated call expires first)
+	}{
+		{"503 with Retry-After 2", 60, "503 after 2", 2 * time.Second, 2 * time.Second, true},
+		{"429 with Retry-After 1", 60, "429 after 1", time.Second, time.Second, true},
+		{"Retry-After 0", 60, "503 after 0", approvalResendMin / 2, approvalResendMin, true},
+		{"Retry-After past the time left", 3, "503 after 3600", 1500 * time.Millisecond, 3 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, ct := startWaitingBrain(t, true, tc.timeout)
+			s := b.session("t1", "gated")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, stream := b.openSSE(ctx, "t1", s.ID)
+			b.waitStreams()
+			ct.failNextApprovals(tc.fail)
+			begin := time.Now()
+			_, c := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+			var child string
+			for deadline := time.Now().Add(5 * time.Second); child == ""; time.Sleep(10 * time.Millisecond) {
+				if calls := b.listCalls("t1", s.ID, "approve"); len(calls) == 1 {
+					child = calls[0].ID
+				} else if time.Now().After(deadline) {
+					t.Fatalf("approval calls %+v", calls)
+				}
+			}
+			p := nextRetrying(t, stream, child)
+			pause := time.Duration(p.RetryInMS) * time.Millisecond
+			if p.Attempt != 2 || p.ErrorCode != "http_status" || pause < tc.min || pause > tc.max {
+				t.Errorf("retrying progress %+v, want attempt 2, http_status, retry_in_ms within [%d, %d]", p, tc.min.Milliseconds(), tc.max.Milliseconds())
+			}
+			if !tc.resent {
+				if _, got := b.getCall("t1", c.ID, 10); deref(got.ErrorCode) != "approval_expired" || ct.count(c.ID) != 0 {
+					t.Fatalf("gated call: %+v, sent %d times", got, ct.count(c.ID))
+				}
+				if took := time.Since(begin); took > time.Duration(tc.timeout)*time.Second+3*time.Second {
+					t.Errorf("the gated call expired %s after it began, want about its %d s", took, tc.timeout)
+				}
+				time.Sleep(time.Second)
+				if n := len(ct.approveRequests()); n != 1 {
+					t.Errorf("approve got %d requests, want 1: the pause ran past the gated call's expiry", n)
+				}
+				return
+			}
+			a := nextApprovalReq(t, ct, tc.max+5*time.Second)
+			if a.req.CallID != child {
+				t.Fatalf("resent approval call %s, want %s", a.req.CallID, child)
+			}
+			at := ct.approveTimes()
+			if gap := at[1].Sub(at[0]); gap < pause || gap < tc.min || gap > tc.max+2*time.Second {
+				t.Errorf("the second request came %s after the first, want the pause brain reported, %s (within [%s, %s])", gap, pause, tc.min, tc.max)
+			}
+			a.decide <- "approved|alice|"
+			if _, got := b.getCall("t1", c.ID, 10); got.Status != "succeeded" || ct.count(c.ID) != 1 {
+				t.Fatalf("gated call: %+v, sent %d times", got, ct.count(c.ID))
+			}
+		})
 	}
 }

@@ -38,6 +38,7 @@ type countingTools struct {
 	// the arguments of every approve request, in order.
 	approveFails []string
 	approveArgs  []string
+	approveAt    []time.Time // when each approve request came
 	// cancels are the requests of "cancel", the cancel tool of the
 	// withdrawal tests, as they arrive; each waits for the test's answer.
 	cancels chan cancelReq
@@ -56,7 +57,8 @@ func untilGone[T any](r *http.Request, ch <-chan T) (T, bool) {
 	}
 }
 
-// answered, "ok" or an HTTP status ("503", "404").
+// answered, "ok" or an HTTP status as writeStatus takes it ("503", "404",
+// "503 after 2").
 type cancelReq struct {
 	req    tool.Request
 	answer chan string
@@ -117,13 +119,13 @@ func newCountingTools(t *testing.T) *countingTools {
 			}
 			if how != "ok" {
 				done()
-				code, _ := strconv.Atoi(how)
-				w.WriteHeader(code)
+				writeStatus(w, how)
 				return
 			}
 		case "approve":
 			ct.mu.Lock()
 			ct.approveArgs = append(ct.approveArgs, string(req.Arguments))
+			ct.approveAt = append(ct.approveAt, time.Now())
 			var fail string
 			if len(ct.approveFails) > 0 {
 				fail, ct.approveFails = ct.approveFails[0], ct.approveFails[1:]
@@ -164,13 +166,27 @@ func newCountingTools(t *testing.T) *countingTools {
 	return ct
 }
 
+// writeStatus answers how: an HTTP status, then optionally " after " and
+// the Retry-After to send with it ("404", "503 after 2").
+func writeStatus(w http.ResponseWriter, how string) {
+	status, after, ok := strings.Cut(how, " after ")
+	code, err := strconv.Atoi(status)
+	if err != nil {
+		panic("writeStatus: " + how)
+	}
+	if ok {
+		w.Header().Set("Retry-After", after)
+	}
+	w.WriteHeader(code)
+}
+
 // failApprove answers an approve request the way how says: "drop" (the
-// connection closes before an answer), "503", "404", "eof" (the stream
-// ends after waiting_for_operator, without a result), "restarting"
-// (is_error with unknown_outcome and no decision, as local's answer when it
-// shuts down), "refused" (is_error, a known outcome, no decision) or
-// "withdrawn" (decision cancelled by system, as local's after a dropped
-// stream).
+// connection closes before an answer), an HTTP status as writeStatus takes
+// it ("503", "404", "429 after 2"), "eof" (the stream ends after
+// waiting_for_operator, without a result), "restarting" (is_error with
+// unknown_outcome and no decision, as local's answer when it shuts down),
+// "refused" (is_error, a known outcome, no decision) or "withdrawn"
+// (decision cancelled by system, as local's after a dropped stream).
 func failApprove(w http.ResponseWriter, how string) {
 	result := func(r tool.Result) {
 		w.Header().Set("Content-Type", "application/json")
@@ -182,10 +198,6 @@ func failApprove(w http.ResponseWriter, how string) {
 		if err == nil {
 			conn.Close()
 		}
-	case "503":
-		w.WriteHeader(http.StatusServiceUnavailable)
-	case "404":
-		w.WriteHeader(http.StatusNotFound)
 	case "eof":
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "event: progress\ndata: {\"status\":\"waiting_for_operator\"}\n\n")
@@ -197,7 +209,7 @@ func failApprove(w http.ResponseWriter, how string) {
 		sc, _ := json.Marshal(map[string]string{"approval_id": "a0", "decision": "cancelled", "operator": "system", "comment": "the caller stopped waiting (stream closed)"})
 		result(tool.Result{Content: []tool.Content{tool.Text("Cancelled.")}, IsError: true, StructuredContent: sc})
 	default:
-		panic("failApprove: " + how)
+		writeStatus(w, how)
 	}
 }
 
@@ -213,6 +225,13 @@ func (ct *countingTools) approveRequests() []string {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	return slices.Clone(ct.approveArgs)
+}
+
+// approveTimes returns when each approve request so far came.
+func (ct *countingTools) approveTimes() []time.Time {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	return slices.Clone(ct.approveAt)
 }
 
 func (ct *countingTools) count(callID string) int {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,24 +239,31 @@ func TestApprovalDecisionNotWithdrawn(t *testing.T) {
 
 // TestApprovalWithdrawalResent: a withdrawal that fails on the way there
 // (503, 429) is sent again, the same request, after the approval resend
-// pauses (0.5 s, then 1 s), and the approval call stays running until one
-// is through, then ends cancelled; any other answer of the cancel tool (a
-// 4xx) ends the withdrawal after one request, and the approval call is
-// cancelled then.
+// pauses (0.5 s, then 1 s, each jittered down to half of it at the least)
+// or, when the cancel tool sent a Retry-After, after that many seconds;
+// and the approval call stays running until one is through, then ends
+// cancelled. A Retry-After past the approval's expiry leaves the
+// withdrawal waiting until that expiry, then ending without another
+// request. Any other answer of the cancel tool (a 4xx) ends the withdrawal
+// after one request, and the approval call is cancelled then.
 func TestApprovalWithdrawalResent(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
+		timeout int      // approvals.timeout_seconds
 		answers []string // of the requests in turn; the last ends the withdrawal
 	}{
-		{"503 twice", []string{"503", "503", "ok"}},
-		{"429", []string{"429", "ok"}},
-		{"404", []string{"404"}},
-		{"400", []string{"400"}},
+		{"503 twice", 60, []string{"503", "503", "ok"}},
+		{"429", 60, []string{"429", "ok"}},
+		{"503 with Retry-After 2", 60, []string{"503 after 2", "ok"}},
+		{"429 with Retry-After 1, then 503", 60, []string{"429 after 1", "503", "ok"}},
+		{"Retry-After past the approval's expiry", 3, []string{"503 after 3600"}},
+		{"404", 60, []string{"404"}},
+		{"400", 60, []string{"400"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b, ct := startWithdrawBrain(t, true, 60)
+			b, ct := startWithdrawBrain(t, true, tc.timeout)
 			s := b.session("t1", "gated")
 			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
 			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
@@ -263,7 +272,7 @@ func TestApprovalWithdrawalResent(t *testing.T) {
 			}
 			var first cancelReq
 			var last time.Time
-			pause := approvalResendMin
+			step := approvalResendMin // the backoff before jitter, doubling with each resend
 			for i, answer := range tc.answers {
 				w := nextCancel(t, ct, 5*time.Second)
 				got := time.Now()
@@ -275,10 +284,15 @@ func TestApprovalWithdrawalResent(t *testing.T) {
 						w.req.SessionID != first.req.SessionID || string(w.req.Arguments) != string(first.req.Arguments) {
 						t.Errorf("request %d %+v, want the first again, %+v", i+1, w.req, first.req)
 					}
-					if gap := got.Sub(last); gap < pause {
-						t.Errorf("request %d came %s after the answer to the one before, want %s or more", i+1, gap, pause)
+					pause := step / 2 // equal jitter: at least half the step
+					if _, after, ok := strings.Cut(tc.answers[i-1], " after "); ok {
+						n, _ := strconv.Atoi(after)
+						pause = time.Duration(n) * time.Second
 					}
-					pause *= 2
+					if gap := got.Sub(last); gap < pause {
+						t.Errorf("request %d came %s after the answer to the one before (%s), want %s or more", i+1, gap, tc.answers[i-1], pause)
+					}
+					step *= 2
 				}
 				if _, c := b.getCall("t1", child, 0); c.Status != "running" {
 					t.Errorf("the approval call at withdrawal request %d: %s, want running", i+1, c.Status)

@@ -339,3 +339,94 @@ func TestRecoverWithdrawsLeftApproval(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalWithdrawalSurvivesRestarts: a gated call answered through
+// the API while the cancel tool is unreachable (503) leaves its approval
+// to withdraw. Each brain that stops before the withdrawal is through
+// must leave it to the next one: the approval stays pending on the
+// operator's page, answerable, until someone withdraws it. Two restarts
+// in a row (a rolling deploy while local is down) must not lose it.
+func TestApprovalWithdrawalSurvivesRestarts(t *testing.T) {
+	t.Parallel()
+	if testStore != storeSQLite {
+		t.Skip("restarts one brain on its own store: BRAIN_TEST_STORE=sqlite")
+	}
+	ct := newCountingTools(t)
+	doc, env := withdrawConfigJSON(t, ct.URL, true, 60)
+	cfg, err := config.Parse(doc, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCfg := func(o *Options) { o.Config = cfg }
+	b := startBrain(t, withCfg)
+	s := b.session("t1", "gated")
+	_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+	child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
+	if r := b.respond("t1", gate.ID, `{"approved":false}`); r.status != 200 {
+		t.Fatalf("deny through the API: %d %s", r.status, r.body)
+	}
+	w := nextCancel(t, ct, 5*time.Second)
+	wantWithdrawal(t, w, s.ID, gate.ID, child)
+	w.answer <- "503"
+	for i := 1; i <= 2; i++ {
+		if err := b.srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b = startBrain(t, withCfg, sameStore(b))
+		t.Logf("restart %d", i)
+		w = nextCancel(t, ct, 10*time.Second)
+		if got := string(w.req.Arguments); got != `{"call_id":"`+child+`"}` {
+			t.Fatalf("brain %d after the restart sent the cancel tool %s, want the withdrawal of %s", i+1, got, child)
+		}
+		if i == 1 {
+			w.answer <- "503" // still unreachable: the next brain must take it up again
+		} else {
+			w.answer <- "ok"
+		}
+	}
+}
+
+// TestApprovalWithdrawalAfterSessionEndSurvivesRestart: a session
+// interrupted or closed while its gated call waits ends the approval call
+// cancelled at once, before its approval is withdrawn. When the cancel
+// tool is unreachable (503) and brain then restarts, nothing is left to
+// tell the next brain to withdraw it: the approval stays pending on the
+// operator's page, answerable, until it expires. The next brain must
+// send the withdrawal.
+func TestApprovalWithdrawalAfterSessionEndSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	if testStore != storeSQLite {
+		t.Skip("restarts one brain on its own store: BRAIN_TEST_STORE=sqlite")
+	}
+	for _, end := range []string{"interrupt", "close"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			ct := newCountingTools(t)
+			doc, env := withdrawConfigJSON(t, ct.URL, true, 60)
+			cfg, err := config.Parse(doc, func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			withCfg := func(o *Options) { o.Config = cfg }
+			b := startBrain(t, withCfg)
+			s := b.session("t1", "gated")
+			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
+			if r := b.do("POST", "/sessions/"+s.ID+"/"+end, "t1", nil); r.status != 200 {
+				t.Fatalf("%s: %d %s", end, r.status, r.body)
+			}
+			w := nextCancel(t, ct, 5*time.Second)
+			wantWithdrawal(t, w, s.ID, gate.ID, child)
+			w.answer <- "503"
+			if err := b.srv.Close(); err != nil {
+				t.Fatal(err)
+			}
+			startBrain(t, withCfg, sameStore(b))
+			w = nextCancel(t, ct, 10*time.Second)
+			if got := string(w.req.Arguments); got != `{"call_id":"`+child+`"}` {
+				t.Fatalf("the next brain sent the cancel tool %s, want the withdrawal of %s", got, child)
+			}
+			w.answer <- "ok"
+		})
+	}
+}

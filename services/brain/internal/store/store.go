@@ -137,6 +137,13 @@ type Call struct {
 	// whether the same call may be made again safely. nil otherwise.
 	Retryable *bool
 	Result    json.RawMessage
+	// WithdrawUntil is set on an approval call that ended before brain
+	// had withdrawn its approval (its gated call stopped waiting for it):
+	// the approval's expiry, until which a brain sends the withdrawal
+	// again should the one sending it stop. It is stored with the call's
+	// end (FinishCall) and cleared by ClearWithdrawal; zero when no
+	// withdrawal is pending.
+	WithdrawUntil time.Time
 }
 
 // Event is one session event. ID is 0 until the store appends it; live-only
@@ -239,11 +246,13 @@ type Shared interface {
 	// Replica is this replica's ID, the owner of the calls it creates.
 	Replica() string
 	// RenewLeases extends to until the lease of every unfinished call this
-	// replica owns.
+	// replica owns, and of every finished one with a pending withdrawal
+	// (Call.WithdrawUntil), which its owner is sending.
 	RenewLeases(ctx context.Context, until time.Time) error
-	// ClaimExpired takes over up to limit unfinished calls whose lease ran
-	// out before now (their replica died), leasing them to this replica
-	// until `until` so that no other one takes them too, and returns them.
+	// ClaimExpired takes over up to limit unfinished calls, or finished
+	// ones with a pending withdrawal, whose lease ran out before now (their
+	// replica died), leasing them to this replica until `until` so that no
+	// other one takes them too, and returns them.
 	ClaimExpired(ctx context.Context, now, until time.Time, limit int) ([]*Call, error)
 	// PutToken records an inspection token, by its SHA-256, for reading
 	// sessionID's events while call callID is unfinished.
@@ -384,9 +393,18 @@ type Store interface {
 	UpdateCall(ctx context.Context, c *Call, from []string, evs ...*Event) error
 	// FinishCall stores c's terminal status, error, retryable, result and
 	// finished_at (and its prompt and response fields, which a finished call
-	// no longer has), only while the stored call is not terminal (else
-	// *StateError), and appends evs (tool.result last).
+	// no longer has), and its pending withdrawal (WithdrawUntil), only while
+	// the stored call is not terminal (else *StateError), and appends evs
+	// (tool.result last). In a Shared store a call with a pending
+	// withdrawal stays leased to the replica that finished it.
 	FinishCall(ctx context.Context, c *Call, evs ...*Event) error
+	// PendingWithdrawals lists every call with a pending withdrawal
+	// (WithdrawUntil set), of every tenant, in Ord order (start-up
+	// recovery: the brain that was sending them stopped).
+	PendingWithdrawals(ctx context.Context) ([]*Call, error)
+	// ClearWithdrawal clears the pending withdrawal of call id: it was
+	// sent, or is no longer needed. Nothing to clear is no error.
+	ClearWithdrawal(ctx context.Context, id string) error
 	// Call returns the tenant's call id, or ErrNotFound.
 	Call(ctx context.Context, tenantID, id string) (*Call, error)
 	// Calls lists the calls matching f, oldest first; f.Limit is

@@ -12,7 +12,8 @@
 //
 // Calls are owned by the replica that created them, under a lease it
 // renews (RenewLeases); a replica that dies stops renewing, and another
-// takes its calls over (ClaimExpired) to end them.
+// takes its calls over (ClaimExpired) to end them, and to send the
+// withdrawals left pending on calls it had finished (Call.WithdrawUntil).
 package postgres
 
 import (
@@ -500,10 +501,13 @@ func (db *DB) UpdateCall(ctx context.Context, c *store.Call, from []string, evs 
 // finishCallSQL is FinishCall in one statement: the call moves to its
 // final state only while unfinished (its row lock first, then its
 // session's), its events take the next IDs, and the other replicas are
-// told. No row back: refused.
+// told. No row back: refused. A call finished with a pending withdrawal
+// ($17) keeps its owner and lease: the owner is sending the withdrawal,
+// and another replica takes it over should the owner die.
 var finishCallSQL = `WITH c AS (
 	UPDATE tool_calls SET status = $2, finished_at = $3, error_code = $4, error_message = $5, unknown_outcome = $6,
-		result = $7, retryable = $8, prompt = $9, response_schema = $10, response_expires_at = $11, owner = '', lease_until = 0,
+		result = $7, retryable = $8, prompt = $9, response_schema = $10, response_expires_at = $11, withdraw_until = $17::bigint,
+		owner = CASE WHEN $17::bigint = 0 THEN '' ELSE owner END, lease_until = CASE WHEN $17::bigint = 0 THEN 0 ELSE lease_until END,
 		holds_slot = false
 	WHERE id = $1 AND status IN ('queued', 'running', 'requires_input') RETURNING session_id
 ), s AS (
@@ -522,7 +526,7 @@ func (db *DB) FinishCall(ctx context.Context, c *store.Call, evs ...*store.Event
 	)
 	err := db.pool.QueryRow(ctx, finishCallSQL, c.ID, c.Status, unixNano(c.FinishedAt), c.ErrorCode, c.ErrorMessage,
 		c.UnknownOutcome, nullText(c.Result), c.Retryable, c.Prompt, nullText(c.ResponseSchema), unixNano(c.ResponseExpiresAt),
-		types, times, datas, calls, db.o.Replica).Scan(&session, &first, &notified)
+		types, times, datas, calls, db.o.Replica, unixNano(c.WithdrawUntil)).Scan(&session, &first, &notified)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return db.callRefusal(ctx, "finish tool call", c.ID)
 	}
@@ -579,23 +583,24 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 
 const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
 	error_code, error_message, unknown_outcome, result, ord, parent_id, caller_type, input_kind, prompt, response_schema,
-	response_expires_at, retryable, revision_id, span_id`
+	response_expires_at, retryable, revision_id, span_id, withdraw_until`
 
 func scanCall(row pgx.Row) (*store.Call, error) {
 	var (
 		c                                   store.Call
 		args                                string
 		created, started, finished, expires int64
+		withdraw                            int64
 		result, schema                      *string
 	)
 	if err := row.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
 		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result, &c.Ord, &c.ParentID, &c.CallerType, &c.InputKind,
-		&c.Prompt, &schema, &expires, &c.Retryable, &c.RevisionID, &c.SpanID); err != nil {
+		&c.Prompt, &schema, &expires, &c.Retryable, &c.RevisionID, &c.SpanID, &withdraw); err != nil {
 		return nil, err
 	}
 	c.Arguments = []byte(args)
 	c.CreatedAt, c.StartedAt, c.FinishedAt = fromUnixNano(created), fromUnixNano(started), fromUnixNano(finished)
-	c.ResponseExpiresAt = fromUnixNano(expires)
+	c.ResponseExpiresAt, c.WithdrawUntil = fromUnixNano(expires), fromUnixNano(withdraw)
 	if result != nil {
 		c.Result = []byte(*result)
 	}
@@ -646,6 +651,24 @@ func (db *DB) UnfinishedCalls(ctx context.Context) ([]*store.Call, error) {
 		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY ord`)
 }
 
+// PendingWithdrawals implements store.Store.
+func (db *DB) PendingWithdrawals(ctx context.Context) ([]*store.Call, error) {
+	return db.queryCalls(ctx, "list pending withdrawals",
+		`SELECT `+callColumns+` FROM tool_calls WHERE withdraw_until <> 0 ORDER BY ord`)
+}
+
+// ClearWithdrawal implements store.Store: a finished call without a
+// pending withdrawal is leased to nobody.
+func (db *DB) ClearWithdrawal(ctx context.Context, id string) error {
+	if _, err := db.pool.Exec(ctx, `UPDATE tool_calls SET withdraw_until = 0,
+			owner = CASE WHEN status IN ('queued', 'running', 'requires_input') THEN owner ELSE '' END,
+			lease_until = CASE WHEN status IN ('queued', 'running', 'requires_input') THEN lease_until ELSE 0 END
+		WHERE id = $1 AND withdraw_until <> 0`, id); err != nil {
+		return fmt.Errorf("clear withdrawal of tool call %s: %w", id, err)
+	}
+	return nil
+}
+
 func (db *DB) queryCalls(ctx context.Context, op, q string, args ...any) ([]*store.Call, error) {
 	rows, err := db.pool.Query(ctx, q, args...)
 	if err != nil {
@@ -669,7 +692,7 @@ func (db *DB) queryCalls(ctx context.Context, op, q string, args ...any) ([]*sto
 // RenewLeases implements store.Shared.
 func (db *DB) RenewLeases(ctx context.Context, until time.Time) error {
 	if _, err := db.pool.Exec(ctx, `UPDATE tool_calls SET lease_until = $2
-		WHERE owner = $1 AND status IN ('queued', 'running', 'requires_input')`, db.o.Replica, until.UnixNano()); err != nil {
+		WHERE owner = $1 AND (status IN ('queued', 'running', 'requires_input') OR withdraw_until <> 0)`, db.o.Replica, until.UnixNano()); err != nil {
 		return fmt.Errorf("renew leases: %w", err)
 	}
 	return nil
@@ -681,15 +704,18 @@ func (db *DB) RenewLeases(ctx context.Context, until time.Time) error {
 // has running under the same owner, whose leases may run out a little
 // later (made after the last renewal), and those are never claimed
 // without it: the replica that takes the gated call up sends its approval
-// call again (see the server's takeUp).
+// call again (see the server's takeUp). A finished call with a pending
+// withdrawal is claimed as an unfinished one is: the replica that takes it
+// sends the withdrawal.
 func (db *DB) ClaimExpired(ctx context.Context, now, until time.Time, limit int) ([]*store.Call, error) {
 	return db.queryCalls(ctx, "claim expired tool calls", `WITH picked AS (
-		SELECT id, owner, status FROM tool_calls c WHERE status IN ('queued', 'running', 'requires_input') AND lease_until < $2
+		SELECT id, owner, status FROM tool_calls c WHERE (status IN ('queued', 'running', 'requires_input') OR withdraw_until <> 0)
+			AND lease_until < $2
 			AND NOT (status = 'running' AND caller_type = 'system' AND EXISTS (SELECT 1 FROM tool_calls p
 				WHERE p.id = c.parent_id AND p.status = 'requires_input' AND p.owner = c.owner))
 			ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED)
 		UPDATE tool_calls SET owner = $1, lease_until = $3
-		WHERE status IN ('queued', 'running', 'requires_input') AND (id IN (SELECT id FROM picked)
+		WHERE (status IN ('queued', 'running', 'requires_input') OR withdraw_until <> 0) AND (id IN (SELECT id FROM picked)
 			OR status = 'running' AND caller_type = 'system' AND (parent_id, owner) IN (SELECT id, owner FROM picked WHERE status = 'requires_input'))
 		RETURNING `+callColumns, db.o.Replica, now.UnixNano(), until.UnixNano(), limit)
 }

@@ -198,7 +198,7 @@ var writeStmts = map[string]string{
 	"updateCall": `UPDATE tool_calls SET status = ?, started_at = ?, input_kind = ?, prompt = ?, response_schema = ?, response_expires_at = ?
 		WHERE id = ? AND status = ?`,
 	"finishCall": `UPDATE tool_calls SET status = ?, finished_at = ?, error_code = ?, error_message = ?, unknown_outcome = ?, result = ?,
-			retryable = ?, prompt = ?, response_schema = ?, response_expires_at = ?
+			retryable = ?, prompt = ?, response_schema = ?, response_expires_at = ?, withdraw_until = ?
 		WHERE id = ? AND status IN ('queued', 'running', 'requires_input')`,
 	"sessionStatus": `SELECT tenant_id, status FROM sessions WHERE id = ?`,
 	"callStatus":    `SELECT status FROM tool_calls WHERE id = ?`,
@@ -575,7 +575,7 @@ func (db *DB) FinishCall(ctx context.Context, c *store.Call, evs ...*store.Event
 	schema := nullText(c.ResponseSchema)
 	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
 		res, err := db.stmt(tx, "finishCall").Exec(c.Status, unixNano(c.FinishedAt), c.ErrorCode, c.ErrorMessage,
-			c.UnknownOutcome, result, retryable, c.Prompt, schema, unixNano(c.ResponseExpiresAt), c.ID)
+			c.UnknownOutcome, result, retryable, c.Prompt, schema, unixNano(c.ResponseExpiresAt), unixNano(c.WithdrawUntil), c.ID)
 		if err != nil {
 			return nil, fmt.Errorf("finish tool call: %w", err)
 		}
@@ -636,7 +636,7 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 
 const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
 	error_code, error_message, unknown_outcome, result, ord, parent_id, caller_type, input_kind, prompt, response_schema,
-	response_expires_at, retryable, revision_id, span_id`
+	response_expires_at, retryable, revision_id, span_id, withdraw_until`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -645,17 +645,18 @@ func scanCall(sc scanner) (*store.Call, error) {
 		c                                   store.Call
 		args                                string
 		created, started, finished, expires int64
+		withdraw                            int64
 		result, schema                      sql.NullString
 		retryable                           sql.NullBool
 	)
 	if err := sc.Scan(&c.ID, &c.SessionID, &c.TenantID, &c.Tool, &c.Status, &args, &created, &started, &finished,
 		&c.ErrorCode, &c.ErrorMessage, &c.UnknownOutcome, &result, &c.Ord, &c.ParentID, &c.CallerType, &c.InputKind,
-		&c.Prompt, &schema, &expires, &retryable, &c.RevisionID, &c.SpanID); err != nil {
+		&c.Prompt, &schema, &expires, &retryable, &c.RevisionID, &c.SpanID, &withdraw); err != nil {
 		return nil, err
 	}
 	c.Arguments = []byte(args)
 	c.CreatedAt, c.StartedAt, c.FinishedAt = fromUnixNano(created), fromUnixNano(started), fromUnixNano(finished)
-	c.ResponseExpiresAt = fromUnixNano(expires)
+	c.ResponseExpiresAt, c.WithdrawUntil = fromUnixNano(expires), fromUnixNano(withdraw)
 	if result.Valid {
 		c.Result = []byte(result.String)
 	}
@@ -707,6 +708,24 @@ func (db *DB) Calls(ctx context.Context, f store.CallFilter) ([]*store.Call, err
 func (db *DB) UnfinishedCalls(ctx context.Context) ([]*store.Call, error) {
 	return db.queryCalls(ctx, "list unfinished tool calls",
 		`SELECT `+callColumns+` FROM tool_calls WHERE status IN ('queued', 'running', 'requires_input') ORDER BY ord`)
+}
+
+// PendingWithdrawals implements store.Store, on the partial index of the
+// calls that have one.
+func (db *DB) PendingWithdrawals(ctx context.Context) ([]*store.Call, error) {
+	return db.queryCalls(ctx, "list pending withdrawals",
+		`SELECT `+callColumns+` FROM tool_calls WHERE withdraw_until <> 0 ORDER BY ord`)
+}
+
+// ClearWithdrawal implements store.Store.
+func (db *DB) ClearWithdrawal(ctx context.Context, id string) error {
+	return db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
+		if _, err := tx.Exec(`UPDATE tool_calls SET withdraw_until = 0 WHERE id = ? AND withdraw_until <> 0`, id); err != nil {
+			return nil, fmt.Errorf("clear withdrawal of tool call %s: %w", id, err)
+		}
+		// The op wrote; nothing to publish.
+		return []*store.Event{}, nil
+	})
 }
 
 func (db *DB) queryCalls(ctx context.Context, opName, q string, args ...any) ([]*store.Call, error) {

@@ -42,6 +42,7 @@ func Run(t *testing.T, open Opener) {
 		{"DeleteEnded", testDeleteEnded},
 		{"Refusals", testRefusals},
 		{"WaitingCall", testWaitingCall},
+		{"PendingWithdrawal", testPendingWithdrawal},
 		{"CustomTools", testCustomTools},
 		{"CustomToolRace", testCustomToolRace},
 		{"Secrets", testSecrets},
@@ -628,6 +629,111 @@ func testWaitingCall(t *testing.T, open func(func(store.Event)) store.Store) {
 	want := []string{"session.created", "tool.call", "tool.requires_input", "tool.call", "tool.responded", "tool.result"}
 	if !cmp.Equal(types, want) {
 		t.Errorf("events %v, want %v", types, want)
+	}
+}
+
+// testPendingWithdrawal: an approval call finished with a pending
+// withdrawal keeps it, past a reopen and past its session's end, is listed
+// for recovery until it is cleared, and, in a shared store, stays leased
+// to its owner: renewed with the owner's leases, claimed by another once
+// they ran out.
+func testPendingWithdrawal(t *testing.T, open func(func(store.Event)) store.Store) {
+	ctx := context.Background()
+	db := open(nil)
+	s, sev := NewSession("ses_a", "t1")
+	must(t, db.CreateSession(ctx, s, sev))
+	gate, gev := NewCall("call_g", "ses_a", "t1")
+	gate.Status, gate.StartedAt, gate.InputKind, gate.ResponseExpiresAt = store.CallRequiresInput, time.Time{}, store.InputApproval, T0.Add(time.Minute)
+	must(t, db.CreateCall(ctx, gate, gev))
+	child, chev := NewCall("call_a", "ses_a", "t1")
+	child.ParentID, child.CallerType = "call_g", store.CallerSystem
+	must(t, db.CreateCall(ctx, child, chev))
+	other, oev := NewCall("call_o", "ses_a", "t1")
+	must(t, db.CreateCall(ctx, other, oev))
+
+	until := T0.Add(time.Hour)
+	f, fev := Finish(gate, store.CallCancelled, T0.Add(time.Second))
+	must(t, db.FinishCall(ctx, f, fev))
+	f, fev = Finish(other, store.CallSucceeded, T0.Add(time.Second))
+	must(t, db.FinishCall(ctx, f, fev))
+	f, fev = Finish(child, store.CallCancelled, T0.Add(time.Second))
+	f.WithdrawUntil = until
+	must(t, db.FinishCall(ctx, f, fev))
+	if got, _ := db.Call(ctx, "t1", "call_a"); got == nil || !got.WithdrawUntil.Equal(until) {
+		t.Fatalf("approval call finished with a pending withdrawal: %+v", got)
+	}
+	// A pending withdrawal is no call in flight: the session ends.
+	ev := &store.Event{Type: store.EventSessionInterrupted, SessionID: "ses_a", Time: T0, Data: json.RawMessage(`{}`)}
+	must(t, db.SetSessionStatus(ctx, "t1", "ses_a", []string{store.SessionActive}, store.SessionInterrupted, T0, ev))
+
+	pending := func(db store.Store) []string {
+		t.Helper()
+		cs, err := db.PendingWithdrawals(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range cs {
+			if !c.WithdrawUntil.Equal(until) || c.Status != store.CallCancelled {
+				t.Errorf("pending withdrawal %+v", c)
+			}
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	must(t, db.Close())
+	db = open(nil)
+	if got := pending(db); !cmp.Equal(got, []string{"call_a"}) {
+		t.Errorf("PendingWithdrawals after a reopen = %v, want [call_a]", got)
+	}
+	if cs, err := db.UnfinishedCalls(ctx); err != nil || len(cs) != 0 {
+		t.Errorf("UnfinishedCalls = %d calls, %v; want none", len(cs), err)
+	}
+
+	sh, shared := db.(store.Shared)
+	claim := func(now time.Time) []string {
+		t.Helper()
+		cs, err := sh.ClaimExpired(ctx, now, now.Add(10*time.Minute), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	if shared {
+		now := time.Now()
+		if got := claim(now); len(got) != 0 {
+			t.Errorf("claimed %v while its owner's lease holds", got)
+		}
+		if got := claim(now.Add(time.Hour)); !cmp.Equal(got, []string{"call_a"}) {
+			t.Errorf("claimed %v once the lease ran out, want [call_a]", got)
+		}
+		must(t, sh.RenewLeases(ctx, now.Add(2*time.Hour)))
+		if got := claim(now.Add(time.Hour + 30*time.Minute)); len(got) != 0 {
+			t.Errorf("claimed %v before the renewed lease ran out", got)
+		}
+		if got := claim(now.Add(3 * time.Hour)); !cmp.Equal(got, []string{"call_a"}) {
+			t.Errorf("claimed %v once the renewed lease ran out, want [call_a]", got)
+		}
+	}
+
+	must(t, db.ClearWithdrawal(ctx, "call_a"))
+	must(t, db.ClearWithdrawal(ctx, "call_a"))
+	must(t, db.ClearWithdrawal(ctx, "nope"))
+	if got, _ := db.Call(ctx, "t1", "call_a"); got == nil || !got.WithdrawUntil.IsZero() || got.Status != store.CallCancelled {
+		t.Errorf("approval call after ClearWithdrawal: %+v", got)
+	}
+	if got := pending(db); len(got) != 0 {
+		t.Errorf("PendingWithdrawals after ClearWithdrawal = %v, want none", got)
+	}
+	if shared {
+		must(t, sh.RenewLeases(ctx, time.Now().Add(time.Hour)))
+		if got := claim(time.Now().Add(100 * time.Hour)); len(got) != 0 {
+			t.Errorf("claimed %v after ClearWithdrawal", got)
+		}
 	}
 }
 

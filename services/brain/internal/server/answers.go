@@ -157,13 +157,16 @@ func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 		child = s.startApproval(ctx, rc, c)
 	}
 	a, child := s.awaitAnswer(ctx, rc, c.ResponseExpiresAt, child, func() *running { return s.startApproval(ctx, rc, c) })
-	if child != nil && a.kind != answerParked {
-		// Parked, the gated call leaves its approval call to the shutdown,
-		// which parks it too (sendApproval). Otherwise the approval call
-		// ends once the answer is stored; its approval is withdrawn first
-		// unless it was what decided.
-		ct := s.withdrawal(child, a)
-		defer s.endApproval(child, ct)
+	if child != nil {
+		if a.kind != answerParked {
+			// Parked, the gated call leaves its approval call to the
+			// shutdown, which parks it too (sendApproval). Otherwise the
+			// approval call ends once the answer is stored; its approval
+			// is withdrawn first unless it was what decided.
+			ct := s.withdrawal(child, a)
+			defer s.endApproval(child, ct)
+		}
+		close(child.decided)
 	}
 	t := rc.t
 	switch a.kind {
@@ -435,12 +438,15 @@ func (s *Server) sendApproval(ctx context.Context, rc *running) ended {
 // allowed for child's tenant. Otherwise child is marked withdrawing from
 // now on: it stays running until endApproval has withdrawn its approval,
 // and then ends cancelled (sendApproval), so that until then it is what a
-// restart finds to withdraw (takeUp).
+// restart finds to withdraw (takeUp). Should child end first (its session
+// ended), it is stored with the withdrawal pending (pendingWithdrawal).
 func (s *Server) withdrawal(child *running, a *answer) *config.Tool {
-	ct := s.config().Approvals.CancelTool
-	if ct == nil || a.by.CallID == child.id || !ct.Allowed(child.snapshot().TenantID) {
+	c := child.snapshot()
+	ct := s.cancelTool(c.TenantID)
+	if ct == nil || a.by.CallID == child.id {
 		return nil
 	}
+	child.withdrawUntil = approvalExpiry(&c, s.config().Approvals.Timeout)
 	child.withdrawing.Store(true)
 	return ct
 }
@@ -451,7 +457,8 @@ func (s *Server) withdrawal(child *running, a *answer) *config.Tool {
 // answer it meanwhile and the approval tool records why it ended; without,
 // the stream is ended at once, and the approval tool is left to notice.
 // At shutdown a withdrawal stops and child is left to the shutdown, which
-// parks it for the next brain to withdraw.
+// parks it for the next brain to withdraw — or, when child ended first,
+// left pending on it (pendingWithdrawal); once over, that is cleared.
 func (s *Server) endApproval(child *running, ct *config.Tool) {
 	if ct == nil {
 		child.cancel(errAnswered)
@@ -459,9 +466,14 @@ func (s *Server) endApproval(child *running, ct *config.Tool) {
 	}
 	c := child.snapshot()
 	s.background.Go(func() {
-		s.withdraw(s.callsCtx, ct, &c)
-		if s.callsCtx.Err() == nil {
-			child.cancel(errAnswered)
+		if !s.withdraw(s.callsCtx, ct, &c, child.withdrawUntil) {
+			return
+		}
+		child.withdrawn.Store(true)
+		child.cancel(errAnswered)
+		<-child.done
+		if f := child.final; f != nil && !f.WithdrawUntil.IsZero() {
+			s.clearWithdrawal(c.ID)
 		}
 	})
 }
@@ -485,12 +497,13 @@ func (s *Server) withdrawn(ctx context.Context, rc *running) ended {
 // same request, after the pauses of sendApproval (resendPause.next: the
 // tool's Retry-After, or a jittered doubling backoff) while it ends
 // resendable (local down or restarting, a 5xx, a 429), until the approval
-// would have expired (c's created_at plus its timeout_seconds: then the
+// expires at until (c's created_at plus its timeout_seconds: then the
 // approval tool expires it itself, so nothing is sent after a pause that
-// reached it) or ctx ends. Any answer of the tool ends it:
-// withdrawn, decided already, or no such approval.
-func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call) {
-	until := approvalExpiry(c, s.config().Approvals.Timeout)
+// reached it) or ctx ends. Any answer of the tool ends it: withdrawn,
+// decided already, or no such approval. It reports whether the
+// withdrawal is over (answered, or expired); false means ctx ended first,
+// brain stops, and the withdrawal is left to the next brain.
+func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call, until time.Time) bool {
 	req := tool.Request{TenantID: c.TenantID, SessionID: c.SessionID, CallID: newID("call"),
 		Arguments: mustJSON(map[string]string{"call_id": c.ID})}
 	log := s.log.With("approval_call_id", c.ID, "parent_id", c.ParentID, "tool", ct.Name, "call_id", req.CallID)
@@ -500,18 +513,20 @@ func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call) {
 		switch {
 		case out.Status == store.CallSucceeded:
 			log.Info("withdrew the approval of an approval call its gated call no longer waits for", "attempt", attempt)
-			return
+			return true
+		case !time.Now().Before(until):
+			log.Warn("approval not withdrawn before it expired; the approval tool expires it", "attempt", attempt,
+				"error_code", out.ErrorCode, "err", out.ErrorMessage)
+			return true
+		case ctx.Err() != nil:
+			log.Warn("approval not withdrawn before brain stops; the next brain sends the withdrawal", "attempt", attempt)
+			return false
 		case !resendable(out):
 			log.Warn("the cancel tool did not withdraw the approval; leaving it to the approval tool",
 				"attempt", attempt, "error_code", out.ErrorCode, "err", out.ErrorMessage)
-			return
+			return true
 		}
-		left := time.Until(until)
-		if ctx.Err() != nil || left <= 0 {
-			log.Warn("approval not withdrawn before it expires, or brain stops", "attempt", attempt, "error_code", out.ErrorCode, "err", out.ErrorMessage)
-			return
-		}
-		d := pause.next(out, left)
+		d := pause.next(out, time.Until(until))
 		log.Warn("approval not withdrawn; sending the withdrawal again", "attempt", attempt+1, "in", d.String(),
 			"error_code", out.ErrorCode, "err", out.ErrorMessage)
 		t := time.NewTimer(d)
@@ -519,11 +534,13 @@ func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return
+			log.Warn("approval not withdrawn before brain stops; the next brain sends the withdrawal", "attempt", attempt)
+			return false
 		}
 		if !time.Now().Before(until) {
-			log.Warn("approval not withdrawn before it expires", "attempt", attempt, "error_code", out.ErrorCode, "err", out.ErrorMessage)
-			return
+			log.Warn("approval not withdrawn before it expired; the approval tool expires it", "attempt", attempt,
+				"error_code", out.ErrorCode, "err", out.ErrorMessage)
+			return true
 		}
 	}
 }

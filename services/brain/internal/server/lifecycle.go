@@ -38,7 +38,12 @@ import (
 // shuts down, or dies, is left as stored and taken up again at the next
 // start (recoverCalls), or by another replica once the dead one's lease ran
 // out (takeUp): nothing it waits for was sent. So is the approval call of
-// a gated call that waits: the next brain sends it again.
+// a gated call that waits: the next brain sends it again. The withdrawal
+// of an approval nobody waits for any more (withdraw) is kept with its
+// approval call: the call stays running until the withdrawal is over,
+// or, when it ends first (its session ended, or a restart ended it
+// brain_restarted), it is stored with the withdrawal pending
+// (store.Call.WithdrawUntil); either way the next brain sends it again.
 
 // running is a call in flight. final is set before done is closed; it stays
 // nil when the call could not be stored (start failed), and is not terminal
@@ -73,7 +78,16 @@ type running struct {
 	gate, approval *running
 	// withdrawing is set on an approval call whose gated call withdraws
 	// its approval (withdrawal): it ends cancelled once that is through.
-	withdrawing atomic.Bool
+	// withdrawUntil, set before it, is that approval's expiry; withdrawn
+	// is set once the withdrawal is over (endApproval). An approval call
+	// that ends withdrawing but not withdrawn (its session ended) is
+	// stored with the withdrawal pending (store.Call.WithdrawUntil), so
+	// that the next brain sends it should this one stop first.
+	withdrawing, withdrawn atomic.Bool
+	withdrawUntil          time.Time
+	// decided, made for an approval call, is closed once its gated call
+	// has decided whether it withdraws the approval (awaitApproval).
+	decided chan struct{}
 
 	mu       sync.Mutex
 	call     store.Call // as last stored
@@ -190,6 +204,9 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	ctx, cancel := context.WithCancelCause(oteltrace.ContextWithSpan(s.callsCtx, span))
 	rc := newRunning(c, t, cancel)
 	rc.span, rc.gate = span, sp.gate
+	if sp.gate != nil {
+		rc.decided = make(chan struct{})
+	}
 	if err := s.register(rc); err != nil {
 		cancel(nil)
 		span.End()
@@ -382,6 +399,9 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 		if e.answer != nil && e.answer.given() {
 			evs = append(evs, e.answer.event(&c))
 		}
+		if rc.gate != nil {
+			pendingWithdrawal(ctx, rc, &c)
+		}
 		var err error
 		final, err = s.finishWith(context.WithoutCancel(ctx), rc.t, &c, e.out, evs...)
 		if err != nil {
@@ -402,6 +422,24 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 	s.forget(rc)
 	close(rc.done)
 	rc.cancel(nil)
+}
+
+// pendingWithdrawal sets on c, approval call rc as it ends, the
+// withdrawal of its approval that is not over yet (Call.WithdrawUntil),
+// stored with the end so that it outlives this brain. When rc ends
+// because its session did, its gated call, cancelled with it, is about to
+// decide whether it withdraws the approval: rc waits for that first, or
+// the withdrawal would start after rc was stored without it.
+func pendingWithdrawal(ctx context.Context, rc *running, c *store.Call) {
+	if errors.Is(context.Cause(ctx), errSessionEnded) && rc.decided != nil {
+		select {
+		case <-rc.decided:
+		case <-rc.gate.done:
+		}
+	}
+	if rc.withdrawing.Load() && !rc.withdrawn.Load() {
+		c.WithdrawUntil = rc.withdrawUntil
+	}
 }
 
 // endSpan ends a call's span with how the call ended: its status, error
@@ -771,19 +809,24 @@ func (s *Server) toolForCall(ctx context.Context, c *store.Call) (*config.Tool, 
 // answerable as before (an approval call is made anew when it had none
 // running), or queued in its place; one whose wait has expired ends as it
 // would have. A call whose binding left the host config, or whose session
-// has ended, ends without being sent.
+// has ended, ends without being sent. A withdrawal left pending on an
+// approval call that had ended is sent again (resumeWithdrawal).
 func (s *Server) recoverCalls(ctx context.Context) error {
 	calls, err := s.store.UnfinishedCalls(ctx)
 	if err != nil {
 		return fmt.Errorf("recover calls: %w", err)
 	}
-	return s.takeUp(ctx, calls)
+	left, err := s.store.PendingWithdrawals(ctx)
+	if err != nil {
+		return fmt.Errorf("recover calls: %w", err)
+	}
+	return s.takeUp(ctx, append(calls, left...))
 }
 
 // takeUp takes up calls whose brain process is gone, as recoverCalls says:
 // those a previous process left (SQLite, at start), or those of a replica
 // whose lease ran out (PostgreSQL, the lease loop), which this replica now
-// owns.
+// owns. A finished call among them has a withdrawal pending.
 func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 	type takenUp struct {
 		rc  *running
@@ -796,6 +839,10 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 	resend := approvalsToResend(calls, time.Now())
 	resent := map[string]bool{}
 	for _, c := range calls {
+		if store.Terminal(c.Status) {
+			s.resumeWithdrawal(c)
+			continue
+		}
 		if c.Status == store.CallRunning {
 			if c.ParentID != "" && resend[c.ParentID] == c {
 				continue
@@ -803,7 +850,7 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 			if err := s.endRestarted(ctx, c); err != nil {
 				return err
 			}
-			s.withdrawLeft(c)
+			s.resumeWithdrawal(c)
 			continue
 		}
 		t, out, err := s.toolForCall(ctx, c)
@@ -866,7 +913,7 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		if err := s.endRestarted(ctx, c); err != nil {
 			return err
 		}
-		s.withdrawLeft(c)
+		s.resumeWithdrawal(c)
 	}
 	// The queued calls join once every held slot is counted, in their
 	// stored order.
@@ -887,8 +934,20 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 
 // endRestarted ends call c, left running by a brain process that is gone:
 // it may or may not have reached its tool, so it fails, brain_restarted,
-// with an unknown outcome, and is never sent again.
+// with an unknown outcome, and is never sent again. When c is the approval
+// call of a gated call that does not wait for it again (answered, ended,
+// expired, or its approval call not taken up) and the host config names a
+// cancel tool for its tenant, its approval is to be withdrawn while it has
+// not expired: nobody is left to act on its answer. That withdrawal is
+// stored pending with c's end (c.WithdrawUntil), for resumeWithdrawal to
+// send, so that a brain stopping before it is through leaves it to the
+// next one.
 func (s *Server) endRestarted(ctx context.Context, c *store.Call) error {
+	if ct := s.cancelTool(c.TenantID); ct != nil && isApprovalCall(c) {
+		if until := approvalExpiry(c, s.config().Approvals.Timeout); time.Now().Before(until) {
+			c.WithdrawUntil = until
+		}
+	}
 	res := tool.Result{
 		Content:        []tool.Content{tool.Text("brain restarted while this call was in flight; the tool may or may not have done the work")},
 		IsError:        true,
@@ -907,17 +966,48 @@ func (s *Server) endRestarted(ctx context.Context, c *store.Call) error {
 	return nil
 }
 
-// withdrawLeft withdraws, on a goroutine, the approval of c, a call left
-// running by a brain process that is gone, when c is the approval call of
-// a gated call that does not wait for it again (answered, ended, expired,
-// or its approval call not taken up) and the host config names a cancel
-// tool for its tenant: nobody is left to act on its answer.
-func (s *Server) withdrawLeft(c *store.Call) {
-	ct := s.config().Approvals.CancelTool
-	if !isApprovalCall(c) || ct == nil || !ct.Allowed(c.TenantID) {
+// resumeWithdrawal sends, on a goroutine, the withdrawal pending on c, a
+// finished approval call (c.WithdrawUntil; none: nothing to do), whose
+// sender is gone, and clears it once it is over. One whose approval has
+// expired, or that the host config names no cancel tool for any more, is
+// cleared at once: the approval tool expires the approval itself.
+func (s *Server) resumeWithdrawal(c *store.Call) {
+	if c.WithdrawUntil.IsZero() {
 		return
 	}
-	s.background.Go(func() { s.withdraw(s.callsCtx, ct, c) })
+	ct := s.cancelTool(c.TenantID)
+	if ct == nil || !time.Now().Before(c.WithdrawUntil) {
+		s.clearWithdrawal(c.ID)
+		return
+	}
+	s.log.Info("sending the withdrawal of an approval left pending by a brain process that stopped",
+		"approval_call_id", c.ID, "parent_id", c.ParentID, "until", c.WithdrawUntil.Format(time.RFC3339))
+	s.background.Go(func() {
+		if s.withdraw(s.callsCtx, ct, c, c.WithdrawUntil) {
+			s.clearWithdrawal(c.ID)
+		}
+	})
+}
+
+// clearWithdrawal clears the pending withdrawal of approval call id once
+// it is over. Should the store refuse, the next brain sends it again, and
+// the approval tool answers that there is nothing left to withdraw.
+func (s *Server) clearWithdrawal(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeWait)
+	defer cancel()
+	if err := s.store.ClearWithdrawal(ctx, id); err != nil {
+		s.log.Warn("clear a pending withdrawal; it is sent again after a restart", "approval_call_id", id, "err", err)
+	}
+}
+
+// cancelTool is the host config's cancel tool (approvals.cancel_tool)
+// when tenant may use it; nil otherwise.
+func (s *Server) cancelTool(tenant string) *config.Tool {
+	ct := s.config().Approvals.CancelTool
+	if ct == nil || !ct.Allowed(tenant) {
+		return nil
+	}
+	return ct
 }
 
 // isApprovalCall tells whether c is an approval call: one brain made
@@ -958,7 +1048,7 @@ func (s *Server) resumeApproval(gate *running, c *store.Call) (*running, context
 	}
 	ctx, cancel := context.WithCancelCause(s.callsCtx)
 	rc := newRunning(*c, t, cancel)
-	rc.ord, rc.gate = c.Ord, gate
+	rc.ord, rc.gate, rc.decided = c.Ord, gate, make(chan struct{})
 	if err := s.register(rc); err != nil {
 		cancel(nil)
 		return nil, nil

@@ -32,7 +32,9 @@ import (
 //   - when a replica dies its leases run out and another one takes its
 //     calls up: running ones end failed, brain_restarted, unknown_outcome —
 //     never sent again; waiting ones (requires_input, queued) wait again
-//     on the replica that took them;
+//     on the replica that took them; the withdrawals it had pending on
+//     approval calls that ended (store.Call.WithdrawUntil) are sent by the
+//     replica that took them;
 //   - an answer (respond) through a replica that does not run the call is
 //     stored and signalled; the call's replica offers it to the call and
 //     settles it (see respondRemote);

@@ -345,11 +345,13 @@ func TestRecoverWithdrawsLeftApproval(t *testing.T) {
 // to withdraw. Each brain that stops before the withdrawal is through
 // must leave it to the next one: the approval stays pending on the
 // operator's page, answerable, until someone withdraws it. Two restarts
-// in a row (a rolling deploy while local is down) must not lose it.
+// in a row (a rolling deploy while local is down) must not lose it. On
+// PostgreSQL the next brain is a new replica, which takes the stopped
+// one's withdrawal over once its lease (1 s) ran out.
 func TestApprovalWithdrawalSurvivesRestarts(t *testing.T) {
 	t.Parallel()
-	if testStore != storeSQLite {
-		t.Skip("restarts one brain on its own store: BRAIN_TEST_STORE=sqlite")
+	if testStore == storeReplicas {
+		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
 	}
 	ct := newCountingTools(t)
 	doc, env := withdrawConfigJSON(t, ct.URL, true, 60)
@@ -357,7 +359,7 @@ func TestApprovalWithdrawalSurvivesRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withCfg := func(o *Options) { o.Config = cfg }
+	withCfg := func(o *Options) { o.Config, o.Lease = cfg, time.Second }
 	b := startBrain(t, withCfg)
 	s := b.session("t1", "gated")
 	_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
@@ -388,15 +390,15 @@ func TestApprovalWithdrawalSurvivesRestarts(t *testing.T) {
 
 // TestApprovalWithdrawalAfterSessionEndSurvivesRestart: a session
 // interrupted or closed while its gated call waits ends the approval call
-// cancelled at once, before its approval is withdrawn. When the cancel
-// tool is unreachable (503) and brain then restarts, nothing is left to
-// tell the next brain to withdraw it: the approval stays pending on the
-// operator's page, answerable, until it expires. The next brain must
-// send the withdrawal.
+// cancelled at once, before its approval is withdrawn, with the
+// withdrawal stored pending on it. When the cancel tool is unreachable
+// (503) and brain then restarts, the next brain must send the withdrawal:
+// otherwise the approval stays pending on the operator's page,
+// answerable, until it expires.
 func TestApprovalWithdrawalAfterSessionEndSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	if testStore != storeSQLite {
-		t.Skip("restarts one brain on its own store: BRAIN_TEST_STORE=sqlite")
+	if testStore == storeReplicas {
+		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
 	}
 	for _, end := range []string{"interrupt", "close"} {
 		t.Run(end, func(t *testing.T) {
@@ -407,7 +409,7 @@ func TestApprovalWithdrawalAfterSessionEndSurvivesRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			withCfg := func(o *Options) { o.Config = cfg }
+			withCfg := func(o *Options) { o.Config, o.Lease = cfg, time.Second }
 			b := startBrain(t, withCfg)
 			s := b.session("t1", "gated")
 			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)

@@ -490,6 +490,13 @@ func (s *Server) withdrawn(ctx context.Context, rc *running) ended {
 	return ended{out: invoke.Cancelled(rc.t, true, context.Cause(ctx))}
 }
 
+// withdrawAttemptMin is the least time a withdrawal request is given when
+// it is sent just before, or at, the approval's expiry (a gated call that
+// expired withdraws an approval that expires with it): the approval tool
+// counts the expiry from when it got the approval request, a little after
+// brain's reckoning (approvalExpiry), so the withdrawal may still land.
+const withdrawAttemptMin = time.Second
+
 // withdraw sends cancel tool ct brain's withdrawal of the approval that
 // approval call c asked for, {"call_id": c.ID}, in c's tenant and session:
 // brain's own request, not a call of the session (it goes on after the
@@ -499,17 +506,25 @@ func (s *Server) withdrawn(ctx context.Context, rc *running) ended {
 // resendable (local down or restarting, a 5xx, a 429), until the approval
 // expires at until (c's created_at plus its timeout_seconds: then the
 // approval tool expires it itself, so nothing is sent after a pause that
-// reached it) or ctx ends. Any answer of the tool ends it: withdrawn,
-// decided already, or no such approval. It reports whether the
-// withdrawal is over (answered, or expired); false means ctx ended first,
-// brain stops, and the withdrawal is left to the next brain.
+// reached it, and no attempt, not even one the tool never answers, goes
+// on past it or past withdrawAttemptMin after it began) or ctx ends. Any
+// answer of the tool ends it: withdrawn, decided already, or no such
+// approval. It reports whether the withdrawal is over (answered, or
+// expired); false means ctx ended first, brain stops, and the withdrawal
+// is left to the next brain.
 func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call, until time.Time) bool {
 	req := tool.Request{TenantID: c.TenantID, SessionID: c.SessionID, CallID: newID("call"),
 		Arguments: mustJSON(map[string]string{"call_id": c.ID})}
 	log := s.log.With("approval_call_id", c.ID, "parent_id", c.ParentID, "tool", ct.Name, "call_id", req.CallID)
 	var pause resendPause
 	for attempt := 1; ; attempt++ {
-		out := s.invokerFor(ct).Call(ctx, ct, req, nil)
+		deadline := until
+		if least := time.Now().Add(withdrawAttemptMin); deadline.Before(least) {
+			deadline = least
+		}
+		attemptCtx, cancel := context.WithDeadline(ctx, deadline)
+		out := s.invokerFor(ct).Call(attemptCtx, ct, req, nil)
+		cancel()
 		switch {
 		case out.Status == store.CallSucceeded:
 			log.Info("withdrew the approval of an approval call its gated call no longer waits for", "attempt", attempt)

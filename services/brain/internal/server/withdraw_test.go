@@ -432,3 +432,31 @@ func TestApprovalWithdrawalAfterSessionEndSurvivesRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalWithdrawalStopsAtExpiry: a cancel tool that takes the
+// withdrawal and never answers does not hold it (and the approval call,
+// running until the withdrawal is over) past the approval's expiry: the
+// request is given up when the approval expires, the approval call ends
+// cancelled then, and nothing is sent after.
+func TestApprovalWithdrawalStopsAtExpiry(t *testing.T) {
+	t.Parallel()
+	const timeout = 2 // approvals.timeout_seconds
+	b, ct := startWithdrawBrain(t, true, timeout)
+	s := b.session("t1", "gated")
+	_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+	child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
+	if r := b.respond("t1", gate.ID, `{"approved":false}`); r.status != 200 {
+		t.Fatalf("deny through the API: %d %s", r.status, r.body)
+	}
+	w := nextCancel(t, ct, 5*time.Second)
+	wantWithdrawal(t, w, s.ID, gate.ID, child)
+	// w is never answered: the cancel tool hangs.
+	start := time.Now()
+	if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
+		t.Fatalf("the approval call %s after the withdrawal was sent: %s, want cancelled once its approval expired", time.Since(start), c.Status)
+	}
+	if d := time.Since(start); d > timeout*time.Second+time.Second {
+		t.Errorf("the approval call ended %s after the withdrawal was sent, want by its approval's expiry (%d s)", d, timeout)
+	}
+	noCancel(t, ct, 1500*time.Millisecond)
+}

@@ -190,6 +190,83 @@ func TestLeaseTakeover(t *testing.T) {
 	}
 }
 
+// TestLeaseTakesPendingWithdrawals: an approval call finished with a
+// pending withdrawal stays leased to the replica that finished it, which
+// renews it with its calls; once a replica died, its pending withdrawals
+// are claimed by another, once, and a live replica's are not. A cleared
+// one is leased to nobody.
+func TestLeaseTakesPendingWithdrawals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pg.NewDatabase(t)
+	dead := openDB(t, url, "dead", Options{Lease: 200 * time.Millisecond})
+	live := openDB(t, url, "live", Options{Lease: 200 * time.Millisecond})
+	s, ev := storetest.NewSession("ses_1", "t1")
+	if err := dead.CreateSession(ctx, s, ev); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		db       *DB
+		id       string
+		withdraw bool
+	}{{dead, "call_dead", true}, {dead, "call_done", false}, {live, "call_live", true}} {
+		c, cev := storetest.NewCall(r.id, "ses_1", "t1")
+		c.CallerType = store.CallerSystem
+		if err := r.db.CreateCall(ctx, c, cev); err != nil {
+			t.Fatal(err)
+		}
+		f, fev := storetest.Finish(c, store.CallCancelled, time.Now())
+		if r.withdraw {
+			f.WithdrawUntil = time.Now().Add(time.Hour)
+		}
+		if err := r.db.FinishCall(ctx, f, fev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := live.RenewLeases(ctx, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		claimed []string
+	)
+	other := openDB(t, url, "claimer", Options{})
+	for range 3 {
+		wg.Go(func() {
+			calls, err := other.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			for _, c := range calls {
+				if c.WithdrawUntil.IsZero() {
+					t.Errorf("claimed %s without its pending withdrawal", c.ID)
+				}
+				claimed = append(claimed, c.ID)
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if diff := cmp.Diff([]string{"call_dead"}, claimed); diff != "" {
+		t.Errorf("claimed (-want +got):\n%s", diff)
+	}
+	if err := other.ClearWithdrawal(ctx, "call_dead"); err != nil {
+		t.Fatal(err)
+	}
+	var owner string
+	var lease int64
+	if err := other.pool.QueryRow(ctx, `SELECT owner, lease_until FROM tool_calls WHERE id = 'call_dead'`).Scan(&owner, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if owner != "" || lease != 0 {
+		t.Errorf("a cleared withdrawal's call is leased to %q until %d, want nobody", owner, lease)
+	}
+}
+
 // TestClaimTakesApprovalCallsWithTheirGate: a gated call waiting for its
 // approval is claimed with the approval call it has running (caller
 // system, the same owner), even while that call's own lease has not run

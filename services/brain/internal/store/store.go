@@ -428,6 +428,8 @@ type Store interface {
 	// in one short transaction, so that retention never holds writers up
 	// for long. A session goes last, once nothing of it is left, so a
 	// session half removed is still found (and removed) by the next call.
+	// A session with a call whose withdrawal is pending (WithdrawUntil)
+	// is kept until that is cleared: the next brain sends it from that row.
 	// It returns what it removed; zero means nothing is left to remove.
 	DeleteEnded(ctx context.Context, before time.Time, limit int) (Removed, error)
 

@@ -791,7 +791,8 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 	var rm store.Removed
 	err := db.tx(ctx, "delete ended sessions", func(tx pgx.Tx) ([]*store.Event, error) {
 		rm = store.Removed{}
-		rows, err := tx.Query(ctx, `SELECT id FROM sessions WHERE status IN ('interrupted', 'closed') AND updated_at < $1
+		rows, err := tx.Query(ctx, `SELECT id FROM sessions s WHERE status IN ('interrupted', 'closed') AND updated_at < $1
+			AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.session_id = s.id AND c.withdraw_until <> 0)
 			ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`, before.UnixNano(), limit)
 		if err != nil {
 			return nil, err

@@ -856,7 +856,8 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 	var rm store.Removed
 	err := db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
 		rm = store.Removed{}
-		rows, err := tx.Query(`SELECT id FROM sessions WHERE status IN ('interrupted', 'closed') AND updated_at < ?
+		rows, err := tx.Query(`SELECT id FROM sessions s WHERE status IN ('interrupted', 'closed') AND updated_at < ?
+			AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.session_id = s.id AND c.withdraw_until <> 0)
 			ORDER BY updated_at LIMIT ?`, before.UnixNano(), limit)
 		if err != nil {
 			return nil, fmt.Errorf("delete ended sessions: %w", err)

@@ -665,6 +665,11 @@ func testPendingWithdrawal(t *testing.T, open func(func(store.Event)) store.Stor
 	// A pending withdrawal is no call in flight: the session ends.
 	ev := &store.Event{Type: store.EventSessionInterrupted, SessionID: "ses_a", Time: T0, Data: json.RawMessage(`{}`)}
 	must(t, db.SetSessionStatus(ctx, "t1", "ses_a", []string{store.SessionActive}, store.SessionInterrupted, T0, ev))
+	// Retention keeps the session while the withdrawal is pending: the
+	// next brain needs the approval call's row to send it.
+	if rm, err := db.DeleteEnded(ctx, T0.Add(time.Hour), 100); err != nil || rm != (store.Removed{}) {
+		t.Errorf("DeleteEnded with a withdrawal pending = %+v, %v; want nothing removed", rm, err)
+	}
 
 	pending := func(db store.Store) []string {
 		t.Helper()
@@ -734,6 +739,9 @@ func testPendingWithdrawal(t *testing.T, open func(func(store.Event)) store.Stor
 		if got := claim(time.Now().Add(100 * time.Hour)); len(got) != 0 {
 			t.Errorf("claimed %v after ClearWithdrawal", got)
 		}
+	}
+	if rm, err := db.DeleteEnded(ctx, T0.Add(time.Hour), 100); err != nil || rm.Sessions != 1 || rm.Calls != 3 {
+		t.Errorf("DeleteEnded once the withdrawal is over = %+v, %v; want the session and its 3 calls", rm, err)
 	}
 }
 

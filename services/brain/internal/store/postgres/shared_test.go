@@ -136,18 +136,52 @@ func TestSignalsBetweenReplicas(t *testing.T) {
 	}
 }
 
+// leaseReplicas opens two replicas on a new database with a 200 ms lease,
+// one that will stop renewing (dead) and one that will not (live), and
+// makes session ses_1 of tenant t1 for their calls.
+func leaseReplicas(t *testing.T) (url string, dead, live *DB) {
+	t.Helper()
+	url = pg.NewDatabase(t)
+	dead = openDB(t, url, "dead", Options{Lease: 200 * time.Millisecond})
+	live = openDB(t, url, "live", Options{Lease: 200 * time.Millisecond})
+	s, ev := storetest.NewSession("ses_1", "t1")
+	if err := dead.CreateSession(context.Background(), s, ev); err != nil {
+		t.Fatal(err)
+	}
+	return url, dead, live
+}
+
+// claimRace has three replicas of their own claim expired calls at once
+// and returns every call claimed, so that a call claimed twice shows.
+func claimRace(t *testing.T, url string) []*store.Call {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		claimed []*store.Call
+	)
+	for range 3 {
+		other := openDB(t, url, "claimer", Options{})
+		wg.Go(func() {
+			calls, err := other.ClaimExpired(context.Background(), time.Now(), time.Now().Add(time.Minute), 10)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			claimed = append(claimed, calls...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return claimed
+}
+
 // TestLeaseTakeover: a call whose owner stopped renewing is claimed by one
 // replica alone once its lease ran out; a renewed one is not.
 func TestLeaseTakeover(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pg.NewDatabase(t)
-	dead := openDB(t, url, "dead", Options{Lease: 200 * time.Millisecond})
-	live := openDB(t, url, "live", Options{Lease: 200 * time.Millisecond})
-	s, ev := storetest.NewSession("ses_1", "t1")
-	if err := dead.CreateSession(ctx, s, ev); err != nil {
-		t.Fatal(err)
-	}
+	url, dead, live := leaseReplicas(t)
 	for _, r := range []struct {
 		db *DB
 		id string
@@ -165,26 +199,10 @@ func TestLeaseTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		claimed []string
-	)
-	for range 3 {
-		other := openDB(t, url, "claimer", Options{})
-		wg.Go(func() {
-			calls, err := other.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10)
-			if err != nil {
-				t.Error(err)
-			}
-			mu.Lock()
-			for _, c := range calls {
-				claimed = append(claimed, c.ID)
-			}
-			mu.Unlock()
-		})
+	var claimed []string
+	for _, c := range claimRace(t, url) {
+		claimed = append(claimed, c.ID)
 	}
-	wg.Wait()
 	if diff := cmp.Diff([]string{"call_dead"}, claimed); diff != "" {
 		t.Errorf("claimed (-want +got):\n%s", diff)
 	}
@@ -198,13 +216,7 @@ func TestLeaseTakeover(t *testing.T) {
 func TestLeaseTakesPendingWithdrawals(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pg.NewDatabase(t)
-	dead := openDB(t, url, "dead", Options{Lease: 200 * time.Millisecond})
-	live := openDB(t, url, "live", Options{Lease: 200 * time.Millisecond})
-	s, ev := storetest.NewSession("ses_1", "t1")
-	if err := dead.CreateSession(ctx, s, ev); err != nil {
-		t.Fatal(err)
-	}
+	url, dead, live := leaseReplicas(t)
 	for _, r := range []struct {
 		db       *DB
 		id       string
@@ -228,38 +240,22 @@ func TestLeaseTakesPendingWithdrawals(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		claimed []string
-	)
-	other := openDB(t, url, "claimer", Options{})
-	for range 3 {
-		wg.Go(func() {
-			calls, err := other.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10)
-			if err != nil {
-				t.Error(err)
-			}
-			mu.Lock()
-			for _, c := range calls {
-				if c.WithdrawUntil.IsZero() {
-					t.Errorf("claimed %s without its pending withdrawal", c.ID)
-				}
-				claimed = append(claimed, c.ID)
-			}
-			mu.Unlock()
-		})
+	var claimed []string
+	for _, c := range claimRace(t, url) {
+		if c.WithdrawUntil.IsZero() {
+			t.Errorf("claimed %s without its pending withdrawal", c.ID)
+		}
+		claimed = append(claimed, c.ID)
 	}
-	wg.Wait()
 	if diff := cmp.Diff([]string{"call_dead"}, claimed); diff != "" {
 		t.Errorf("claimed (-want +got):\n%s", diff)
 	}
-	if err := other.ClearWithdrawal(ctx, "call_dead"); err != nil {
+	if err := live.ClearWithdrawal(ctx, "call_dead"); err != nil {
 		t.Fatal(err)
 	}
 	var owner string
 	var lease int64
-	if err := other.pool.QueryRow(ctx, `SELECT owner, lease_until FROM tool_calls WHERE id = 'call_dead'`).Scan(&owner, &lease); err != nil {
+	if err := live.pool.QueryRow(ctx, `SELECT owner, lease_until FROM tool_calls WHERE id = 'call_dead'`).Scan(&owner, &lease); err != nil {
 		t.Fatal(err)
 	}
 	if owner != "" || lease != 0 {

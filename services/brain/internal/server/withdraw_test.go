@@ -340,6 +340,22 @@ func TestRecoverWithdrawsLeftApproval(t *testing.T) {
 	}
 }
 
+// restartableWithdrawConfig is the host config of startWithdrawBrain
+// (with a cancel tool, a 60 s approval timeout) for one brain in this
+// process that a test stops and starts again on the same store: the
+// option each start takes, with a 1 s lease so that on PostgreSQL the
+// next brain takes the stopped one's calls over quickly.
+func restartableWithdrawConfig(t *testing.T) (*countingTools, func(*Options)) {
+	t.Helper()
+	ct := newCountingTools(t)
+	doc, env := withdrawConfigJSON(t, ct.URL, true, 60)
+	cfg, err := config.Parse(doc, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ct, func(o *Options) { o.Config, o.Lease = cfg, time.Second }
+}
+
 // TestApprovalWithdrawalSurvivesRestarts: a gated call answered through
 // the API while the cancel tool is unreachable (503) leaves its approval
 // to withdraw. Each brain that stops before the withdrawal is through
@@ -353,13 +369,7 @@ func TestApprovalWithdrawalSurvivesRestarts(t *testing.T) {
 	if testStore == storeReplicas {
 		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
 	}
-	ct := newCountingTools(t)
-	doc, env := withdrawConfigJSON(t, ct.URL, true, 60)
-	cfg, err := config.Parse(doc, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	withCfg := func(o *Options) { o.Config, o.Lease = cfg, time.Second }
+	ct, withCfg := restartableWithdrawConfig(t)
 	b := startBrain(t, withCfg)
 	s := b.session("t1", "gated")
 	_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
@@ -403,13 +413,7 @@ func TestApprovalWithdrawalAfterSessionEndSurvivesRestart(t *testing.T) {
 	for _, end := range []string{"interrupt", "close"} {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
-			ct := newCountingTools(t)
-			doc, env := withdrawConfigJSON(t, ct.URL, true, 60)
-			cfg, err := config.Parse(doc, func(k string) string { return env[k] })
-			if err != nil {
-				t.Fatal(err)
-			}
-			withCfg := func(o *Options) { o.Config, o.Lease = cfg, time.Second }
+			ct, withCfg := restartableWithdrawConfig(t)
 			b := startBrain(t, withCfg)
 			s := b.session("t1", "gated")
 			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)

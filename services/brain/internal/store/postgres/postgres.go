@@ -581,6 +581,11 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*store.Session,
 	return &s, nil
 }
 
+// leased is the SQL condition of a call row that a replica holds on a
+// lease (owner, lease_until): one unfinished, or one finished with a
+// withdrawal pending, which its owner is sending.
+const leased = `(status IN ('queued', 'running', 'requires_input') OR withdraw_until <> 0)`
+
 const callColumns = `id, session_id, tenant_id, tool, status, arguments, created_at, started_at, finished_at,
 	error_code, error_message, unknown_outcome, result, ord, parent_id, caller_type, input_kind, prompt, response_schema,
 	response_expires_at, retryable, revision_id, span_id, withdraw_until`
@@ -692,7 +697,7 @@ func (db *DB) queryCalls(ctx context.Context, op, q string, args ...any) ([]*sto
 // RenewLeases implements store.Shared.
 func (db *DB) RenewLeases(ctx context.Context, until time.Time) error {
 	if _, err := db.pool.Exec(ctx, `UPDATE tool_calls SET lease_until = $2
-		WHERE owner = $1 AND (status IN ('queued', 'running', 'requires_input') OR withdraw_until <> 0)`, db.o.Replica, until.UnixNano()); err != nil {
+		WHERE owner = $1 AND `+leased, db.o.Replica, until.UnixNano()); err != nil {
 		return fmt.Errorf("renew leases: %w", err)
 	}
 	return nil
@@ -709,13 +714,13 @@ func (db *DB) RenewLeases(ctx context.Context, until time.Time) error {
 // sends the withdrawal.
 func (db *DB) ClaimExpired(ctx context.Context, now, until time.Time, limit int) ([]*store.Call, error) {
 	return db.queryCalls(ctx, "claim expired tool calls", `WITH picked AS (
-		SELECT id, owner, status FROM tool_calls c WHERE (status IN ('queued', 'running', 'requires_input') OR withdraw_until <> 0)
+		SELECT id, owner, status FROM tool_calls c WHERE `+leased+`
 			AND lease_until < $2
 			AND NOT (status = 'running' AND caller_type = 'system' AND EXISTS (SELECT 1 FROM tool_calls p
 				WHERE p.id = c.parent_id AND p.status = 'requires_input' AND p.owner = c.owner))
 			ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED)
 		UPDATE tool_calls SET owner = $1, lease_until = $3
-		WHERE (status IN ('queued', 'running', 'requires_input') OR withdraw_until <> 0) AND (id IN (SELECT id FROM picked)
+		WHERE `+leased+` AND (id IN (SELECT id FROM picked)
 			OR status = 'running' AND caller_type = 'system' AND (parent_id, owner) IN (SELECT id, owner FROM picked WHERE status = 'requires_input'))
 		RETURNING `+callColumns, db.o.Replica, now.UnixNano(), until.UnixNano(), limit)
 }

@@ -943,9 +943,14 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 // send, so that a brain stopping before it is through leaves it to the
 // next one.
 func (s *Server) endRestarted(ctx context.Context, c *store.Call) error {
-	if ct := s.cancelTool(c.TenantID); ct != nil && isApprovalCall(c) {
+	if isApprovalCall(c) {
 		if until := approvalExpiry(c, s.config().Approvals.Timeout); time.Now().Before(until) {
-			c.WithdrawUntil = until
+			if s.cancelTool(c.TenantID) != nil {
+				c.WithdrawUntil = until
+			} else {
+				s.log.Warn("an approval call ended by a restart leaves its approval pending on the approval tool until it expires: the host config names no cancel tool for its tenant to withdraw it",
+					"approval_call_id", c.ID, "parent_id", c.ParentID, "tenant_id", c.TenantID, "until", until.Format(time.RFC3339))
+			}
 		}
 	}
 	res := tool.Result{
@@ -977,6 +982,12 @@ func (s *Server) resumeWithdrawal(c *store.Call) {
 	}
 	ct := s.cancelTool(c.TenantID)
 	if ct == nil || !time.Now().Before(c.WithdrawUntil) {
+		if ct == nil {
+			// Its approval stays answerable on the approval tool's page
+			// until it expires: the operator is to know why.
+			s.log.Warn("dropped the withdrawal of an approval left pending by a brain process that stopped: the host config names no cancel tool for its tenant any more; it stays pending on the approval tool until it expires",
+				"approval_call_id", c.ID, "parent_id", c.ParentID, "tenant_id", c.TenantID, "until", c.WithdrawUntil.Format(time.RFC3339))
+		}
 		s.clearWithdrawal(c.ID)
 		return
 	}

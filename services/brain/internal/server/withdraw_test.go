@@ -1,7 +1,10 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -395,6 +398,90 @@ func TestApprovalWithdrawalSurvivesRestarts(t *testing.T) {
 		} else {
 			w.answer <- "ok"
 		}
+	}
+}
+
+// TestApprovalWithdrawalDroppedWithoutCancelTool: a withdrawal a brain
+// left unsent when it stopped (the cancel tool answered 503), when the
+// next brain's host config names no cancel tool any more, is not sent
+// (there is nothing to send it with) and is dropped with a warning that
+// names the approval call: its approval stays answerable on the approval
+// tool's page until it expires, and the operator is to find out why. It is
+// left two ways: on an approval call still running, its gated call
+// answered through the API (the next brain ends it brain_restarted), and
+// stored pending on an approval call that ended with its session.
+func TestApprovalWithdrawalDroppedWithoutCancelTool(t *testing.T) {
+	t.Parallel()
+	if testStore == storeReplicas {
+		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	for _, tc := range []struct {
+		name, path, body string
+		childStatus      string // the approval call's, once the next brain took it up
+	}{
+		{"answered", "/tool_calls/%[2]s/respond", `{"approved":false}`, "failed"},
+		{"interrupted", "/sessions/%[1]s/interrupt", ``, "cancelled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ct, withCfg := restartableWithdrawConfig(t)
+			b := startBrain(t, withCfg)
+			s := b.session("t1", "gated")
+			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
+			var body any
+			if tc.body != "" {
+				body = tc.body
+			}
+			if r := b.do("POST", fmt.Sprintf(tc.path, s.ID, gate.ID), "t1", body); r.status != 200 {
+				t.Fatalf("%s: %d %s", tc.name, r.status, r.body)
+			}
+			w := nextCancel(t, ct, 5*time.Second)
+			wantWithdrawal(t, w, s.ID, gate.ID, child)
+			w.answer <- "503"
+			if err := b.srv.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			doc, env := withdrawConfigJSON(t, ct.URL, false, 60)
+			cfg, err := config.Parse(doc, func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs syncBuffer
+			next := startBrain(t, func(o *Options) {
+				o.Config, o.Lease = cfg, time.Second
+				o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			}, sameStore(b))
+			// On PostgreSQL the next brain is a new replica: it takes the
+			// stopped one's calls over once their lease (1 s) ran out.
+			warned := func() bool {
+				for line := range strings.Lines(logs.String()) {
+					var rec map[string]any
+					if json.Unmarshal([]byte(line), &rec) == nil && rec["level"] == "WARN" &&
+						rec["approval_call_id"] == child && strings.Contains(rec["msg"].(string), "no cancel tool") {
+						return true
+					}
+				}
+				return false
+			}
+			for deadline := time.Now().Add(10 * time.Second); !warned(); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no WARN naming approval call %s 10 s after a brain without a cancel tool started; logs:\n%s", child, logs.String())
+				}
+			}
+			noCancel(t, ct, time.Second)
+			if _, c := next.getCall("t1", child, 5); c.Status != tc.childStatus {
+				t.Errorf("approval call %s after the next brain took it up: %s, want %s", child, c.Status, tc.childStatus)
+			}
+			pending, err := next.srv.store.PendingWithdrawals(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pending) != 0 {
+				t.Errorf("withdrawals still pending after the next brain dropped them: %d, want none", len(pending))
+			}
+		})
 	}
 }
 

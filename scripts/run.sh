@@ -57,7 +57,8 @@ trap cleanup EXIT INT TERM
 # that exited.
 DETACH=()
 if [ "$MODE" = up ]; then
-  trap 'echo; echo "stopping the suite"; cleanup 0' INT TERM
+  # make passes a SIGTERM on as well: the suite is stopped once.
+  trap 'trap "" INT TERM; echo; echo "stopping the suite"; cleanup 0' INT TERM
   DETACH=(setsid)
 fi
 
@@ -139,7 +140,11 @@ ADDR=127.0.0.1:8083 STORAGE_PROVIDER=s3-compatible STORAGE_ENDPOINT=http://127.0
 # /healthz; the session leaves web_search out.
 ADDR=127.0.0.1:8084 start search http://127.0.0.1:8084/healthz "$BIN/search"
 if [ -z "${BRAVE_API_KEY:-}${TAVILY_API_KEY:-}" ]; then
-  echo "  search     unconfigured: web_search is skipped; set BRAVE_API_KEY or TAVILY_API_KEY to enable it"
+  if [ "$MODE" = up ]; then
+    echo "  search     unconfigured: web_search is in the catalog but its calls fail until BRAVE_API_KEY or TAVILY_API_KEY is set and the suite restarted"
+  else
+    echo "  search     unconfigured: the demo skips web_search; set BRAVE_API_KEY or TAVILY_API_KEY to call it"
+  fi
   SEARCH=
 else
   SEARCH=,web_search
@@ -184,7 +189,7 @@ The suite is up on loopback until Ctrl-C (state and logs: $WORK):
   operator page    http://127.0.0.1:8081/    operator token: $APPROVAL_OPERATOR_TOKEN
   Go docs          http://$DOCS_ADDR/        (allowed for web_fetch and the browser)
   keys             $WORK/keys.env
-Try: curl -H "Authorization: Bearer \$BRAIN_API_KEY" http://127.0.0.1:8080/catalog
+Try (in any shell): . "$WORK/keys.env" && curl -H "Authorization: Bearer \$BRAIN_API_KEY" http://127.0.0.1:8080/catalog
 EOT
   # Until Ctrl-C (the trap stops everything), or until a service exits:
   # then say which and fail, with the logs.

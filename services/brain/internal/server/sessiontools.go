@@ -46,8 +46,9 @@ import (
 // those tools as catalog entries.
 //
 // An MCP server's tools are listed when the set is applied. One that
-// cannot be listed is recorded (mcp.unavailable, and its read-back keeps
-// what was asked); when it is required, every tool call of the session is
+// cannot be listed is recorded (mcp.unavailable; its read-back keeps
+// allowed_tools as asked and says status "unavailable" and the reason, so
+// that nothing reads as in force that is not); when it is required, every tool call of the session is
 // refused with invalid_request naming the server and the cause — after
 // brain has tried the server once more — until it answers or the set
 // changes. An MCP tool's exposed name has a dot, which no catalog,
@@ -259,7 +260,21 @@ type entryBody struct {
 	Authorization  *string            `json:"authorization"`
 	AllowedTools   []*string          `json:"allowed_tools"`
 	Required       json.RawMessage    `json:"required"`
+	// Status and Reason are an mcp entry's read-back fields, taken back
+	// as they were read (checked, then ignored: brain lists the server).
+	Status json.RawMessage `json:"status"`
+	Reason json.RawMessage `json:"reason"`
 }
+
+// Statuses of an mcp entry's read-back.
+const (
+	mcpAvailable   = "available"
+	mcpUnavailable = "unavailable"
+)
+
+// readBackFields are the fields of an mcp entry's read-back that are not
+// request fields but go back to PUT as they were read.
+var readBackFields = []string{"status", "reason"}
 
 func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json.RawMessage) (*sessionEntry, error) {
 	field := fmt.Sprintf("tools[%d]", i)
@@ -285,7 +300,7 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 	}
 	accepted := entryFields[typ]
 	for _, k := range sortedKeys(keys) {
-		if slices.Contains(accepted, k) {
+		if slices.Contains(accepted, k) || typ == entryMCP && slices.Contains(readBackFields, k) {
 			continue
 		}
 		why := "unknown field"
@@ -293,6 +308,19 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 			why = "brain starts no MCP server processes; it connects to one at url (Streamable HTTP)"
 		}
 		return nil, httpapi.BadRequest("%s.%s: %s; %s accepts %s", field, strictjson.Clip(k, 64), why, entryKind(typ), strings.Join(accepted, ", "))
+	}
+	if st, ok := keys["status"]; ok {
+		var v string
+		if json.Unmarshal(st, &v) != nil || (v != mcpAvailable && v != mcpUnavailable) {
+			return nil, httpapi.BadRequest(`%s.status: must be "available" or "unavailable" when sent back from a read, got %s (brain says which: it lists the server when the set is applied)`,
+				field, strictjson.Clip(string(st), 64))
+		}
+	}
+	if rs, ok := keys["reason"]; ok {
+		var v string
+		if json.Unmarshal(rs, &v) != nil {
+			return nil, httpapi.BadRequest("%s.reason: must be a string when sent back from a read, got %s", field, strictjson.Clip(string(rs), 64))
+		}
 	}
 	if rq, ok := keys["required"]; ok {
 		if t := bytes.TrimSpace(rq); !bytes.Equal(t, []byte("true")) && !bytes.Equal(t, []byte("false")) {
@@ -679,12 +707,19 @@ type EntryJSON struct {
 	URL            string          `json:"url,omitempty"`
 	AllowedTools   *[]string       `json:"allowed_tools,omitempty"`
 	Required       *bool           `json:"required,omitempty"`
-	Redacted       []string        `json:"redacted,omitempty"`
+	// Status is an mcp entry's: "available" (listed; allowed_tools are the
+	// tools it gives the session) or "unavailable" (it could not be
+	// listed, Reason says why, and it gives the session no tool).
+	Status   string   `json:"status,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+	Redacted []string `json:"redacted,omitempty"`
 }
 
 // readBack is the set as GET shows it: a catalog entry only while the
-// tenant's catalog has the tool; an MCP server's allowed_tools the tools it
-// listed (the intersection), or, when it could not be listed, as asked.
+// tenant's catalog has the tool; an MCP server "available" with
+// allowed_tools the tools it listed (the intersection), or, when it could
+// not be listed, "unavailable" with the reason and allowed_tools as asked
+// (for when it answers again) — it gives the session none of them.
 func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]EntryJSON, error) {
 	ts.mu.Lock()
 	entries := slices.Clone(ts.entries)
@@ -701,7 +736,10 @@ func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]En
 		case entryFunction:
 			out = append(out, EntryJSON{Type: entryFunction, Name: e.Name, Description: e.Description, Parameters: e.Parameters, TimeoutSeconds: e.TimeoutSeconds})
 		case entryMCP:
-			m := EntryJSON{Type: entryMCP, Name: e.Name, URL: e.URL, Required: &e.Required}
+			m := EntryJSON{Type: entryMCP, Name: e.Name, URL: e.URL, Required: &e.Required, Status: mcpAvailable}
+			if e.Unavailable != "" {
+				m.Status, m.Reason = mcpUnavailable, e.Unavailable
+			}
 			if e.Unavailable == "" {
 				allowed := []string{}
 				for _, lt := range e.Listed {

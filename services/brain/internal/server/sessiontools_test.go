@@ -21,11 +21,13 @@ import (
 
 // mcpTestServer is a real go-sdk MCP server (Streamable HTTP) on
 // 127.0.0.1 whose tools answer "<name> ran"; it records the headers of
-// each request and answers 503 while down is set.
+// each request and answers 503 while down is set, or refuse's status
+// while that is set (401, say).
 type mcpTestServer struct {
-	url  string
-	down atomic.Bool
-	ran  sync.Map // tool name → true
+	url    string
+	down   atomic.Bool
+	refuse atomic.Int32
+	ran    sync.Map // tool name → true
 
 	mu      sync.Mutex
 	apiKeys []string
@@ -47,6 +49,10 @@ func newMCPTestServer(t *testing.T, tools ...string) *mcpTestServer {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if m.down.Load() {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		if code := int(m.refuse.Load()); code != 0 {
+			http.Error(w, http.StatusText(code), code)
 			return
 		}
 		m.mu.Lock()
@@ -396,9 +402,10 @@ func TestSessionMCPServers(t *testing.T) {
 		if _, c := b.call("t1", s.ID, "echo", map[string]any{"text": "on"}, 5); c.Status != "succeeded" {
 			t.Errorf("echo beside an optional server that is down: %+v", c)
 		}
-		// Its read-back keeps what was asked, for when it answers again.
+		// Its read-back keeps what was asked, for when it answers again,
+		// and says it is not in force.
 		e := b.readTools("t1", s.ID).Tools[1]
-		if e["name"] != "maybe" || e["required"] != false || fmt.Sprint(e["allowed_tools"]) != "[x]" {
+		if e["name"] != "maybe" || e["required"] != false || fmt.Sprint(e["allowed_tools"]) != "[x]" || e["status"] != "unavailable" {
 			t.Errorf("read back %v", e)
 		}
 	})
@@ -406,6 +413,115 @@ func TestSessionMCPServers(t *testing.T) {
 		strict := startBrain(t)
 		s := strict.session("t1")
 		wantRefusal(t, strict.putTools("t1", s.ID, []any{map[string]any{"type": "mcp", "name": "docs", "url": docs.url}}), 400, httpapi.CodeInvalidRequest, "tools[0].url", "loopback")
+	})
+}
+
+// TestSessionMCPReadBack: the read-back of an MCP entry says what is in
+// force. A server that could not be listed keeps allowed_tools as asked
+// (for a PUT of the read-back once it answers) and says so with status
+// "unavailable" and the reason — it gives the session no tools; one that
+// was listed reads "available" with allowed_tools the tools it gives.
+func TestSessionMCPReadBack(t *testing.T) {
+	b := startBrain(t, allowLoopback)
+	locked := newMCPTestServer(t, "echo", "search")
+	locked.refuse.Store(http.StatusUnauthorized)
+	docs := newMCPTestServer(t, "echo", "search")
+	tests := []struct {
+		name        string
+		url         string
+		allowed     []string
+		wantStatus  string
+		wantReason  string // in reason; "" when there is none
+		wantAllowed []string
+		wantTools   []string // the session's tools
+	}{
+		{"optional server answers 401", locked.url, []string{"nope1", "echo"}, "unavailable", "Unauthorized", []string{"nope1", "echo"}, []string{}},
+		{"optional server refuses the connection", closedURL(t), []string{"nope1", "echo"}, "unavailable", "connection refused", []string{"nope1", "echo"}, []string{}},
+		{"optional server down, allowed_tools omitted", closedURL(t), nil, "unavailable", "connection refused", nil, []string{}},
+		{"allowed_tools names a tool the server lacks", docs.url, []string{"nope1", "echo"}, "available", "", []string{"echo"}, []string{"docs.echo"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := b.with(t)
+			sess := b.session("t1")
+			entry := map[string]any{"type": "mcp", "name": "docs", "url": tt.url, "required": false}
+			if tt.allowed != nil {
+				entry["allowed_tools"] = tt.allowed
+			}
+			r := b.putTools("t1", sess.ID, []any{entry})
+			if r.status != http.StatusOK {
+				t.Fatalf("put: %d %s", r.status, r.body)
+			}
+			var put sessionTools
+			r.json(t, &put)
+			got := b.readTools("t1", sess.ID)
+			if string(mustJSON(put)) != string(mustJSON(got)) {
+				t.Errorf("PUT answered %s, GET %s", mustJSON(put), mustJSON(got))
+			}
+			if len(got.Tools) != 1 {
+				t.Fatalf("read back %s", mustJSON(got))
+			}
+			e := got.Tools[0]
+			if e["status"] != tt.wantStatus {
+				t.Errorf("status %v, want %q: %s", e["status"], tt.wantStatus, mustJSON(e))
+			}
+			reason, _ := e["reason"].(string)
+			if tt.wantReason == "" && e["reason"] != nil || !strings.Contains(reason, tt.wantReason) {
+				t.Errorf("reason %v, want it to say %q: %s", e["reason"], tt.wantReason, mustJSON(e))
+			}
+			if strings.Contains(reason, tt.url) {
+				t.Errorf("reason %q shows the url", reason)
+			}
+			var allowed []string
+			if a, ok := e["allowed_tools"].([]any); ok {
+				allowed = []string{}
+				for _, n := range a {
+					allowed = append(allowed, n.(string))
+				}
+			}
+			if (allowed == nil) != (tt.wantAllowed == nil) || !slices.Equal(allowed, tt.wantAllowed) {
+				t.Errorf("allowed_tools %v, want %v", e["allowed_tools"], tt.wantAllowed)
+			}
+			var s SessionJSON
+			b.ok("GET", "/sessions/"+sess.ID, "t1", nil, &s)
+			if !slices.Equal(s.Tools, tt.wantTools) {
+				t.Errorf("session tools %v, want %v", s.Tools, tt.wantTools)
+			}
+			// The read-back goes back to PUT as it is, and says the same.
+			r = b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", got)
+			if r.status != http.StatusOK {
+				t.Fatalf("read-back PUT again: %d %s", r.status, r.body)
+			}
+			if again := b.readTools("t1", sess.ID); again.Tools[0]["status"] != tt.wantStatus {
+				t.Errorf("after the read-back was PUT again: %s", mustJSON(again))
+			}
+		})
+	}
+	t.Run("status and reason are brain's to say", func(t *testing.T) {
+		b := b.with(t)
+		sess := b.session("t1")
+		entry := map[string]any{"type": "mcp", "name": "docs", "url": docs.url, "status": "unavailable", "reason": "made up"}
+		if r := b.putTools("t1", sess.ID, []any{entry}); r.status != http.StatusOK {
+			t.Fatalf("put: %d %s", r.status, r.body)
+		}
+		if e := b.readTools("t1", sess.ID).Tools[0]; e["status"] != "available" || e["reason"] != nil {
+			t.Errorf("a server that answers, sent with status unavailable, reads back %s", mustJSON(e))
+		}
+		for _, tc := range []struct {
+			key  string
+			val  any
+			want []string
+		}{
+			{"status", "up", []string{"tools[0].status", "available", "unavailable"}},
+			{"status", true, []string{"tools[0].status"}},
+			{"reason", 5, []string{"tools[0].reason"}},
+		} {
+			bad := map[string]any{"type": "mcp", "name": "docs", "url": docs.url, tc.key: tc.val}
+			wantRefusal(t, b.putTools("t1", sess.ID, []any{bad}), 400, httpapi.CodeInvalidRequest, tc.want...)
+		}
+		// A function entry has no status: an unknown field there.
+		fn := map[string]any{"type": "function", "name": "f", "description": "d", "status": "available"}
+		wantRefusal(t, b.putTools("t1", sess.ID, []any{fn}), 400, httpapi.CodeInvalidRequest, "tools[0].status", "unknown field")
 	})
 }
 

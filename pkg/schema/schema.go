@@ -45,6 +45,8 @@ func (refusingLoader) Load(url string) (any, error) {
 }
 
 // Compile compiles doc. field names the schema in errors ("input_schema").
+// A schema with a reference cycle (refCycle) is refused as one that does
+// not compile: it could validate no value that reaches the cycle.
 func Compile(field string, doc []byte) (*Schema, error) {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
@@ -61,6 +63,9 @@ func Compile(field string, doc []byte) (*Schema, error) {
 	s, err := c.Compile(loc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: does not compile as JSON Schema: %s", field, oneLine(err.Error()))
+	}
+	if cycle := refCycle(s); cycle != nil {
+		return nil, cycleError(field, loc, cycle)
 	}
 	return &Schema{s: s, doc: v, plan: newPlan(v)}, nil
 }

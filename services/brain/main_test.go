@@ -129,6 +129,13 @@ func TestCheck(t *testing.T) {
 	tenantTwice := writeConfig(t, ts.URL, func(d map[string]any) { slow(d)["tenants"] = []string{"local", "local"} })
 	tenantNoKey := writeConfig(t, ts.URL, func(d map[string]any) { slow(d)["tenants"] = []string{"local", "acme"} })
 	noKeys := writeConfig(t, ts.URL, func(d map[string]any) { d["api_keys"] = []any{} })
+	rawSchema := func(field, doc string) string {
+		return writeConfig(t, ts.URL, func(d map[string]any) { slow(d)[field] = json.RawMessage(doc) })
+	}
+	selfRef := rawSchema("input_schema", `{"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`)
+	twoStep := rawSchema("input_schema", `{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`)
+	outputCycle := rawSchema("output_schema", `{"type":"object","$ref":"#"}`)
+	tree := rawSchema("input_schema", `{"$defs":{"n":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/n"}}}}},"$ref":"#/$defs/n"}`)
 	// encoding/json would keep the second url without a word.
 	dupKey := filepath.Join(t.TempDir(), "dup.json")
 	data, _ := os.ReadFile(good)
@@ -150,6 +157,11 @@ func TestCheck(t *testing.T) {
 		{"invalid binding", []string{"-config", badTimeout, "-check"}, nil, []string{"tools[1]", "slow", "timeout_seconds"}, ""},
 		{"duplicate key", []string{"-config", dupKey, "-check"}, nil, []string{`tools[1] "slow": url: duplicate key`}, ""},
 		{"input_schema not an object", []string{"-config", stringSchema, "-check"}, nil, []string{`tools[1] "slow": input_schema: type: must be "object"`}, ""},
+		{"input_schema refers to itself", []string{"-config", selfRef, "-check"}, nil, []string{`tools[1] "slow": input_schema: reference cycle: #/$defs/a → #/$defs/a`}, ""},
+		{"input_schema cycle a→b→a", []string{"-config", twoStep, "-check"}, nil, []string{`tools[1] "slow": input_schema: reference cycle: #/$defs/a → #/$defs/b → #/$defs/a`}, ""},
+		{"input_schema cycle, at start-up", []string{"-config", twoStep}, nil, []string{`tools[1] "slow": input_schema: reference cycle`}, ""},
+		{"output_schema cycle", []string{"-config", outputCycle, "-check"}, nil, []string{`tools[1] "slow": output_schema: reference cycle: # → #`}, ""},
+		{"input_schema a recursive tree", []string{"-config", tree, "-check"}, nil, nil, "ok (2 tools"},
 		{"tenant twice", []string{"-config", tenantTwice, "-check"}, nil, []string{`tools[1] "slow": tenants[1]: "local" is listed twice`}, ""},
 		{"tenant without an API key", []string{"-config", tenantNoKey, "-check"}, nil, []string{`tools[1] "slow": tenants[1]: tenant "acme" has no api_keys entry`}, ""},
 		{"no API keys", []string{"-config", noKeys, "-check"}, nil, []string{"api_keys: required"}, ""},
@@ -183,7 +195,11 @@ func TestCheck(t *testing.T) {
 				env[k] = v
 			}
 			var stdout, stderr bytes.Buffer
-			err := run(context.Background(), tt.args, env, &stdout, &stderr)
+			// A case without -check that wrongly starts serving fails,
+			// rather than hangs, when this ends it.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := run(ctx, tt.args, env, &stdout, &stderr)
 			if tt.wantErr == nil {
 				if err != nil || !strings.Contains(stdout.String(), tt.wantOut) {
 					t.Errorf("err %v, stdout %q; want nil and %q", err, stdout.String(), tt.wantOut)

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/brain-tools/suite/pkg/httpapi"
+	"github.com/brain-tools/suite/pkg/service"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Schemas with a reference cycle, which no value reaching the cycle can
+// pass (every call failed invalid_arguments, "reference cycle"), and a
+// recursive one that steps into the value and is a tree.
+var (
+	cyclicSchemas = []struct{ name, doc, cycle string }{
+		{"direct self-reference", `{"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`, "#/$defs/a → #/$defs/a"},
+		{"two steps a→b→a", `{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`, "#/$defs/a → #/$defs/b → #/$defs/a"},
+		{"under a property", `{"type":"object","properties":{"x":{"$ref":"#/$defs/a"}},"$defs":{"a":{"allOf":[{"$ref":"#/$defs/a"}]}}}`, "#/$defs/a → #/$defs/a/allOf/0 → #/$defs/a"},
+	}
+	treeSchema = json.RawMessage(`{"$defs":{"n":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/n"}}}}},"$ref":"#/$defs/n"}`)
+	treeValid  = map[string]any{"kids": []any{map[string]any{"kids": []any{}}, map[string]any{}}}
+	treeBad    = map[string]any{"kids": []any{map[string]any{"kids": []any{7}}}}
+)
+
+// TestSessionFunctionToolRefCycle: PUT /sessions/{id}/tools refuses a
+// function tool whose parameters have a reference cycle, naming the field
+// and the cycle, as it refuses other schemas that do not compile; a
+// recursive tree schema is accepted and its calls are validated.
+func TestSessionFunctionToolRefCycle(t *testing.T) {
+	b := startBrain(t, allowLoopback)
+	sess := b.session("t1", "echo")
+	fn := func(params json.RawMessage) []any {
+		return []any{map[string]any{"type": "function", "name": "walk", "description": "d", "parameters": params}}
+	}
+	for _, tt := range cyclicSchemas {
+		t.Run(tt.name, func(t *testing.T) {
+			wantRefusal(t, b.putTools("t1", sess.ID, fn(json.RawMessage(tt.doc))), 400, httpapi.CodeInvalidRequest,
+				"tools[0].parameters: reference cycle: "+tt.cycle)
+		})
+	}
+	t.Run("recursive tree", func(t *testing.T) {
+		if r := b.putTools("t1", sess.ID, fn(treeSchema)); r.status != http.StatusOK {
+			t.Fatalf("put: %d %s", r.status, r.body)
+		}
+		if st, c := b.call("t1", sess.ID, "walk", treeValid, 0); st != http.StatusAccepted || c.Status != "requires_input" {
+			t.Errorf("valid call: %d %+v", st, c)
+		}
+		if _, c := b.call("t1", sess.ID, "walk", treeBad, 5); deref(c.ErrorCode) != "invalid_arguments" || !strings.Contains(deref(c.ErrorMessage), "/kids/0/kids/0") {
+			t.Errorf("invalid call: %+v", c)
+		}
+	})
+}
+
+// TestCustomToolRefCycle: a custom tool, created or given a new revision,
+// is refused with a reference cycle in input_schema or output_schema.
+func TestCustomToolRefCycle(t *testing.T) {
+	b := startBrain(t, allowLoopback)
+	body := func(name string, in, out json.RawMessage) map[string]any {
+		m := map[string]any{"name": name, "description": "d", "url": b.tools.URL + "/tools/echo", "input_schema": in}
+		if out != nil {
+			m["output_schema"] = out
+		}
+		return m
+	}
+	for i, tt := range cyclicSchemas {
+		name := fmt.Sprintf("loop%d", i)
+		t.Run("create input_schema "+tt.name, func(t *testing.T) {
+			wantRefusal(t, b.do("POST", "/custom_tools", "t1", body(name, json.RawMessage(tt.doc), nil)), 400, httpapi.CodeInvalidRequest,
+				"input_schema: reference cycle: "+tt.cycle)
+		})
+		t.Run("create output_schema "+tt.name, func(t *testing.T) {
+			wantRefusal(t, b.do("POST", "/custom_tools", "t1", body(name, treeSchema, json.RawMessage(tt.doc))), 400, httpapi.CodeInvalidRequest,
+				"output_schema: reference cycle: "+tt.cycle)
+		})
+	}
+	var ct CustomToolJSON
+	b.created("/custom_tools", "t1", body("walk", treeSchema, nil), &ct)
+	for _, tt := range cyclicSchemas {
+		t.Run("new revision "+tt.name, func(t *testing.T) {
+			m := body("walk", json.RawMessage(tt.doc), nil)
+			m["current_revision_id"] = ct.CurrentRevisionID
+			wantRefusal(t, b.do("PUT", "/custom_tools/"+ct.ID, "t1", m), 400, httpapi.CodeInvalidRequest,
+				"input_schema: reference cycle: "+tt.cycle)
+		})
+	}
+	sess := b.session("t1", "walk")
+	if _, c := b.call("t1", sess.ID, "walk", treeBad, 5); deref(c.ErrorCode) != "invalid_arguments" {
+		t.Errorf("invalid call of the tree tool: %+v", c)
+	}
+	if _, c := b.call("t1", sess.ID, "walk", treeValid, 5); deref(c.ErrorCode) == "invalid_arguments" {
+		t.Errorf("valid call of the tree tool refused: %+v", c)
+	}
+}
+
+// TestSessionMCPToolRefCycle: a tool of a session's MCP server whose input
+// schema has a reference cycle is left out of the session, as one whose
+// schema does not compile is; the server's other tools stay.
+func TestSessionMCPToolRefCycle(t *testing.T) {
+	logs := &syncBuffer{}
+	b := startBrain(t, allowLoopback, func(o *Options) { o.Logger = service.NewLogger(logs, slog.LevelDebug) })
+	srv := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
+	add := func(name string, schema json.RawMessage) {
+		srv.AddTool(&mcp.Tool{Name: name, Description: "d", InputSchema: schema},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " ran"}}}, nil
+			})
+	}
+	// The go-sdk server wants "type": "object" at the top.
+	object := func(doc string) json.RawMessage {
+		if strings.HasPrefix(doc, `{"type":"object"`) {
+			return json.RawMessage(doc)
+		}
+		return json.RawMessage(`{"type":"object",` + doc[1:])
+	}
+	add("tree", object(string(treeSchema)))
+	for i, tt := range cyclicSchemas {
+		add(fmt.Sprintf("loop%d", i), object(tt.doc))
+	}
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	sess := b.session("t1", "echo")
+	if r := b.putTools("t1", sess.ID, []any{map[string]any{"type": "mcp", "name": "docs", "url": ts.URL + "/mcp"}}); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	var s SessionJSON
+	b.ok("GET", "/sessions/"+sess.ID, "t1", nil, &s)
+	if !slices.Equal(s.Tools, []string{"docs.tree"}) {
+		t.Errorf("session tools %v, want only docs.tree (the cyclic ones left out); log:\n%s", s.Tools, logs)
+	}
+	for i, tt := range cyclicSchemas {
+		if want := fmt.Sprintf(`"tool":"loop%d","err":"input_schema: reference cycle: %s`, i, tt.cycle); !strings.Contains(logs.String(), want) {
+			t.Errorf("no warning %s in the log:\n%s", want, logs)
+		}
+	}
+	if _, c := b.call("t1", sess.ID, "docs.tree", treeValid, 5); c.Status != "succeeded" {
+		t.Errorf("docs.tree: %+v", c)
+	}
+	if _, c := b.call("t1", sess.ID, "docs.tree", treeBad, 5); deref(c.ErrorCode) != "invalid_arguments" {
+		t.Errorf("docs.tree with a bad tree: %+v", c)
+	}
+}

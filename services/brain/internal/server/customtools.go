@@ -212,6 +212,11 @@ func newCustomBinding(tenant string, def *customToolDefinition, toolID, revID st
 // maxCachedBindings bounds the compiled custom tools kept by revision.
 const maxCachedBindings = 10000
 
+// errRevisionDoesNotCompile is revisionTool's for a stored revision this
+// brain does not compile: the tool reads as absent, as one whose binding
+// left, and is not a fault of the request (a 500).
+var errRevisionDoesNotCompile = errors.New("does not compile")
+
 // revisionTool is the binding of custom-tool revision rev, compiled once
 // and kept by its ID (a revision never changes).
 func (s *Server) revisionTool(rev *store.ToolRevision) (*config.Tool, error) {
@@ -227,7 +232,9 @@ func (s *Server) revisionTool(rev *store.ToolRevision) (*config.Tool, error) {
 	}
 	t, err := newCustomBinding(rev.TenantID, &def, rev.ToolID, rev.ID)
 	if err != nil {
-		return nil, fmt.Errorf("revision %s: %w", rev.ID, err)
+		s.log.Warn("custom tool revision left out: stored by an earlier brain, it does not compile here (a schema with a reference cycle, refused since); give the tool a new revision",
+			"tenant_id", rev.TenantID, "tool_id", rev.ToolID, "revision_id", rev.ID, "err", err)
+		return nil, fmt.Errorf("revision %s: %w: %w", rev.ID, errRevisionDoesNotCompile, err)
 	}
 	s.mu.Lock()
 	if len(s.bindings) >= maxCachedBindings {
@@ -284,6 +291,9 @@ func (s *Server) catalogTool(ctx context.Context, tenant, name string) (t *confi
 		return nil, false, fmt.Errorf("read custom tool: %w", err)
 	}
 	t, err = s.revisionTool(ct.Revision)
+	if errors.Is(err, errRevisionDoesNotCompile) {
+		return nil, false, nil
+	}
 	return t, err == nil, err
 }
 

@@ -773,6 +773,9 @@ func (s *Server) toolForCall(ctx context.Context, c *store.Call) (*config.Tool, 
 			return nil, nil, err
 		}
 		t, err := s.revisionTool(rev)
+		if errors.Is(err, errRevisionDoesNotCompile) {
+			return nil, nil, nil
+		}
 		if err != nil {
 			return nil, nil, err
 		}

@@ -10,9 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -145,5 +147,120 @@ func TestSessionMCPToolRefCycle(t *testing.T) {
 	}
 	if _, c := b.call("t1", sess.ID, "docs.tree", treeBad, 5); deref(c.ErrorCode) != "invalid_arguments" {
 		t.Errorf("docs.tree with a bad tree: %+v", c)
+	}
+}
+
+// TestStoredCyclicFunctionToolLeftOut: a session tool set stored by an
+// earlier brain with a function tool whose parameters have a reference
+// cycle (accepted then, refused since) still loads: that tool is left out
+// with a warning naming it, its calls are refused before anything is
+// recorded, and the session's other tools go on working. Before, the whole
+// set failed to load and every call of the session was a 500.
+func TestStoredCyclicFunctionToolLeftOut(t *testing.T) {
+	if testStore == storeReplicas {
+		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	b := startBrain(t, allowLoopback)
+	sess := b.session("t1", "echo")
+	set := []any{map[string]any{"name": "echo"}, map[string]any{"type": "function", "name": "walk", "description": "d", "parameters": treeSchema}}
+	if r := b.putTools("t1", sess.ID, set); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	ctx := context.Background()
+	st, err := b.srv.store.SessionTools(ctx, "t1", sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What an earlier brain stored for the same request with a cyclic
+	// schema: the entries as given.
+	cyclic := strings.Replace(string(st.Entries), string(treeSchema), cyclicSchemas[0].doc, 1)
+	if cyclic == string(st.Entries) {
+		t.Fatalf("the stored tool set does not hold the schema as given: %s", st.Entries)
+	}
+	st.Entries = json.RawMessage(cyclic)
+	if err := b.srv.store.PutSessionTools(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	next := startBrain(t, allowLoopback, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) }, sameStore(b))
+
+	if r := next.do("GET", "/sessions/"+sess.ID, "t1", nil); r.status != http.StatusOK {
+		t.Fatalf("GET the session: %d %s", r.status, r.body)
+	}
+	if _, c := next.call("t1", sess.ID, "echo", map[string]any{"text": "hi"}, 5); c.Status != "succeeded" {
+		t.Errorf("echo in the session whose stored set has a cyclic function tool: %s %s", c.Status, deref(c.ErrorMessage))
+	}
+	r := next.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "walk", "arguments": treeValid})
+	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "walk") {
+		t.Errorf("call of the left-out tool: %d %s, want 400 naming it", r.status, r.body)
+	}
+	var warned bool
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["level"] == "WARN" && rec["tool"] == "walk" &&
+			strings.Contains(fmt.Sprint(rec["err"]), "reference cycle") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no WARN naming the left-out tool walk and its reference cycle; logs:\n%s", logs.String())
+	}
+}
+
+// TestStoredCyclicCustomToolLeftOut: a custom tool whose current revision
+// was stored by an earlier brain with a cyclic input_schema reads as a
+// tool the tenant does not have — a call naming it is refused with 400,
+// not a 500 — with a warning naming the revision; a later revision that
+// compiles brings it back.
+func TestStoredCyclicCustomToolLeftOut(t *testing.T) {
+	var logs syncBuffer
+	b := startBrain(t, allowLoopback, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	r := b.do("POST", "/custom_tools", "t1", map[string]any{"name": "walker", "description": "d", "url": b.tools.URL + "/tools/echo", "input_schema": treeSchema})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create walker: %d %s", r.status, r.body)
+	}
+	var ct CustomToolJSON
+	r.json(t, &ct)
+	sess := b.session("t1", "walker")
+
+	ctx := context.Background()
+	cur, err := b.srv.store.CustomToolByName(ctx, "t1", "walker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := strings.Replace(string(cur.Revision.Definition), string(treeSchema), cyclicSchemas[1].doc, 1)
+	if def == string(cur.Revision.Definition) {
+		t.Fatalf("the stored revision does not hold the schema as given: %s", cur.Revision.Definition)
+	}
+	stale := &store.ToolRevision{ID: newID("rev"), ToolID: ct.ID, TenantID: "t1", Definition: json.RawMessage(def), CreatedAt: time.Now()}
+	if _, err := b.srv.store.UpdateCustomTool(ctx, "t1", ct.ID, ct.CurrentRevisionID, stale); err != nil {
+		t.Fatal(err)
+	}
+
+	r = b.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "walker", "arguments": treeValid})
+	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "walker") {
+		t.Errorf("call of the custom tool whose stored revision does not compile: %d %s, want 400 naming it", r.status, r.body)
+	}
+	var warned bool
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["level"] == "WARN" && rec["revision_id"] == stale.ID &&
+			strings.Contains(fmt.Sprint(rec["err"]), "reference cycle") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no WARN naming revision %s and its reference cycle; logs:\n%s", stale.ID, logs.String())
+	}
+
+	var fixed CustomToolJSON
+	b.ok("PUT", "/custom_tools/"+ct.ID, "t1", map[string]any{"description": "d", "url": b.tools.URL + "/tools/echo", "input_schema": treeSchema, "current_revision_id": stale.ID}, &fixed)
+	// The test tool server wants a token walker has none of: a 401 from
+	// it is the call sent.
+	if st, c := b.call("t1", sess.ID, "walker", treeValid, 5); st != http.StatusOK || !strings.Contains(deref(c.ErrorMessage), "answered HTTP 401") {
+		t.Errorf("call after a revision that compiles: %d %s %s, want it sent to the tool", st, c.Status, deref(c.ErrorMessage))
 	}
 }

@@ -160,15 +160,21 @@ func entryAD(tenant, session, server, header string) []byte {
 }
 
 // build compiles the bindings of the set's function tools and of its MCP
-// servers' listed tools for tenant.
-func (ts *toolSet) build(s *Server, tenant string) error {
+// servers' listed tools for tenant. A function tool was compiled when it
+// was given (decodeEntry); one stored by an earlier brain that this one
+// no longer compiles (a schema with a reference cycle, refused since) is
+// left out with a warning, so the session's other tools go on working:
+// its calls are refused as a tool the session does not have.
+func (ts *toolSet) build(s *Server, tenant string) {
 	ts.tools = map[string]*config.Tool{}
 	for _, e := range ts.entries {
 		switch e.Type {
 		case entryFunction:
 			t, err := functionTool(tenant, e)
 			if err != nil {
-				return fmt.Errorf("function tool %s: %w", e.Name, err)
+				s.log.Warn("function tool left out of a stored session tool set: its parameters do not compile; give the session a tool set without it",
+					"tenant_id", tenant, "tool", e.Name, "err", err)
+				continue
 			}
 			ts.tools[e.Name] = t
 		case entryMCP:
@@ -182,7 +188,6 @@ func (ts *toolSet) build(s *Server, tenant string) error {
 			}
 		}
 	}
-	return nil
 }
 
 func functionTool(tenant string, e *sessionEntry) (*config.Tool, error) {
@@ -627,9 +632,7 @@ func (s *Server) toolSetOf(ctx context.Context, sess *store.Session) (*toolSet, 
 			return nil, err
 		}
 	}
-	if err := ts.build(s, sess.TenantID); err != nil {
-		return nil, fmt.Errorf("session %s tool set: %w", sess.ID, err)
-	}
+	ts.build(s, sess.TenantID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.toolSetEpoch == epoch {
@@ -825,9 +828,7 @@ func (s *Server) putSessionTools(w http.ResponseWriter, r *http.Request, p httpr
 	}
 	s.listServers(r.Context(), tenant, entries)
 	ts := &toolSet{entries: entries}
-	if err := ts.build(s, tenant); err != nil {
-		return fmt.Errorf("put session tools: %w", err)
-	}
+	ts.build(s, tenant)
 	return s.storeToolSet(r.Context(), w, sess, ts, true)
 }
 
@@ -921,9 +922,7 @@ func (s *Server) requireServers(ctx context.Context, sess *store.Session, ts *to
 			"so the session refuses to run without it — fix the server, or set `required: false` (PUT /sessions/%s/tools) to let the agent continue with fewer tools.",
 			sess.ID, strings.Join(parts, "; "), sess.ID)
 	}
-	if err := next.build(s, sess.TenantID); err != nil {
-		return fmt.Errorf("session %s tool set: %w", sess.ID, err)
-	}
+	next.build(s, sess.TenantID)
 	return s.storeToolSet(ctx, nil, sess, next, false)
 }
 

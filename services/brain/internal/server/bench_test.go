@@ -203,16 +203,17 @@ func BenchmarkToolCall(b *testing.B) {
 	}
 	defer sdb.Close()
 	t0 := time.Now().UTC()
-	if err := sdb.CreateSession(context.Background(), &store.Session{ID: "ses_r", TenantID: "t1", Status: store.SessionActive, Tools: []string{"echo"},
+	sid := newID("ses") // as long as brain's: it is in each row and index entry
+	if err := sdb.CreateSession(context.Background(), &store.Session{ID: sid, TenantID: "t1", Status: store.SessionActive, Tools: []string{"echo"},
 		Config: json.RawMessage(`{}`), CreatedAt: t0, UpdatedAt: t0},
-		&store.Event{Type: store.EventSessionCreated, SessionID: "ses_r", Time: t0, Data: json.RawMessage(`{}`)}); err != nil {
+		&store.Event{Type: store.EventSessionCreated, SessionID: sid, Time: t0, Data: json.RawMessage(`{}`)}); err != nil {
 		b.Fatal(err)
 	}
 	relayStore := httptest.NewServer(relayHandler(relayClient, echo.URL+"/tools/echo", func(ctx context.Context, forward forwardFunc) (*http.Response, []byte, error) {
 		now := time.Now().UTC()
-		c := &store.Call{ID: newID("call"), SessionID: "ses_r", TenantID: "t1", Tool: "echo", Status: store.CallRunning,
+		c := &store.Call{ID: newID("call"), SessionID: sid, TenantID: "t1", Tool: "echo", Status: store.CallRunning,
 			Arguments: json.RawMessage(`{"text":"hello"}`), CreatedAt: now, StartedAt: now}
-		if err := sdb.CreateCall(ctx, c, &store.Event{Type: store.EventToolCall, SessionID: "ses_r", CallID: c.ID, Time: now,
+		if err := sdb.CreateCall(ctx, c, &store.Event{Type: store.EventToolCall, SessionID: sid, CallID: c.ID, Time: now,
 			Data: (&toolCallData{Tool: "echo", Arguments: c.Arguments, CallerType: store.CallerAPI}).appendJSON(nil)}); err != nil {
 			return nil, nil, err
 		}
@@ -222,7 +223,7 @@ func BenchmarkToolCall(b *testing.B) {
 		}
 		c.Status, c.FinishedAt, c.Result = store.CallSucceeded, time.Now().UTC(), out
 		data := (&toolResultData{Tool: "echo", Status: c.Status, Result: out, DurationMS: c.FinishedAt.Sub(now).Milliseconds()}).appendJSON(nil)
-		err = sdb.FinishCall(ctx, c, &store.Event{Type: store.EventToolResult, SessionID: "ses_r", CallID: c.ID, Time: c.FinishedAt, Data: data})
+		err = sdb.FinishCall(ctx, c, &store.Event{Type: store.EventToolResult, SessionID: sid, CallID: c.ID, Time: c.FinishedAt, Data: data})
 		return res, out, err
 	}))
 	defer relayStore.Close()

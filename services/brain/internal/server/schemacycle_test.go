@@ -197,15 +197,7 @@ func TestStoredCyclicFunctionToolLeftOut(t *testing.T) {
 	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "walk") {
 		t.Errorf("call of the left-out tool: %d %s, want 400 naming it", r.status, r.body)
 	}
-	var warned bool
-	for line := range strings.Lines(logs.String()) {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["level"] == "WARN" && rec["tool"] == "walk" &&
-			strings.Contains(fmt.Sprint(rec["err"]), "reference cycle") {
-			warned = true
-		}
-	}
-	if !warned {
+	if !logs.warned(map[string]string{"tool": "walk", "err": "reference cycle"}) {
 		t.Errorf("no WARN naming the left-out tool walk and its reference cycle; logs:\n%s", logs.String())
 	}
 }
@@ -244,15 +236,7 @@ func TestStoredCyclicCustomToolLeftOut(t *testing.T) {
 	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "walker") {
 		t.Errorf("call of the custom tool whose stored revision does not compile: %d %s, want 400 naming it", r.status, r.body)
 	}
-	var warned bool
-	for line := range strings.Lines(logs.String()) {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["level"] == "WARN" && rec["revision_id"] == stale.ID &&
-			strings.Contains(fmt.Sprint(rec["err"]), "reference cycle") {
-			warned = true
-		}
-	}
-	if !warned {
+	if !logs.warned(map[string]string{"revision_id": stale.ID, "err": "reference cycle"}) {
 		t.Errorf("no WARN naming revision %s and its reference cycle; logs:\n%s", stale.ID, logs.String())
 	}
 

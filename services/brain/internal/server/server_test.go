@@ -411,6 +411,27 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// warned reports whether b, a JSON log, has a WARN record whose attrs
+// include each of want's keys with a value that contains want's.
+func (b *syncBuffer) warned(want map[string]string) bool {
+	for line := range strings.Lines(b.String()) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["level"] != "WARN" {
+			continue
+		}
+		match := true
+		for k, v := range want {
+			if _, ok := rec[k]; !ok || !strings.Contains(fmt.Sprint(rec[k]), v) {
+				match = false
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
 // TestLogs: one access-log line per request with its request ID (the
 // caller's X-Request-Id when it sent one), route, status, duration and
 // tenant, a 401 included, and never the key; brain logs its shutdown. (That

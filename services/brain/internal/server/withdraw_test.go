@@ -359,6 +359,33 @@ func restartableWithdrawConfig(t *testing.T) (*countingTools, func(*Options)) {
 	return ct, func(o *Options) { o.Config, o.Lease = cfg, time.Second }
 }
 
+// leaveWithdrawal starts a restartable brain (restartableWithdrawConfig),
+// makes a gated call, ends its wait with POST path (fmt verbs %[1]s the
+// session ID, %[2]s the gated call's; body, when not nil), answers the
+// withdrawal that follows 503, and stops that brain: the withdrawal of
+// approval call child is left for the next one.
+func leaveWithdrawal(t *testing.T, path string, body any) (ct *countingTools, withCfg func(*Options), b *brain, child string) {
+	t.Helper()
+	ct, withCfg = restartableWithdrawConfig(t)
+	b = startBrain(t, withCfg)
+	s := b.session("t1", "gated")
+	_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+	child = nextApprovalReq(t, ct, 5*time.Second).req.CallID
+	if r := b.do("POST", fmt.Sprintf(path, s.ID, gate.ID), "t1", body); r.status != 200 {
+		t.Fatalf("POST %s: %d %s", fmt.Sprintf(path, s.ID, gate.ID), r.status, r.body)
+	}
+	w := nextCancel(t, ct, 5*time.Second)
+	wantWithdrawal(t, w, s.ID, gate.ID, child)
+	w.answer <- "503"
+	if err := b.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return ct, withCfg, b, child
+}
+
+// denyPath and denyBody answer a gated call's approval through the API.
+const denyPath, denyBody = "/tool_calls/%[2]s/respond", `{"approved":false}`
+
 // TestApprovalWithdrawalSurvivesRestarts: a gated call answered through
 // the API while the cancel tool is unreachable (503) leaves its approval
 // to withdraw. Each brain that stops before the withdrawal is through
@@ -372,24 +399,16 @@ func TestApprovalWithdrawalSurvivesRestarts(t *testing.T) {
 	if testStore == storeReplicas {
 		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
 	}
-	ct, withCfg := restartableWithdrawConfig(t)
-	b := startBrain(t, withCfg)
-	s := b.session("t1", "gated")
-	_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
-	child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
-	if r := b.respond("t1", gate.ID, `{"approved":false}`); r.status != 200 {
-		t.Fatalf("deny through the API: %d %s", r.status, r.body)
-	}
-	w := nextCancel(t, ct, 5*time.Second)
-	wantWithdrawal(t, w, s.ID, gate.ID, child)
-	w.answer <- "503"
+	ct, withCfg, b, child := leaveWithdrawal(t, denyPath, denyBody)
 	for i := 1; i <= 2; i++ {
-		if err := b.srv.Close(); err != nil {
-			t.Fatal(err)
+		if i > 1 {
+			if err := b.srv.Close(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		b = startBrain(t, withCfg, sameStore(b))
 		t.Logf("restart %d", i)
-		w = nextCancel(t, ct, 10*time.Second)
+		w := nextCancel(t, ct, 10*time.Second)
 		if got := string(w.req.Arguments); got != `{"call_id":"`+child+`"}` {
 			t.Fatalf("brain %d after the restart sent the cancel tool %s, want the withdrawal of %s", i+1, got, child)
 		}
@@ -416,32 +435,16 @@ func TestApprovalWithdrawalDroppedWithoutCancelTool(t *testing.T) {
 		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
 	}
 	for _, tc := range []struct {
-		name, path, body string
-		childStatus      string // the approval call's, once the next brain took it up
+		name, path  string
+		body        any
+		childStatus string // the approval call's, once the next brain took it up
 	}{
-		{"answered", "/tool_calls/%[2]s/respond", `{"approved":false}`, "failed"},
-		{"interrupted", "/sessions/%[1]s/interrupt", ``, "cancelled"},
+		{"answered", denyPath, denyBody, "failed"},
+		{"interrupted", "/sessions/%[1]s/interrupt", nil, "cancelled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ct, withCfg := restartableWithdrawConfig(t)
-			b := startBrain(t, withCfg)
-			s := b.session("t1", "gated")
-			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
-			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
-			var body any
-			if tc.body != "" {
-				body = tc.body
-			}
-			if r := b.do("POST", fmt.Sprintf(tc.path, s.ID, gate.ID), "t1", body); r.status != 200 {
-				t.Fatalf("%s: %d %s", tc.name, r.status, r.body)
-			}
-			w := nextCancel(t, ct, 5*time.Second)
-			wantWithdrawal(t, w, s.ID, gate.ID, child)
-			w.answer <- "503"
-			if err := b.srv.Close(); err != nil {
-				t.Fatal(err)
-			}
+			ct, _, b, child := leaveWithdrawal(t, tc.path, tc.body)
 
 			doc, env := withdrawConfigJSON(t, ct.URL, false, 60)
 			cfg, err := config.Parse(doc, func(k string) string { return env[k] })
@@ -455,17 +458,7 @@ func TestApprovalWithdrawalDroppedWithoutCancelTool(t *testing.T) {
 			}, sameStore(b))
 			// On PostgreSQL the next brain is a new replica: it takes the
 			// stopped one's calls over once their lease (1 s) ran out.
-			warned := func() bool {
-				for line := range strings.Lines(logs.String()) {
-					var rec map[string]any
-					if json.Unmarshal([]byte(line), &rec) == nil && rec["level"] == "WARN" &&
-						rec["approval_call_id"] == child && strings.Contains(rec["msg"].(string), "no cancel tool") {
-						return true
-					}
-				}
-				return false
-			}
-			for deadline := time.Now().Add(10 * time.Second); !warned(); time.Sleep(50 * time.Millisecond) {
+			for deadline := time.Now().Add(10 * time.Second); !logs.warned(map[string]string{"approval_call_id": child, "msg": "no cancel tool"}); time.Sleep(50 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("no WARN naming approval call %s 10 s after a brain without a cancel tool started; logs:\n%s", child, logs.String())
 				}
@@ -500,22 +493,9 @@ func TestApprovalWithdrawalAfterSessionEndSurvivesRestart(t *testing.T) {
 	for _, end := range []string{"interrupt", "close"} {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
-			ct, withCfg := restartableWithdrawConfig(t)
-			b := startBrain(t, withCfg)
-			s := b.session("t1", "gated")
-			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
-			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
-			if r := b.do("POST", "/sessions/"+s.ID+"/"+end, "t1", nil); r.status != 200 {
-				t.Fatalf("%s: %d %s", end, r.status, r.body)
-			}
-			w := nextCancel(t, ct, 5*time.Second)
-			wantWithdrawal(t, w, s.ID, gate.ID, child)
-			w.answer <- "503"
-			if err := b.srv.Close(); err != nil {
-				t.Fatal(err)
-			}
+			ct, withCfg, b, child := leaveWithdrawal(t, "/sessions/%[1]s/"+end, nil)
 			startBrain(t, withCfg, sameStore(b))
-			w = nextCancel(t, ct, 10*time.Second)
+			w := nextCancel(t, ct, 10*time.Second)
 			if got := string(w.req.Arguments); got != `{"call_id":"`+child+`"}` {
 				t.Fatalf("the next brain sent the cancel tool %s, want the withdrawal of %s", got, child)
 			}

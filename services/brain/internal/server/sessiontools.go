@@ -48,10 +48,10 @@ import (
 // An MCP server's tools are listed when the set is applied. One that
 // cannot be listed is recorded (mcp.unavailable; its read-back keeps
 // allowed_tools as asked and says status "unavailable" and the reason, so
-// that nothing reads as in force that is not); when it is required, every tool call of the session is
-// refused with invalid_request naming the server and the cause — after
-// brain has tried the server once more — until it answers or the set
-// changes. An MCP tool's exposed name has a dot, which no catalog,
+// that nothing reads as in force that is not); when it is required, every
+// tool call of the session is refused with invalid_request naming the
+// server and the cause — after brain has tried the server once more —
+// until it answers or the set changes. An MCP tool's exposed name has a dot, which no catalog,
 // function or server name may have, so it collides with none of them.
 
 // Limits of a session's tool set.
@@ -740,17 +740,18 @@ func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]En
 			out = append(out, EntryJSON{Type: entryFunction, Name: e.Name, Description: e.Description, Parameters: e.Parameters, TimeoutSeconds: e.TimeoutSeconds})
 		case entryMCP:
 			m := EntryJSON{Type: entryMCP, Name: e.Name, URL: e.URL, Required: &e.Required, Status: mcpAvailable}
-			if e.Unavailable != "" {
-				m.Status, m.Reason = mcpUnavailable, e.Unavailable
-			}
-			if e.Unavailable == "" {
+			switch {
+			case e.Unavailable == "":
 				allowed := []string{}
 				for _, lt := range e.Listed {
 					allowed = append(allowed, lt.Name)
 				}
 				m.AllowedTools = &allowed
-			} else if e.AllowedTools != nil {
-				m.AllowedTools = &e.AllowedTools
+			default:
+				m.Status, m.Reason = mcpUnavailable, e.Unavailable
+				if e.AllowedTools != nil {
+					m.AllowedTools = &e.AllowedTools
+				}
 			}
 			if e.authorization != "" {
 				m.Redacted = append(m.Redacted, "authorization")

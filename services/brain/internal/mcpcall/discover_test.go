@@ -178,7 +178,7 @@ func TestDiscoverErrors(t *testing.T) {
 	for _, tc := range []struct{ name, url, token, want string }{
 		{"bad url", "ftp://x", secret, "url: scheme must be http or https"},
 		{"refused", closed, secret, "connection refused"},
-		{"unauthorized", s.ts.URL, "wrong", "Unauthorized"},
+		{"unauthorized", s.ts.URL, "wrong", "HTTP 401 Unauthorized"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Discover(context.Background(), tc.url, tc.token, 0)

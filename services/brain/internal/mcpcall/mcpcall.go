@@ -395,8 +395,12 @@ func (c *Caller) onProgress(_ context.Context, r *mcp.ProgressNotificationClient
 
 // mcpReason is invoke.Describe of an error from the MCP SDK, whose own
 // messages repeat the method before the cause ("calling \"tools/call\":
-// …"): of those, the last, most specific part is kept.
+// …"): of those, the last, most specific part is kept. A handshake
+// refused with a non-2xx status is said as "HTTP 401 Unauthorized".
 func mcpReason(err error) string {
+	if se, ok := errors.AsType[*statusError](err); ok {
+		return se.Error()
+	}
 	s := invoke.Describe(err)
 	if errors.As(err, new(*net.OpError)) {
 		return s

@@ -543,8 +543,8 @@ func TestConnectFailures(t *testing.T) {
 		want string
 	}{
 		{"nothing listening", bind(t, "x", closed, "echo", nil), "connection refused"},
-		{"wrong token", bind(t, "x", s.ts.URL, "echo", func(b map[string]any) { b["token_env"] = "WRONG_KEY" }), "Unauthorized"},
-		{"no token", bind(t, "x", s.ts.URL, "echo", func(b map[string]any) { delete(b, "token_env") }), "Unauthorized"},
+		{"wrong token", bind(t, "x", s.ts.URL, "echo", func(b map[string]any) { b["token_env"] = "WRONG_KEY" }), "HTTP 401 Unauthorized"},
+		{"no token", bind(t, "x", s.ts.URL, "echo", func(b map[string]any) { delete(b, "token_env") }), "HTTP 401 Unauthorized"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := c.Call(context.Background(), tc.tool, request(`{"text":"x"}`), nil)

@@ -136,11 +136,12 @@ func (p *pool) connect(c *conn, e Endpoint) {
 	o := p.caller.opts
 	ctx, cancel := context.WithTimeout(p.ctx, o.headerTimeout)
 	defer cancel()
+	rt := &roundTripper{next: tracing.Transport(o.Transport, "mcp"), token: e.Token, headers: e.Headers, headerTimeout: o.headerTimeout}
 	transport := &mcp.StreamableClientTransport{
 		Endpoint: c.url,
 		HTTPClient: &http.Client{
 			// A client span per request ("mcp POST"), with traceparent.
-			Transport: &roundTripper{next: tracing.Transport(o.Transport, "mcp"), token: e.Token, headers: e.Headers, headerTimeout: o.headerTimeout},
+			Transport: rt,
 			// The contract: brain doesn't follow redirects from tools.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
@@ -158,8 +159,11 @@ func (p *pool) connect(c *conn, e Endpoint) {
 	}
 	cs, err := p.caller.client.Connect(ctx, transport, opts)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch st := int(rt.status.Load()); {
+		case ctx.Err() != nil:
 			err = fmt.Errorf("no answer to initialize within %s: %w", o.headerTimeout, err)
+		case st != 0:
+			err = &statusError{status: st, err: err}
 		}
 		c.err = err
 		close(c.closed)
@@ -245,7 +249,22 @@ type roundTripper struct {
 	token         string
 	headers       http.Header // sent first; the token and the SDK's own headers win
 	headerTimeout time.Duration
+	// status is the first non-2xx status of a request that is not a tool
+	// call (the handshake's): the SDK's error says only its text.
+	status atomic.Int32
 }
+
+// statusError is a handshake the server refused with a non-2xx status.
+type statusError struct {
+	status int
+	err    error // the SDK's
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("HTTP %d %s", e.status, http.StatusText(e.status))
+}
+
+func (e *statusError) Unwrap() error { return e.err }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	tr := traceFrom(req.Context())
@@ -288,6 +307,9 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	limit := int64(defaultBodyCap)
+	if tr == nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
+		rt.status.CompareAndSwap(0, int32(resp.StatusCode))
+	}
 	if tr != nil {
 		limit = tr.limit
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {

@@ -435,7 +435,7 @@ func TestSessionMCPReadBack(t *testing.T) {
 		wantAllowed []string
 		wantTools   []string // the session's tools
 	}{
-		{"optional server answers 401", locked.url, []string{"nope1", "echo"}, "unavailable", "Unauthorized", []string{"nope1", "echo"}, []string{}},
+		{"optional server answers 401", locked.url, []string{"nope1", "echo"}, "unavailable", "HTTP 401 Unauthorized", []string{"nope1", "echo"}, []string{}},
 		{"optional server refuses the connection", closedURL(t), []string{"nope1", "echo"}, "unavailable", "connection refused", []string{"nope1", "echo"}, []string{}},
 		{"optional server down, allowed_tools omitted", closedURL(t), nil, "unavailable", "connection refused", nil, []string{}},
 		{"allowed_tools names a tool the server lacks", docs.url, []string{"nope1", "echo"}, "available", "", []string{"echo"}, []string{"docs.echo"}},

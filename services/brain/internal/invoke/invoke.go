@@ -388,7 +388,7 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, cancelReq context.Can
 		if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 			msg += " (redirects are not followed)"
 		}
-		after, wait, retry := retryAfter(resp, time.Now())
+		after, wait, retry := RetryAfter(resp, time.Now())
 		if retry {
 			msg += fmt.Sprintf(" with Retry-After %s", after)
 		}
@@ -566,12 +566,12 @@ func (c *Caller) readFailure(ctx, reqCtx context.Context, t *config.Tool, sent b
 	return o
 }
 
-// retryAfter reports whether resp is a 429 or 503 that says when to come
+// RetryAfter reports whether resp is a 429 or 503 that says when to come
 // back (Retry-After, RFC 9110 section 10.2.3: seconds or an HTTP date), the
 // value as said, and the wait it asks for as of now (0 for a date already
 // past). Such a tool said it is busy: the outcome stays unknown, as the
 // contract says of every non-2xx status, but the call is retryable.
-func retryAfter(resp *http.Response, now time.Time) (string, time.Duration, bool) {
+func RetryAfter(resp *http.Response, now time.Time) (string, time.Duration, bool) {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return "", 0, false
 	}

@@ -828,9 +828,9 @@ func TestRetryAfter(t *testing.T) {
 			if tc.value != "" {
 				resp.Header.Set("Retry-After", tc.value)
 			}
-			said, wait, ok := retryAfter(resp, now)
+			said, wait, ok := RetryAfter(resp, now)
 			if said != tc.said || wait != tc.wait || ok != tc.ok {
-				t.Errorf("retryAfter(%d, %q) = %q, %s, %v; want %q, %s, %v", tc.status, tc.value, said, wait, ok, tc.said, tc.wait, tc.ok)
+				t.Errorf("RetryAfter(%d, %q) = %q, %s, %v; want %q, %s, %v", tc.status, tc.value, said, wait, ok, tc.said, tc.wait, tc.ok)
 			}
 		})
 	}

@@ -307,8 +307,11 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 	// also wraps its own HTTP failures in a JSON-RPC error ("rejected by
 	// transport", -32005): those carry the *url.Error of net/http and are
 	// no answer from the server.
+	// A 429 or 5xx the SDK counts transient it reports as that same
+	// error, with the status text alone: the status says more.
 	var werr *jsonrpc.Error
-	if errors.As(err, &werr) && !errors.As(err, new(*url.Error)) {
+	st := int(tr.status.Load())
+	if errors.As(err, &werr) && !errors.As(err, new(*url.Error)) && !(st != 0 && rejectedByTransport(werr)) {
 		msg := fmt.Sprintf("tool %s: MCP server %s answered error %d: %s", t.Name, t.URL, werr.Code, strictjson.Clip(werr.Message, 512))
 		switch werr.Code {
 		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
@@ -319,13 +322,20 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 		}
 		return invoke.Failed(CodeMCPError, true, msg)
 	}
-	if st := int(tr.status.Load()); st != 0 {
+	if st != 0 {
 		msg := fmt.Sprintf("tool %s: MCP server %s answered HTTP %d %s", t.Name, t.URL, st, http.StatusText(st))
 		if st >= 300 && st <= 399 {
 			msg += " (redirects are not followed)"
 		}
+		ra := tr.retry.Load()
+		if ra != nil {
+			msg += " with Retry-After " + ra.said
+		}
 		o := invoke.Failed(invoke.CodeHTTPStatus, true, msg)
 		o.HTTPStatus = st
+		if ra != nil {
+			o.Retryable, o.RetryAfter = true, ra.wait
+		}
 		return o
 	}
 	if !sent {
@@ -335,6 +345,12 @@ func (c *Caller) callFailure(ctx, callCtx context.Context, t *config.Tool, tr *t
 		return o
 	}
 	return invoke.Failed(invoke.CodeConnectionFailed, true, fmt.Sprintf("tool %s: MCP server %s: the connection dropped before the result: %s", t.Name, t.URL, mcpReason(err)))
+}
+
+// rejectedByTransport reports whether e is the MCP SDK's own "rejected by
+// transport" (-32005), not an error the server sent.
+func rejectedByTransport(e *jsonrpc.Error) bool {
+	return e.Code == -32005 && e.Message == "rejected by transport"
 }
 
 // sink delivers one call's progress; close stops delivery for good.

@@ -174,6 +174,15 @@ func newMCPServer(t *testing.T, o serverOpts) *mcpServer {
 				}
 				return
 			}
+			for _, b := range busyAnswers {
+				if bytes.Contains(body, []byte(`"name":"`+b.tool+`"`)) {
+					if b.retryAfter != "" {
+						w.Header().Set("Retry-After", b.retryAfter)
+					}
+					http.Error(w, "busy", b.status)
+					return
+				}
+			}
 			if s.lost404.Load() && r.Header.Get("Mcp-Session-Id") != "" {
 				http.Error(w, "session not found", http.StatusNotFound)
 				return
@@ -560,6 +569,53 @@ func TestConnectFailures(t *testing.T) {
 	}
 	if s.ran.Load() != 0 {
 		t.Error("a tool ran")
+	}
+}
+
+// busyAnswers are the test server's non-2xx answers to a tools/call of
+// these tools.
+var busyAnswers = []struct {
+	tool, retryAfter string
+	status           int
+}{
+	{"busy503", "7", http.StatusServiceUnavailable},
+	{"busy429date", "Sun, 06 Nov 2094 08:49:37 GMT", http.StatusTooManyRequests},
+	{"busy429bare", "", http.StatusTooManyRequests},
+	{"fail500", "7", http.StatusInternalServerError},
+	{"busy503junk", "soon", http.StatusServiceUnavailable},
+}
+
+// A 429 or 503 with a Retry-After is a retryable outcome that says how
+// long to wait, as for an HTTP tool; any other status, or one without a
+// valid Retry-After, is not.
+func TestRetryAfter(t *testing.T) {
+	s := newMCPServer(t, serverOpts{stateless: true})
+	c := newCaller(t)
+	for _, tc := range []struct {
+		tool      string
+		status    int
+		retryable bool
+		wait      time.Duration // at least
+		said      string        // in the message
+	}{
+		{"busy503", 503, true, 7 * time.Second, "with Retry-After 7s"},
+		{"busy429date", 429, true, 24 * time.Hour, "with Retry-After Sun, 06 Nov 2094 08:49:37 GMT"},
+		{"busy429bare", 429, false, 0, "answered HTTP 429 Too Many Requests"},
+		{"fail500", 500, false, 0, "answered HTTP 500 Internal Server Error"},
+		{"busy503junk", 503, false, 0, "answered HTTP 503 Service Unavailable"},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			o := c.Call(context.Background(), bind(t, "x", s.ts.URL, tc.tool, nil), request(`{}`), nil)
+			if o.ErrorCode != invoke.CodeHTTPStatus || o.HTTPStatus != tc.status || !o.Result.UnknownOutcome {
+				t.Fatalf("outcome %s %d unknown=%v: %s", o.ErrorCode, o.HTTPStatus, o.Result.UnknownOutcome, o.ErrorMessage)
+			}
+			if o.Retryable != tc.retryable || o.RetryAfter < tc.wait || (tc.wait == 0) != (o.RetryAfter == 0) {
+				t.Errorf("retryable %v after %s, want %v after at least %s", o.Retryable, o.RetryAfter, tc.retryable, tc.wait)
+			}
+			if !strings.Contains(o.ErrorMessage, tc.said) || (!tc.retryable && strings.Contains(o.ErrorMessage, "Retry-After")) {
+				t.Errorf("message %q, want it to say %q", o.ErrorMessage, tc.said)
+			}
+		})
 	}
 }
 

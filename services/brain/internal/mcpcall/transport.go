@@ -218,8 +218,9 @@ type trace struct {
 	attempted    atomic.Bool // a POST of the call reached the transport
 	gotConn      atomic.Bool
 	wroteHeaders atomic.Bool
-	status       atomic.Int32 // first non-2xx status, 0 when none
-	tripped      atomic.Bool  // the body went past limit
+	status       atomic.Int32               // first non-2xx status, 0 when none
+	retry        atomic.Pointer[retryAfter] // that status's Retry-After, when it asks to come back
+	tripped      atomic.Bool                // the body went past limit
 }
 
 // sent reports whether the call's request may have reached the server: it
@@ -228,6 +229,13 @@ type trace struct {
 // counts as sent.
 func (t *trace) sent() bool {
 	return t.attempted.Load() && (t.wroteHeaders.Load() || !t.gotConn.Load())
+}
+
+// retryAfter is what invoke.RetryAfter read of a 429 or 503: the value as
+// said, and the wait it asks for.
+type retryAfter struct {
+	said string
+	wait time.Duration
 }
 
 type traceKey struct{}
@@ -312,8 +320,10 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if tr != nil {
 		limit = tr.limit
-		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			tr.status.CompareAndSwap(0, int32(resp.StatusCode))
+		if (resp.StatusCode < 200 || resp.StatusCode > 299) && tr.status.CompareAndSwap(0, int32(resp.StatusCode)) {
+			if said, wait, ok := invoke.RetryAfter(resp, time.Now()); ok {
+				tr.retry.Store(&retryAfter{said: said, wait: wait})
+			}
 		}
 	}
 	resp.Body = &cappedBody{cap: invoke.NewCapReader(resp.Body, limit), rc: resp.Body, tr: tr, cancel: cancel}

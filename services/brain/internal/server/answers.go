@@ -527,6 +527,13 @@ func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call, u
 		cancel()
 		switch {
 		case out.Status == store.CallSucceeded:
+			if d, ok := decidedBeforeWithdrawal(out.Result); ok {
+				// First answer wins in brain too: the gated call went on
+				// with another answer, so this decision was not used.
+				log.Warn("approval already decided when brain withdrew it; the gated call did not use that decision", "attempt", attempt,
+					"gated_call_id", c.ParentID, "state", d.State, "decision", d.Result.StructuredContent.Decision, "operator", d.Result.StructuredContent.Operator)
+				return true
+			}
 			log.Info("withdrew the approval of an approval call its gated call no longer waits for", "attempt", attempt)
 			return true
 		case !time.Now().Before(until):
@@ -558,6 +565,36 @@ func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call, u
 			return true
 		}
 	}
+}
+
+// cancelAnswer is what withdraw reads of the cancel tool's answer: the
+// job pattern's status (local's approval_cancel: pkg/jobs StatusJSON),
+// whose result carries the approval's decision.
+type cancelAnswer struct {
+	State  string `json:"state"`
+	Result struct {
+		StructuredContent struct {
+			Decision string `json:"decision"`
+			Operator string `json:"operator"`
+		} `json:"structured_content"`
+	} `json:"result"`
+}
+
+// decidedBeforeWithdrawal reports whether r, the cancel tool's answer to a
+// withdrawal, says the approval had already ended another way (approved,
+// denied or expired: a job state that is neither cancelled nor running)
+// rather than been withdrawn, and what it says of it. An answer without
+// that shape (another cancel tool) is taken as a withdrawal.
+func decidedBeforeWithdrawal(r tool.Result) (cancelAnswer, bool) {
+	var a cancelAnswer
+	if !r.HasStructured() || json.Unmarshal(r.StructuredContent, &a) != nil {
+		return cancelAnswer{}, false
+	}
+	switch a.State {
+	case "succeeded", "failed":
+		return a, true
+	}
+	return cancelAnswer{}, false
 }
 
 // approvalExpiry is when the approval that approval call c asked for

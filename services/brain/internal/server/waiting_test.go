@@ -117,6 +117,13 @@ func newCountingTools(t *testing.T) *countingTools {
 				done()
 				return
 			}
+			if state, rest, ok := strings.Cut(how, "|"); ok {
+				// "state|decision|operator": local's approval_cancel
+				// answer for an approval that stands so.
+				done()
+				writeCancelAnswer(w, state, rest)
+				return
+			}
 			if how != "ok" {
 				done()
 				writeStatus(w, how)
@@ -164,6 +171,19 @@ func newCountingTools(t *testing.T) *countingTools {
 	}))
 	t.Cleanup(ct.Close)
 	return ct
+}
+
+// writeCancelAnswer answers a cancel request as local's approval_cancel
+// does (pkg/jobs StatusJSON) for an approval in job state state whose
+// decision and operator are decisionOperator, "decision|operator".
+func writeCancelAnswer(w http.ResponseWriter, state, decisionOperator string) {
+	decision, operator, _ := strings.Cut(decisionOperator, "|")
+	sc, _ := json.Marshal(map[string]string{"approval_id": "a1", "decision": decision, "operator": operator, "comment": ""})
+	inner := tool.Result{Content: []tool.Content{tool.Text(decision + " by " + operator)}, IsError: decision != "approved", StructuredContent: sc}
+	status, _ := json.Marshal(map[string]any{"approval_id": "a1", "state": state, "created_at": time.Now().UTC().Format(time.RFC3339Nano),
+		"finished_at": time.Now().UTC().Format(time.RFC3339Nano), "result": inner})
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(tool.Result{Content: []tool.Content{tool.Text("approval a1: " + state)}, StructuredContent: status})
 }
 
 // writeStatus answers how: an HTTP status, then optionally " after " and

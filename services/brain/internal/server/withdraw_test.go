@@ -531,3 +531,68 @@ func TestApprovalWithdrawalStopsAtExpiry(t *testing.T) {
 	}
 	noCancel(t, ct, 1500*time.Millisecond)
 }
+
+// TestApprovalWithdrawalFindsItDecided: a withdrawal the cancel tool
+// answers with the approval decided (an operator answered it as the API
+// answered the gated call) is logged as such, one WARN naming the approval
+// call, the gated call, the decision and the operator, and not as a
+// withdrawal; one answered cancelled, or by a cancel tool that says
+// nothing of the approval, is logged as withdrawn. Either way one request
+// ends the withdrawal, and the approval call ends cancelled.
+func TestApprovalWithdrawalFindsItDecided(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, answer       string
+		decision, operator string // of the WARN; "" for none
+	}{
+		{"approved by an operator", "succeeded|approved|alice", "approved", "alice"},
+		{"denied by an operator", "failed|denied|bob", "denied", "bob"},
+		{"expired", "failed|expired|system", "expired", "system"},
+		{"withdrawn", "cancelled|cancelled|caller", "", ""},
+		{"another cancel tool", "ok", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ct := newCountingTools(t)
+			doc, env := withdrawConfigJSON(t, ct.URL, true, 60)
+			cfg, err := config.Parse(doc, func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs syncBuffer
+			b := startBrain(t, func(o *Options) {
+				o.Config = cfg
+				o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			})
+			s := b.session("t1", "gated")
+			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
+			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
+			if r := b.respond("t1", gate.ID, `{"approved":false}`); r.status != 200 {
+				t.Fatalf("deny through the API: %d %s", r.status, r.body)
+			}
+			w := nextCancel(t, ct, 5*time.Second)
+			wantWithdrawal(t, w, s.ID, gate.ID, child)
+			w.answer <- tc.answer
+			if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
+				t.Errorf("the approval call after the withdrawal ended: %+v", c)
+			}
+			noCancel(t, ct, 1500*time.Millisecond)
+
+			decided := map[string]string{"approval_call_id": child, "msg": "already decided"}
+			withdrew := strings.Contains(logs.String(), `"msg":"withdrew the approval of an approval call its gated call no longer waits for"`)
+			if tc.decision == "" {
+				if logs.warned(decided) || !withdrew {
+					t.Fatalf("a withdrawal logged as decided (or not as withdrawn); logs:\n%s", logs.String())
+				}
+				return
+			}
+			decided["gated_call_id"], decided["decision"], decided["operator"] = gate.ID, tc.decision, tc.operator
+			if !logs.warned(decided) {
+				t.Errorf("no WARN %v; logs:\n%s", decided, logs.String())
+			}
+			if withdrew {
+				t.Errorf("an approval decided before the withdrawal logged as withdrawn; logs:\n%s", logs.String())
+			}
+		})
+	}
+}

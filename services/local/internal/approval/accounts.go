@@ -163,6 +163,10 @@ type AuditEntry struct {
 	Decision    Status
 	DetailsHash string
 	Comment     string
+	// WithdrawnAt is its approval's (Approval.WithdrawnAt): set when the
+	// caller withdrew after this decision, which was then not used. Read
+	// from the approval, so zero once retention removed it.
+	WithdrawnAt time.Time
 }
 
 // AuditQuery selects audit log rows: within Scope, of one tenant and one
@@ -196,7 +200,9 @@ func (s *Store) Audit(ctx context.Context, q AuditQuery, f func(AuditEntry) erro
 	if err := s.r.QueryRowContext(ctx, s.d.bind(`SELECT count(*) FROM audit_log WHERE `+cond), args...).Scan(&total); err != nil {
 		return 0, fmt.Errorf("audit log: %w", err)
 	}
-	query := `SELECT seq, at, operator, tenant_id, approval_id, decision, details_hash, comment FROM audit_log WHERE ` + cond + ` ORDER BY seq DESC`
+	query := `SELECT seq, at, operator, tenant_id, approval_id, decision, details_hash, comment,
+		(SELECT a.withdrawn_at FROM approvals a WHERE a.id = audit_log.approval_id AND audit_log.decision IN ('approved','denied'))
+		FROM audit_log WHERE ` + cond + ` ORDER BY seq DESC`
 	if q.Limit > 0 {
 		query += ` LIMIT ? OFFSET ?`
 		args = append(args, q.Limit, q.Offset)
@@ -209,10 +215,14 @@ func (s *Store) Audit(ctx context.Context, q AuditQuery, f func(AuditEntry) erro
 	for rows.Next() {
 		var e AuditEntry
 		var at int64
-		if err := rows.Scan(&e.Seq, &at, &e.Operator, &e.TenantID, &e.ApprovalID, &e.Decision, &e.DetailsHash, &e.Comment); err != nil {
+		var withdrawn sql.NullInt64
+		if err := rows.Scan(&e.Seq, &at, &e.Operator, &e.TenantID, &e.ApprovalID, &e.Decision, &e.DetailsHash, &e.Comment, &withdrawn); err != nil {
 			return 0, fmt.Errorf("audit log: %w", err)
 		}
 		e.At = time.UnixMilli(at).UTC()
+		if withdrawn.Valid {
+			e.WithdrawnAt = time.UnixMilli(withdrawn.Int64).UTC()
+		}
 		if err := f(e); err != nil {
 			return total, err
 		}

@@ -49,13 +49,25 @@ func TestUpgradeFromUnversionedDatabase(t *testing.T) {
 		if log, err := s.Log(ctx, d.ID); err != nil || len(log) != 1 || log[0].Operator != "bob" {
 			t.Fatalf("decision log: %+v %v", log, err)
 		}
+		// Step 4 on the old file: its decisions were used until a
+		// withdrawal after one says otherwise, which it keeps.
+		if round == 0 {
+			if d.DecisionNotUsed() {
+				t.Fatalf("an old decision reads as not used: %+v", d)
+			}
+			if d, _, err = s.MarkWithdrawn(ctx, d.ID); err != nil || !d.DecisionNotUsed() {
+				t.Fatalf("withdrawal after the decision on the upgraded file: %+v %v", d, err)
+			}
+		} else if !d.DecisionNotUsed() {
+			t.Fatalf("the withdrawal after the decision was lost at reopen: %+v", d)
+		}
 		var audit []AuditEntry
 		total, err := s.Audit(ctx, AuditQuery{Scope: Scope{All: true}}, func(e AuditEntry) error { audit = append(audit, e); return nil })
 		if err != nil || total != 1 || audit[0].TenantID != "globex" || audit[0].Decision != Denied || audit[0].DetailsHash != "hash-2" {
 			t.Fatalf("audit log after the upgrade: %d %+v %v", total, audit, err)
 		}
 		var version int
-		if err := s.r.QueryRow(`SELECT max(version_id) FROM goose_db_version`).Scan(&version); err != nil || version != 3 {
+		if err := s.r.QueryRow(`SELECT max(version_id) FROM goose_db_version`).Scan(&version); err != nil || version != 4 {
 			t.Fatalf("schema version %d: %v", version, err)
 		}
 		// The old triggers still hold, and the new log has its own.

@@ -105,7 +105,18 @@ type Approval struct {
 	DecidedAt time.Time
 	Operator  string
 	Comment   string
+	// WithdrawnAt is set when the caller withdrew the approval
+	// (approval_cancel) after an operator had approved or denied it: the
+	// caller had stopped waiting (it was answered another way, or its call
+	// ended), so the decision is recorded but was not used. The first such
+	// withdrawal's time; zero otherwise.
+	WithdrawnAt time.Time
 }
+
+// DecisionNotUsed reports whether the operator's decision on a was
+// recorded after its caller had stopped waiting, which then withdrew it:
+// see WithdrawnAt.
+func (a Approval) DecisionNotUsed() bool { return !a.WithdrawnAt.IsZero() }
 
 // SystemOperator is the Operator of decisions nobody made: expiry and
 // cancellation.

@@ -459,6 +459,39 @@ func (s *Service) Decide(ctx context.Context, id string, decision Status, operat
 	return a, err
 }
 
+// reasonWithdrawn is the comment of an approval its caller withdrew with
+// approval_cancel.
+const reasonWithdrawn = "withdrawn by the caller with approval_cancel"
+
+// Withdraw is the caller's withdrawal of approval id (approval_cancel): a
+// pending approval is cancelled. One an operator already approved or
+// denied stays so (first answer wins, *DecidedError) and is marked as
+// withdrawn after its decision (Store.MarkWithdrawn): the caller had
+// stopped waiting, so the decision was not used. The first such
+// withdrawal is logged and shown on the page; a withdrawal sent again
+// changes nothing. An expired or cancelled approval is left as it is.
+func (s *Service) Withdraw(ctx context.Context, id string) (Approval, error) {
+	a, err := s.Decide(ctx, id, Cancelled, CallerOperator, reasonWithdrawn)
+	var de *DecidedError
+	if !errors.As(err, &de) || (a.Status != Approved && a.Status != Denied) {
+		return a, err
+	}
+	var marked bool
+	var merr error
+	got := a
+	s.onStoreStack(func() { got, marked, merr = s.store.MarkWithdrawn(ctx, id) })
+	if merr != nil {
+		return a, merr
+	}
+	if marked {
+		s.logger.Warn("approval withdrawn by its caller after an operator decided it: the decision was not used",
+			"approval_id", got.ID, "tenant_id", got.TenantID, "operator", got.Operator, "status", got.Status,
+			"decided_at", got.DecidedAt, "withdrawn_at", got.WithdrawnAt)
+		s.notify([]Approval{got})
+	}
+	return got, &DecidedError{Current: got}
+}
+
 // Wait blocks until approval id of tenant is decided, ctx ends, or the
 // service shuts down, and returns the approval as it then stands. A pending
 // approval past its expiry is expired on the way.

@@ -153,7 +153,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.r.PingContext(ctx)
 }
 
-const columns = `id, tenant_id, session_id, call_id, origin, action, details, details_hash, status, created_at, expires_at, decided_at, operator, comment`
+const columns = `id, tenant_id, session_id, call_id, origin, action, details, details_hash, status, created_at, expires_at, decided_at, operator, comment, withdrawn_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -162,9 +162,9 @@ type scanner interface{ Scan(dest ...any) error }
 func scanApproval(row scanner, extra ...any) (Approval, error) {
 	var a Approval
 	var created, expires int64
-	var decided sql.NullInt64
+	var decided, withdrawn sql.NullInt64
 	err := row.Scan(append([]any{&a.ID, &a.TenantID, &a.SessionID, &a.CallID, &a.Origin, &a.Action, &a.Details, &a.DetailsHash,
-		&a.Status, &created, &expires, &decided, &a.Operator, &a.Comment}, extra...)...)
+		&a.Status, &created, &expires, &decided, &a.Operator, &a.Comment, &withdrawn}, extra...)...)
 	if err != nil {
 		return Approval{}, err
 	}
@@ -172,6 +172,9 @@ func scanApproval(row scanner, extra ...any) (Approval, error) {
 	a.ExpiresAt = time.UnixMilli(expires).UTC()
 	if decided.Valid {
 		a.DecidedAt = time.UnixMilli(decided.Int64).UTC()
+	}
+	if withdrawn.Valid {
+		a.WithdrawnAt = time.UnixMilli(withdrawn.Int64).UTC()
 	}
 	return a, nil
 }
@@ -401,6 +404,49 @@ func (s *Store) Decide(ctx context.Context, id string, decision Status, operator
 	}
 	if late {
 		return a, true, &DecidedError{Current: a}
+	}
+	return a, true, nil
+}
+
+// MarkWithdrawn records on approval id, when an operator approved or
+// denied it, that its caller withdrew it afterwards (approval_cancel): the
+// caller had stopped waiting, so the decision was recorded but not used.
+// Only the first withdrawal counts: marked reports whether this call set
+// WithdrawnAt, and a later one leaves it as it is. A pending, expired or
+// cancelled approval is left unchanged (marked false). It returns the
+// approval as it then stands.
+func (s *Store) MarkWithdrawn(ctx context.Context, id string) (a Approval, marked bool, err error) {
+	now := s.now().UTC().Truncate(time.Millisecond)
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("mark approval %s withdrawn: %w", id, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, s.d.bind(`UPDATE approvals SET withdrawn_at = ? WHERE id = ? AND status IN ('approved','denied') AND withdrawn_at IS NULL`),
+		now.UnixMilli(), id)
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("mark approval %s withdrawn: %w", id, err)
+	}
+	rows, err := res.RowsAffected()
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("mark approval %s withdrawn: %w", id, err)
+	}
+	a, err = scanApproval(tx.QueryRowContext(ctx, s.d.bind(`SELECT `+columns+` FROM approvals WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Approval{}, false, ErrNotFound
+	}
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("mark approval %s withdrawn: %w", id, err)
+	}
+	if rows == 0 {
+		return a, false, nil
+	}
+	// The other replicas' pages show the mark.
+	if err := s.signal(ctx, tx, ChangeDecided, a); err != nil {
+		return Approval{}, false, fmt.Errorf("mark approval %s withdrawn: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Approval{}, false, fmt.Errorf("mark approval %s withdrawn: commit: %w", id, err)
 	}
 	return a, true, nil
 }

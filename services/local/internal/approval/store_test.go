@@ -350,3 +350,82 @@ func TestGetByCallUsesTheIndex(t *testing.T) {
 		t.Fatalf("query plan %q: want one index search on tenant_id, session_id and call_id", plan)
 	}
 }
+
+// testMarkWithdrawnAfterDecision: the caller's withdrawal of an approval an
+// operator already approved or denied marks it (the decision was not
+// used) with the time of the first withdrawal, shown in the audit log too;
+// a withdrawal sent again changes nothing; a pending, expired or
+// cancelled approval is left as it is.
+func testMarkWithdrawnAfterDecision(t *testing.T, be storeBackend) {
+	s := be.fresh(t)
+	ctx := context.Background()
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	now := t0
+	s.now = func() time.Time { return now }
+	for _, tt := range []struct {
+		name   string
+		decide Status // Pending: left pending
+		marked bool
+	}{
+		{"approved", Approved, true},
+		{"denied", Denied, true},
+		{"pending", Pending, false},
+		{"expired", Expired, false},
+		{"cancelled", Cancelled, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, _, err := s.Create(ctx, newReq("mark-"+tt.name), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.decide != Pending {
+				if a, _, err = s.Decide(ctx, a.ID, tt.decide, "alice", "fine"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			now = now.Add(time.Second)
+			first := now
+			got, marked, err := s.MarkWithdrawn(ctx, a.ID)
+			if err != nil || marked != tt.marked || got.Status != a.Status || got.Operator != a.Operator || !got.DecidedAt.Equal(a.DecidedAt) {
+				t.Fatalf("mark = %+v, marked %v, err %v; want marked %v, the approval as it was", got, marked, err, tt.marked)
+			}
+			want := time.Time{}
+			if tt.marked {
+				want = first
+			}
+			if !got.WithdrawnAt.Equal(want) || got.DecisionNotUsed() != tt.marked {
+				t.Fatalf("withdrawn at %v, want %v", got.WithdrawnAt, want)
+			}
+			// Sent again, later: the first withdrawal's time stays.
+			now = now.Add(time.Second)
+			again, marked, err := s.MarkWithdrawn(ctx, a.ID)
+			if err != nil || marked || !again.WithdrawnAt.Equal(want) {
+				t.Fatalf("mark again = %v, marked %v, err %v; want %v kept", again.WithdrawnAt, marked, err, want)
+			}
+			if read, err := s.Get(ctx, a.ID); err != nil || !read.WithdrawnAt.Equal(want) || read.Status != a.Status {
+				t.Fatalf("read back: %+v %v", read, err)
+			}
+			var entry *AuditEntry
+			if _, err := s.Audit(ctx, AuditQuery{Scope: Scope{All: true}}, func(e AuditEntry) error {
+				if e.ApprovalID == a.ID {
+					entry = &e
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.decide == Pending {
+				if entry != nil {
+					t.Fatalf("audit row of a pending approval: %+v", entry)
+				}
+				return
+			}
+			if entry == nil || !entry.WithdrawnAt.Equal(want) {
+				t.Fatalf("audit row %+v, want withdrawn at %v", entry, want)
+			}
+		})
+	}
+	if _, _, err := s.MarkWithdrawn(ctx, jobs.NewID()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown approval: %v", err)
+	}
+}

@@ -82,6 +82,7 @@ func TestStore(t *testing.T) {
 		{"Find", testFind},
 		{"DeleteEnded", testDeleteEnded},
 		{"TwoStoresOneWinner", testTwoStoresOneWinner},
+		{"MarkWithdrawnAfterDecision", testMarkWithdrawnAfterDecision},
 	} {
 		for _, b := range backends {
 			t.Run(b.name+"/"+tc.name, func(t *testing.T) { tc.f(t, b) })

@@ -70,6 +70,11 @@ func Result(a Approval) *tool.Result {
 	case Cancelled:
 		text = fmt.Sprintf("Cancelled at %s before an operator answered (%s). No operator decided.", when, a.Comment)
 	}
+	if a.DecisionNotUsed() {
+		// Text only: Decision is request_approval's closed output_schema,
+		// and the caller that withdrew knows it did.
+		text += fmt.Sprintf(" The caller withdrew the request at %s, after this decision: the decision was not used.", a.WithdrawnAt.UTC().Format(time.RFC3339))
+	}
 	data, _ := json.Marshal(Decision{
 		ApprovalID: a.ID, Decision: a.Status, Operator: a.Operator, Comment: a.Comment, DecidedAt: a.DecidedAt,
 		Action: a.Action, DetailsHash: a.DetailsHash, RequestedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
@@ -284,7 +289,7 @@ func (b backend) Cancel(ctx context.Context, owner jobs.Owner, id string) (jobs.
 	} else if err != nil {
 		return jobs.Status{}, err
 	}
-	a, err := b.s.Decide(ctx, id, Cancelled, CallerOperator, "withdrawn by the caller with approval_cancel")
+	a, err := b.s.Withdraw(ctx, id)
 	if err != nil && !errors.Is(err, ErrDecided) {
 		return jobs.Status{}, err
 	}

@@ -29,6 +29,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
+	return newFixtureLogged(t, cfg, nil)
+}
+
+// newFixtureLogged is newFixture with the service logging to logger.
+func newFixtureLogged(t *testing.T, cfg Config, logger *slog.Logger) *fixture {
+	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
@@ -38,7 +44,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = 50 * time.Millisecond
 	}
-	svc, err := New(context.Background(), cfg, nil)
+	svc, err := New(context.Background(), cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

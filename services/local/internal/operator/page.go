@@ -837,10 +837,14 @@ func (p *Page) auditCSV(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		return nil
 	}
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"seq", "at", "operator", "tenant_id", "approval_id", "decision", "details_sha256", "comment"})
+	_ = cw.Write([]string{"seq", "at", "operator", "tenant_id", "approval_id", "decision", "details_sha256", "comment", "not_used_withdrawn_at"})
 	_, err := p.svc.Store().Audit(r.Context(), q, func(e approval.AuditEntry) error {
+		notUsed := ""
+		if !e.WithdrawnAt.IsZero() {
+			notUsed = e.WithdrawnAt.Format(time.RFC3339Nano)
+		}
 		return cw.Write([]string{strconv.FormatInt(e.Seq, 10), e.At.Format(time.RFC3339Nano), safeCell(e.Operator), safeCell(e.TenantID),
-			e.ApprovalID, string(e.Decision), e.DetailsHash, safeCell(e.Comment)})
+			e.ApprovalID, string(e.Decision), e.DetailsHash, safeCell(e.Comment), notUsed})
 	})
 	cw.Flush()
 	if err != nil {

@@ -530,7 +530,7 @@ func (s *Server) withdraw(ctx context.Context, ct *config.Tool, c *store.Call, u
 			if d, ok := decidedBeforeWithdrawal(out.Result); ok {
 				// First answer wins in brain too: the gated call went on
 				// with another answer, so this decision was not used.
-				log.Warn("approval already decided when brain withdrew it; the gated call did not use that decision", "attempt", attempt,
+				log.Warn("approval already ended (decided or expired) when brain withdrew it; the gated call did not use it", "attempt", attempt,
 					"gated_call_id", c.ParentID, "state", d.State, "decision", d.Result.StructuredContent.Decision, "operator", d.Result.StructuredContent.Operator)
 				return true
 			}

@@ -578,7 +578,7 @@ func TestApprovalWithdrawalFindsItDecided(t *testing.T) {
 			}
 			noCancel(t, ct, 1500*time.Millisecond)
 
-			decided := map[string]string{"approval_call_id": child, "msg": "already decided"}
+			decided := map[string]string{"approval_call_id": child, "msg": "already ended"}
 			withdrew := strings.Contains(logs.String(), `"msg":"withdrew the approval of an approval call its gated call no longer waits for"`)
 			if tc.decision == "" {
 				if logs.warned(decided) || !withdrew {

@@ -102,7 +102,7 @@ func TestSimultaneousAnswersOnPageAndAPI(t *testing.T) {
 
 	localWarns := len(readLines(l.p.Output(), "the decision was not used"))
 	eventually(t, 5*time.Second, "brain logged each decided withdrawal", func() bool {
-		return len(readLines(b.p.Output(), "already decided when brain withdrew it")) == notUsed
+		return len(readLines(b.p.Output(), "already ended (decided or expired) when brain withdrew it")) == notUsed
 	})
 	if localWarns != notUsed {
 		t.Errorf("local logged %d WARNs of a decision not used, want %d (one per marked round)", localWarns, notUsed)

@@ -28,6 +28,18 @@ import (
 // MaxErrors caps how many failing values one validation error lists.
 const MaxErrors = 5
 
+// MaxDepth is how deeply a schema may nest objects and arrays, and
+// MaxNodes how many of them it may hold in all. The compiler's time grows
+// with a schema's nesting times its size, and with the square of its
+// subschemas past a few thousand (seconds for a 12 KB schema nested 1000
+// deep, minutes for 100,000 properties), while a schema is any tenant's
+// input: Compile refuses a larger one before compiling it.
+// BenchmarkCompileAtLimits measures one at the limits.
+const (
+	MaxDepth = 48
+	MaxNodes = 1024
+)
+
 // Schema is a compiled schema, safe for concurrent use.
 type Schema struct {
 	s    *jsonschema.Schema
@@ -52,6 +64,9 @@ func Compile(field string, doc []byte) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: not valid JSON: %w", field, err)
 	}
+	if err := checkSize(v); err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
@@ -68,6 +83,43 @@ func Compile(field string, doc []byte) (*Schema, error) {
 		return nil, cycleError(field, loc, cycle)
 	}
 	return &Schema{s: s, doc: v, plan: newPlan(v)}, nil
+}
+
+// checkSize refuses a decoded schema deeper than MaxDepth or with more than
+// MaxNodes objects and arrays. It stops at the first step past either, so
+// its cost is bounded by the limits, not by the schema.
+func checkSize(v any) error {
+	type item struct {
+		v     any
+		depth int
+	}
+	stack := []item{{v, 1}}
+	nodes := 0
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		var kids []any
+		switch x := it.v.(type) {
+		case map[string]any:
+			for _, k := range x {
+				kids = append(kids, k)
+			}
+		case []any:
+			kids = x
+		default:
+			continue
+		}
+		if it.depth > MaxDepth {
+			return fmt.Errorf("nests objects and arrays more than %d levels deep, the limit", MaxDepth)
+		}
+		if nodes++; nodes > MaxNodes {
+			return fmt.Errorf("has more than %d objects and arrays, the limit: split it, or refer to shared parts with $ref", MaxNodes)
+		}
+		for _, k := range kids {
+			stack = append(stack, item{k, it.depth + 1})
+		}
+	}
+	return nil
 }
 
 // Validate checks the JSON document doc. what names it in errors

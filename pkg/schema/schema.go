@@ -156,7 +156,44 @@ func (s *Schema) full(what string, doc []byte, object bool) error {
 	if err := checkNumbers(what, v); err != nil {
 		return err
 	}
+	if depth(v, MaxValueDepth+1) > MaxValueDepth {
+		return fmt.Errorf("%s: nests objects and arrays more than %d levels deep, the most the validator takes", what, MaxValueDepth)
+	}
 	return s.validate(what, v)
+}
+
+// MaxValueDepth is how deeply a document the full validator checks may
+// nest objects and arrays. Its time on a failing document grows with the
+// square of the depth (8 s for one nested 9990 deep against a recursive
+// schema, 1 ms at 100), and arguments are the model's, so a deeper one is
+// refused; a valid document of a common shape never gets here (plan.go).
+const MaxValueDepth = 256
+
+// depth is how deeply v nests objects and arrays (a scalar is 0), counted
+// up to limit at most.
+func depth(v any, limit int) int {
+	type item struct {
+		v any
+		d int
+	}
+	stack, most := []item{{v, 0}}, 0
+	for len(stack) > 0 && most < limit {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch x := it.v.(type) {
+		case map[string]any:
+			most = max(most, it.d+1)
+			for _, k := range x {
+				stack = append(stack, item{k, it.d + 1})
+			}
+		case []any:
+			most = max(most, it.d+1)
+			for _, k := range x {
+				stack = append(stack, item{k, it.d + 1})
+			}
+		}
+	}
+	return most
 }
 
 // MaxNumberLength is the longest number literal a document may hold, in

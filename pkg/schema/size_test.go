@@ -65,6 +65,41 @@ func TestCompileSizeLimits(t *testing.T) {
 	}
 }
 
+// TestValidateDepthLimit: a document nested deeper than MaxValueDepth is
+// refused before the full validator, whose time on a failing one grows
+// with the square of its depth; at the limit it is validated as usual.
+func TestValidateDepthLimit(t *testing.T) {
+	s, err := Compile("input_schema", []byte(`{"type":"object","properties":{"c":{"$ref":"#"},"n":{"type":"integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := func(levels int, leaf string) string {
+		return strings.Repeat(`{"c":`, levels-1) + `{"n":` + leaf + `}` + strings.Repeat(`}`, levels-1)
+	}
+	tooDeep := fmt.Sprintf("arguments: nests objects and arrays more than %d levels deep, the most the validator takes", MaxValueDepth)
+	for _, tt := range []struct {
+		name, doc, want string // want "" to pass
+	}{
+		{"valid at the limit", doc(MaxValueDepth, "1"), ""},
+		{"invalid at the limit", doc(MaxValueDepth, `"x"`), "arguments: at \"/c/c/"},
+		{"valid, one deeper", doc(MaxValueDepth+1, "1"), tooDeep},
+		{"invalid, far deeper", doc(9000, `"x"`), tooDeep},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.Validate("arguments", []byte(tt.doc))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %.300v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
 // BenchmarkCompileAtLimits is what one schema at the limits costs to
 // compile: the most one tenant's schema can cost brain.
 func BenchmarkCompileAtLimits(b *testing.B) {

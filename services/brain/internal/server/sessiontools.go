@@ -501,7 +501,7 @@ func (s *Server) listServer(ctx context.Context, tenant string, e *sessionEntry)
 	defer cancel()
 	d, err := s.tenantMCP.DiscoverEndpoint(ctx, mcpcall.Endpoint{URL: e.URL, Token: e.authorization, Headers: e.headers}, maxListPages)
 	if err != nil {
-		e.Listed, e.Unavailable = nil, mcpReason(ctx, err)
+		e.Listed, e.Unavailable = nil, mcpReason(ctx, e.URL, err)
 		return
 	}
 	e.Listed, e.Unavailable = nil, ""
@@ -537,15 +537,14 @@ func (s *Server) listServer(ctx context.Context, tenant string, e *sessionEntry)
 	}
 }
 
-// mcpReason says why a server could not be listed, without its url.
-func mcpReason(ctx context.Context, err error) string {
+// mcpReason says why the server at url could not be listed, without its
+// url: "HTTP 401 Unauthorized", "tools/list page 1: …".
+func mcpReason(ctx context.Context, url string, err error) string {
 	if ctx.Err() != nil {
 		return context.Cause(ctx).Error()
 	}
-	msg := err.Error()
-	if i := strings.Index(msg, ": connect: "); i >= 0 {
-		msg = msg[i+len(": connect: "):]
-	}
+	msg := strings.TrimPrefix(err.Error(), "discover "+url+": ")
+	msg = strings.TrimPrefix(msg, "connect: ")
 	return strictjson.Clip(msg, 300)
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -22,12 +23,13 @@ import (
 // mcpTestServer is a real go-sdk MCP server (Streamable HTTP) on
 // 127.0.0.1 whose tools answer "<name> ran"; it records the headers of
 // each request and answers 503 while down is set, or refuse's status
-// while that is set (401, say).
+// while that is set (401, say), or refuseList's to a tools/list.
 type mcpTestServer struct {
-	url    string
-	down   atomic.Bool
-	refuse atomic.Int32
-	ran    sync.Map // tool name → true
+	url        string
+	down       atomic.Bool
+	refuse     atomic.Int32
+	refuseList atomic.Int32
+	ran        sync.Map // tool name → true
 
 	mu      sync.Mutex
 	apiKeys []string
@@ -54,6 +56,14 @@ func newMCPTestServer(t *testing.T, tools ...string) *mcpTestServer {
 		if code := int(m.refuse.Load()); code != 0 {
 			http.Error(w, http.StatusText(code), code)
 			return
+		}
+		if code := int(m.refuseList.Load()); code != 0 {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"method":"tools/list"`)) {
+				http.Error(w, http.StatusText(code), code)
+				return
+			}
 		}
 		m.mu.Lock()
 		m.apiKeys = append(m.apiKeys, r.Header.Get("X-Api-Key"))
@@ -426,6 +436,8 @@ func TestSessionMCPReadBack(t *testing.T) {
 	locked := newMCPTestServer(t, "echo", "search")
 	locked.refuse.Store(http.StatusUnauthorized)
 	docs := newMCPTestServer(t, "echo", "search")
+	noList := newMCPTestServer(t, "echo", "search")
+	noList.refuseList.Store(http.StatusUnauthorized)
 	tests := []struct {
 		name        string
 		url         string
@@ -436,6 +448,7 @@ func TestSessionMCPReadBack(t *testing.T) {
 		wantTools   []string // the session's tools
 	}{
 		{"optional server answers 401", locked.url, []string{"nope1", "echo"}, "unavailable", "HTTP 401 Unauthorized", []string{"nope1", "echo"}, []string{}},
+		{"optional server refuses tools/list", noList.url, []string{"echo"}, "unavailable", "tools/list page 1: Unauthorized", []string{"echo"}, []string{}},
 		{"optional server refuses the connection", closedURL(t), []string{"nope1", "echo"}, "unavailable", "connection refused", []string{"nope1", "echo"}, []string{}},
 		{"optional server down, allowed_tools omitted", closedURL(t), nil, "unavailable", "connection refused", nil, []string{}},
 		{"allowed_tools names a tool the server lacks", docs.url, []string{"nope1", "echo"}, "available", "", []string{"echo"}, []string{"docs.echo"}},

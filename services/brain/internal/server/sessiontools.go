@@ -329,8 +329,14 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 	}
 	if rq, ok := keys["required"]; ok {
 		if t := bytes.TrimSpace(rq); !bytes.Equal(t, []byte("true")) && !bytes.Equal(t, []byte("false")) {
-			return nil, httpapi.BadRequest("%s.required: must be true or false, got %s %s (a string is not read as false: false is a choice to make, not a default to fall into)",
-				field, httpapi.JSONKind(t[0]), strictjson.Clip(string(t), 64))
+			got := httpapi.JSONKind(t[0])
+			if got != "null" {
+				got += " " + strictjson.Clip(string(t), 64)
+			}
+			if t[0] == '"' {
+				got += " (a string is not read as false: false is a choice to make, not a default to fall into)"
+			}
+			return nil, httpapi.BadRequest("%s.required: must be true or false, got %s", field, got)
 		}
 	}
 	var b entryBody

@@ -258,7 +258,8 @@ func TestSessionToolSetRefusals(t *testing.T) {
 		{"timeout for timeout_seconds", map[string]any{"tools": []any{with(fn("f"), "timeout", 5)}}, []string{"tools[0].timeout", "unknown field", "timeout_seconds"}},
 		{"redacted sent back", map[string]any{"tools": []any{with(server, "redacted", []string{"authorization"})}}, []string{"tools[0].redacted", "re-send"}},
 		{"required yes", map[string]any{"tools": []any{with(server, "required", "yes")}}, []string{"tools[0].required", "true or false", "string"}},
-		{"required 1", map[string]any{"tools": []any{with(server, "required", 1)}}, []string{"tools[0].required", "true or false"}},
+		{"required 1", map[string]any{"tools": []any{with(server, "required", 1)}}, []string{"tools[0].required", "true or false, got a number 1"}},
+		{"required null", map[string]any{"tools": []any{with(server, "required", json.RawMessage(`null`))}}, []string{"tools[0].required", "true or false, got null"}},
 		{"mcp without url", map[string]any{"tools": []any{with(server, "url", nil)}}, []string{"tools[0].url", "required"}},
 		{"url that will not parse", map[string]any{"tools": []any{with(server, "url", "http://[::1")}}, []string{"tools[0].url"}},
 		{"url not http", map[string]any{"tools": []any{with(server, "url", "file:///etc/passwd")}}, []string{"tools[0].url", "scheme"}},
@@ -284,6 +285,12 @@ func TestSessionToolSetRefusals(t *testing.T) {
 			wantRefusal(t, b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", tt.body), 400, httpapi.CodeInvalidRequest, tt.want...)
 		})
 	}
+	t.Run("required null says null once", func(t *testing.T) {
+		r := b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", map[string]any{"tools": []any{with(server, "required", json.RawMessage(`null`))}})
+		if strings.Contains(string(r.body), "null null") {
+			t.Errorf("refusal %s", r.body)
+		}
+	})
 	t.Run("32 entries", func(t *testing.T) {
 		if r := b.putTools("t1", sess.ID, over[:MaxSessionTools]); r.status != http.StatusOK {
 			t.Fatalf("32 entries: %d %s", r.status, r.body)

@@ -150,6 +150,9 @@ func (s *Server) leaseLoop(ctx context.Context) {
 				}
 				break
 			}
+			if s.takeUpHook != nil && len(calls) > 0 {
+				s.takeUpHook(ctx, calls)
+			}
 			if err := s.takeUp(ctx, calls); err != nil && ctx.Err() == nil {
 				s.log.Error("take up the calls of a stopped replica", "err", err)
 			}

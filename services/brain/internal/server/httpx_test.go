@@ -141,6 +141,8 @@ func TestNULInStoredStringsIsNot500(t *testing.T) {
 		{"a function call's arguments", "POST", "/sessions/" + sess.ID + "/tool_calls", map[string]any{"tool": "lookup", "arguments": map[string]any{"order_id": nul}}, ""},
 		{"a function tool's answer", "POST", "/tool_calls/" + fn() + "/respond",
 			map[string]any{"content": []any{map[string]any{"type": "text", "text": nul}}, "structured_content": map[string]any{"status": nul}}, ""},
+		{"a function tool's error answer", "POST", "/tool_calls/" + fn() + "/respond",
+			map[string]any{"content": []any{map[string]any{"type": "text", "text": nul}}, "is_error": true}, ""},
 		{"an approval's comment", "POST", "/tool_calls/" + gate() + "/respond", map[string]any{"approved": false, "comment": nul}, ""},
 	}
 	for _, tc := range withBody {

@@ -40,13 +40,34 @@ func newID(prefix string) string {
 }
 
 // handle adapts a handler that returns an error to httprouter; the error
-// is answered by writeError.
+// is answered by writeError. A path parameter with a NUL is refused first
+// (see noNUL): every one is an ID or a name brain looks up.
 func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request, p httprouter.Params) error) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		for _, param := range p {
+			if err := noNUL(param.Key, param.Value); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
 		if err := h(w, r, p); err != nil {
 			s.writeError(w, r, err)
 		}
 	}
+}
+
+// noNUL refuses a NUL (U+0000) in string v of field: for a string brain
+// keeps in a text column of its own or looks a row up by. PostgreSQL's
+// text holds no NUL (a query carrying one fails, "invalid byte sequence
+// for encoding UTF8: 0x00") where SQLite's does: without this the stores
+// would answer such a request differently, PostgreSQL with a 500. A string
+// inside a JSON document brain keeps (arguments, results, answers, tool
+// definitions) needs no check: it is stored JSON-escaped, "\u0000".
+func noNUL(field, v string) error {
+	if strings.IndexByte(v, 0) >= 0 {
+		return httpapi.BadRequest("%s: must not contain NUL (U+0000)", field)
+	}
+	return nil
 }
 
 // writeError answers err as httpapi.Responder does (the JSON error body; a
@@ -85,6 +106,11 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 		}
 		if len(vs) > 1 {
 			return nil, httpapi.BadRequest("%s: given %d times, want at most once", name, len(vs))
+		}
+		for _, v := range vs {
+			if err := noNUL(name, v); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return q, nil

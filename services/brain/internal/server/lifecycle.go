@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -623,6 +624,16 @@ func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome, 
 	return s.finishWith(ctx, s.callTool(c), c, out, evs...)
 }
 
+// escapeNUL writes each NUL (U+0000) of msg as the four characters \x00. An
+// error message may quote a tool's text (its is_error content, a function
+// tool's answer), which may hold a NUL: the message is kept in a text
+// column, where PostgreSQL holds no NUL (SQLite does), and the call would
+// not finish there. The result keeps the text as the tool gave it, in
+// JSON, escaped.
+func escapeNUL(msg string) string {
+	return strings.ReplaceAll(msg, "\x00", `\x00`)
+}
+
 // finishWith is finish of c, a call of binding t (nil when none has it).
 func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, out invoke.Outcome, evs ...*store.Event) (*store.Call, error) {
 	now := time.Now().UTC()
@@ -633,7 +644,7 @@ func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, 
 	res := out.Result
 	result := encodeResult(&res)
 	f := *c
-	f.Status, f.FinishedAt, f.ErrorCode, f.ErrorMessage = status, now, out.ErrorCode, out.ErrorMessage
+	f.Status, f.FinishedAt, f.ErrorCode, f.ErrorMessage = status, now, out.ErrorCode, escapeNUL(out.ErrorMessage)
 	f.UnknownOutcome, f.Result = res.UnknownOutcome, result
 	f.Prompt, f.ResponseSchema, f.ResponseExpiresAt = "", nil, time.Time{}
 	f.Retryable = nil

@@ -24,6 +24,7 @@ import (
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/pgtest"
 	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -471,4 +472,94 @@ func TestReplicaRespondThroughAnother(t *testing.T) {
 		t.Fatalf("answer while the call's replica was dead: %d %s", r.status, r.body)
 	}
 	t.Logf("answered %s after the kill (lease %s)", time.Since(killed), testLease)
+}
+
+// TestSlowTakeUpKeepsOwnLeases: on PostgreSQL a replica renews its leases
+// however long it takes to take up a stopped replica's calls (found by a
+// tester: renewals and take-ups shared one goroutine, so a slow take-up —
+// a session tool set slow to compile, many calls — stopped the renewals,
+// and another replica then ended the live one's running call failed,
+// brain_restarted, lost its result, and took up the same waiting call a
+// second time). The take-up is made slow by takeUpHook, three leases long,
+// not by anything slow in itself, so that the test keeps testing the
+// lease loop whatever else gets faster.
+func TestSlowTakeUpKeepsOwnLeases(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres")
+	}
+	const lease = time.Second
+	const slowness = 3 * lease
+	var mu sync.Mutex
+	takenBy := map[string][]string{} // call ID → the replicas that took it up
+	replica := func(name string) func(*Options) {
+		return func(o *Options) {
+			o.Lease = lease
+			o.takeUpHook = func(ctx context.Context, calls []*store.Call) {
+				mu.Lock()
+				for _, c := range calls {
+					takenBy[c.ID] = append(takenBy[c.ID], name)
+				}
+				mu.Unlock()
+				select {
+				case <-time.After(slowness):
+				case <-ctx.Done():
+				}
+			}
+		}
+	}
+
+	a := startBrain(t, allowLoopback, replica("a"))
+	b := startBrain(t, allowLoopback, sameStore(a), replica("b"))
+	c := startBrain(t, allowLoopback, sameStore(a), replica("c"))
+	c.tools = b.tools
+
+	// On b: a call of slow, running until released.
+	sb := b.session("t1", "slow")
+	st, slow := b.call("t1", sb.ID, "slow", map[string]any{}, 0)
+	if st != http.StatusAccepted || slow.Status != "running" {
+		t.Fatalf("slow: %d %+v", st, slow)
+	}
+	<-b.tools.started
+
+	// On a: a function call waiting for its answer; then a stops, and b or
+	// c takes the waiting call up, slowly.
+	sa := a.session("t1")
+	if r := a.putTools("t1", sa.ID, []any{map[string]any{"type": "function", "name": "f", "description": "d"}}); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	_, waiting := a.call("t1", sa.ID, "f", map[string]any{}, 0)
+	if waiting.Status != "requires_input" {
+		t.Fatalf("f: %+v", waiting)
+	}
+	if err := a.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Time for a's lease to run out, a take-up, and the take-up of anything
+	// a replica lost meanwhile.
+	for deadline := time.Now().Add(2*slowness + 3*lease); time.Now().Before(deadline); {
+		if _, got := b.getCall("t1", slow.ID, 0); got.Status != "running" {
+			t.Fatalf("the slow call b is still running reads %s %s (%s) while b is alive", got.Status, deref(got.ErrorCode), deref(got.ErrorMessage))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	mu.Lock()
+	for id, by := range takenBy {
+		if id != waiting.ID {
+			t.Errorf("call %s of a live replica taken up by %v", id, by)
+		} else if len(by) != 1 {
+			t.Errorf("the waiting call taken up by %v; want one replica", by)
+		}
+	}
+	if len(takenBy[waiting.ID]) == 0 {
+		t.Errorf("the waiting call of the stopped replica taken up by none")
+	}
+	mu.Unlock()
+	if _, got := b.getCall("t1", waiting.ID, 0); got.Status != "requires_input" {
+		t.Errorf("the waiting call after its take-up: %s %s", got.Status, deref(got.ErrorCode))
+	}
+	b.tools.releaseAll()
+	if _, got := b.getCall("t1", slow.ID, 10); got.Status != "succeeded" {
+		t.Errorf("the slow call after release: %s %s", got.Status, deref(got.ErrorCode))
+	}
 }

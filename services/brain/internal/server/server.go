@@ -101,6 +101,11 @@ type Options struct {
 	SecretsKey []byte
 	// Limits cap what each tenant keeps; a zero field means its default.
 	Limits Limits
+
+	// takeUpHook, when set (tests only), is called with the calls the lease
+	// loop claimed from stopped replicas before it takes them up: a test
+	// makes a take-up as slow as it likes with it.
+	takeUpHook func(ctx context.Context, calls []*store.Call)
 }
 
 // Limits are the most custom tools, secrets and toolsets one tenant keeps.
@@ -149,6 +154,8 @@ type Server struct {
 	shared    store.Shared // the store, when replicas share it; nil on SQLite
 	lease     time.Duration
 	retention time.Duration
+	// takeUpHook is Options.takeUpHook.
+	takeUpHook func(ctx context.Context, calls []*store.Call)
 	// retentionEvery is Options.RetentionInterval.
 	retentionEvery time.Duration
 	// background is the lease and retention loops; Close stops them.
@@ -234,6 +241,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		limits:    o.Limits,
 
 		retentionEvery: o.RetentionInterval,
+		takeUpHook:     o.takeUpHook,
 
 		remoteEnding: map[string]time.Time{},
 		settled:      map[string]chan struct{}{},

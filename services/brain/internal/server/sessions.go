@@ -125,6 +125,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 		if len(harness) > MaxHarnessBytes {
 			return httpapi.BadRequest("harness: longer than %d bytes (got %d)", MaxHarnessBytes, len(harness))
 		}
+		if err := noNUL("harness", harness); err != nil {
+			return err
+		}
 	}
 	if cfg.Model != nil && len(*cfg.Model) > MaxModelBytes {
 		return httpapi.BadRequest("config.model: longer than %d bytes (got %d)", MaxModelBytes, len(*cfg.Model))
@@ -135,6 +138,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ httprou
 			return httpapi.BadRequest("config.toolset_id: give config.tools or config.toolset_id, not both")
 		}
 		id := *req.Config.ToolsetID
+		if err := noNUL("config.toolset_id", id); err != nil {
+			return err
+		}
 		ts, err := s.store.Toolset(r.Context(), tenant, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return httpapi.BadRequest("config.toolset_id: no toolset %q", id)

@@ -131,32 +131,24 @@ func (s *Server) notify(ctx context.Context, sig store.Signal) {
 	}
 }
 
-// leaseLoop renews this replica's leases and takes up the calls of
-// replicas whose lease ran out (running ones end brain_restarted, waiting
-// ones wait again here), every third of a lease, until ctx ends.
+// leaseLoop renews this replica's leases (renewLoop, on a goroutine of its
+// own) and takes up the calls of replicas whose lease ran out (running ones
+// end brain_restarted, waiting ones wait again here), every third of a
+// lease, until ctx ends. A take-up may take long — many calls, a session
+// tool set slow to compile — and the renewals go on meanwhile: they cover
+// the calls being taken up too (this replica owns them once claimed), so
+// no other replica ends a call this one runs, or takes one up twice.
 func (s *Server) leaseLoop(ctx context.Context) {
+	renewing := make(chan struct{})
+	go func() {
+		defer close(renewing)
+		s.renewLoop(ctx)
+	}()
+	defer func() { <-renewing }()
 	t := time.NewTicker(s.lease / 3)
 	defer t.Stop()
 	for {
-		now := time.Now()
-		if err := s.shared.RenewLeases(ctx, now.Add(s.lease)); err != nil && ctx.Err() == nil {
-			s.log.Error("renew call leases", "err", err)
-		}
-		for ctx.Err() == nil {
-			calls, err := s.shared.ClaimExpired(ctx, now, now.Add(s.lease), 100)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Error("claim calls of stopped replicas", "err", err)
-				}
-				break
-			}
-			if err := s.takeUp(ctx, calls); err != nil && ctx.Err() == nil {
-				s.log.Error("take up the calls of a stopped replica", "err", err)
-			}
-			if len(calls) < 100 {
-				break
-			}
-		}
+		s.takeUpExpired(ctx)
 		// Signals lost on the way are made up here.
 		s.takePendingAnswers(ctx)
 		s.admitShared()
@@ -164,6 +156,51 @@ func (s *Server) leaseLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// renewLoop extends this replica's leases by a lease every third of one,
+// until ctx ends. A renewal that takes longer than a lease is given up (the
+// next one tries again): a lease it did not extend in time is lost anyway.
+func (s *Server) renewLoop(ctx context.Context) {
+	t := time.NewTicker(s.lease / 3)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, s.lease)
+		if err := s.shared.RenewLeases(rctx, now.Add(s.lease)); err != nil && ctx.Err() == nil {
+			s.log.Error("renew call leases", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// takeUpExpired claims the calls whose lease ran out, a hundred at a time,
+// and takes them up.
+func (s *Server) takeUpExpired(ctx context.Context) {
+	for ctx.Err() == nil {
+		now := time.Now()
+		calls, err := s.shared.ClaimExpired(ctx, now, now.Add(s.lease), 100)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("claim calls of stopped replicas", "err", err)
+			}
+			return
+		}
+		if s.takeUpHook != nil && len(calls) > 0 {
+			s.takeUpHook(ctx, calls)
+		}
+		if err := s.takeUp(ctx, calls); err != nil && ctx.Err() == nil {
+			s.log.Error("take up the calls of a stopped replica", "err", err)
+		}
+		if len(calls) < 100 {
+			return
 		}
 	}
 }

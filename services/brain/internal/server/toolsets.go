@@ -67,10 +67,16 @@ func (s *Server) decodeToolset(ctx context.Context, tenant string, data []byte) 
 	case utf8.RuneCountInString(*body.Name) > MaxToolsetNameChars:
 		return nil, httpapi.BadRequest("name: longer than %d characters (got %d)", MaxToolsetNameChars, utf8.RuneCountInString(*body.Name))
 	}
+	if err := noNUL("name", *body.Name); err != nil {
+		return nil, err
+	}
 	ts.Name = *body.Name
 	if body.Description != nil {
 		if n := utf8.RuneCountInString(*body.Description); n > MaxToolsetDescriptionChars {
 			return nil, httpapi.BadRequest("description: longer than %d characters (got %d)", MaxToolsetDescriptionChars, n)
+		}
+		if err := noNUL("description", *body.Description); err != nil {
+			return nil, err
 		}
 		ts.Description = *body.Description
 	}

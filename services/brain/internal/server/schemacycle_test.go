@@ -354,7 +354,7 @@ func TestStoredCyclicCustomToolLeftOut(t *testing.T) {
 		t.Fatalf("the stored revision does not hold the schema as given: %s", cur.Revision.Definition)
 	}
 	stale := &store.ToolRevision{ID: newID("rev"), ToolID: ct.ID, TenantID: "t1", Definition: json.RawMessage(def), CreatedAt: time.Now()}
-	if _, err := b.srv.store.UpdateCustomTool(ctx, "t1", ct.ID, ct.CurrentRevisionID, stale); err != nil {
+	if _, err := b.srv.store.UpdateCustomTool(ctx, "t1", ct.ID, ct.CurrentRevisionID, stale, 0); err != nil {
 		t.Fatal(err)
 	}
 

@@ -430,6 +430,9 @@ func (s *Server) checkFunctionEntry(field, tenant string, e *sessionEntry, b *en
 		return httpapi.BadRequest("%s.description: required: what the function does, for the model", field)
 	}
 	e.Description = *b.Description
+	if err := checkDescription(field+".description", e.Description); err != nil {
+		return err
+	}
 	if !isNull(b.Parameters) {
 		e.Parameters = b.Parameters
 	}
@@ -453,6 +456,9 @@ func (s *Server) checkMCPEntry(field string, e *sessionEntry, b *entryBody) erro
 		return httpapi.BadRequest("%s.url: required: the server's MCP endpoint (Streamable HTTP)", field)
 	}
 	e.URL = *b.URL
+	if err := checkURLSize(field+".url", e.URL); err != nil {
+		return err
+	}
 	if err := tool.ValidateURL(e.URL); err != nil {
 		return httpapi.BadRequest("%s.url: %v", field, err)
 	}

@@ -35,6 +35,37 @@ import (
 // checked by the SSRF guard when the tool is created or updated, and every
 // call is dialed through it.
 
+// Sizes a tenant's tool definitions may have (custom tools, each revision,
+// session function tools). A description is read by the model on every
+// turn the tool is offered: 16 KiB is room for a long one with examples,
+// and bounds what a tenant stores and GET /catalog answers (at most 1000
+// custom tools of a tenant). The host config's bindings are the
+// operator's and not capped here.
+const (
+	// MaxToolDescriptionBytes is the longest description.
+	MaxToolDescriptionBytes = 16 << 10
+	// MaxToolURLBytes is the longest url of a custom tool or a session's
+	// MCP server.
+	MaxToolURLBytes = 2048
+)
+
+// checkDescription refuses a description past MaxToolDescriptionBytes,
+// naming field.
+func checkDescription(field, d string) error {
+	if len(d) > MaxToolDescriptionBytes {
+		return httpapi.BadRequest("%s: %d bytes, longer than the limit of %d bytes (16 KiB)", field, len(d), MaxToolDescriptionBytes)
+	}
+	return nil
+}
+
+// checkURLSize refuses a url past MaxToolURLBytes, naming field.
+func checkURLSize(field, u string) error {
+	if len(u) > MaxToolURLBytes {
+		return httpapi.BadRequest("%s: %d bytes, longer than the limit of %d bytes", field, len(u), MaxToolURLBytes)
+	}
+	return nil
+}
+
 // customToolDefinition is a revision's definition, as stored and shown.
 type customToolDefinition struct {
 	Name           string          `json:"name"`
@@ -142,10 +173,16 @@ func (s *Server) decodeCustomTool(ctx context.Context, tenant string, data []byt
 		return nil, nil, httpapi.BadRequest("description: required: what the tool does, for the model")
 	}
 	def.Description = *b.Description
+	if err := checkDescription("description", def.Description); err != nil {
+		return nil, nil, err
+	}
 	if b.URL == nil {
 		return nil, nil, httpapi.BadRequest("url: required: the http or https endpoint brain posts calls to")
 	}
 	def.URL = *b.URL
+	if err := checkURLSize("url", def.URL); err != nil {
+		return nil, nil, err
+	}
 	if b.TimeoutSeconds != nil {
 		if n := *b.TimeoutSeconds; n < 1 || n > tool.MaxTimeoutSeconds {
 			return nil, nil, httpapi.BadRequest("timeout_seconds: must be from 1 to %d, got %d", tool.MaxTimeoutSeconds, n)
@@ -444,12 +481,19 @@ func (s *Server) updateCustomTool(w http.ResponseWriter, r *http.Request, p http
 	}
 	now := time.Now().UTC()
 	rev := &store.ToolRevision{ID: newID("rev"), ToolID: id, TenantID: tenant, Definition: mustJSON(def), CreatedAt: now}
-	updated, err := s.store.UpdateCustomTool(r.Context(), tenant, id, *body.CurrentRevisionID, rev)
-	var re *store.RevisionError
+	updated, err := s.store.UpdateCustomTool(r.Context(), tenant, id, *body.CurrentRevisionID, rev, s.limits.Revisions)
+	var (
+		re *store.RevisionError
+		le *store.LimitError
+	)
 	switch {
 	case errors.As(err, &re):
 		return httpapi.Conflict("current_revision_id: %q is not the current revision of custom tool %q; it is now %s: read the tool again and update from that revision",
 			*body.CurrentRevisionID, id, re.Current)
+	case errors.As(err, &le):
+		return httpapi.Conflict("revisions: custom tool %q (%s) has %d revisions, the most one tool keeps (they stay for the calls that name them); "+
+			"to change it again, delete it (DELETE /custom_tools/%s; its calls keep their revisions) and create it anew under the same name",
+			id, def.Name, le.Limit, id)
 	case err != nil:
 		return storeErr(err, "custom tool", id)
 	}

@@ -480,3 +480,104 @@ func TestSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestToolDefinitionSizeLimits: a tenant's tool definitions are capped at
+// each edge — a description of MaxToolDescriptionBytes is taken and one
+// byte more is 400 naming the field and the limit, for a custom tool (its
+// creation and each new revision) and a session's function tool; likewise
+// a url of MaxToolURLBytes, for a custom tool and a session's MCP server.
+func TestToolDefinitionSizeLimits(t *testing.T) {
+	b := startBrain(t, allowLoopback)
+	sess := b.session("t1")
+	// pad is s made n bytes long with letters at its end.
+	pad := func(s string, n int) string { return s + strings.Repeat("a", n-len(s)) }
+	urlOf := func(n int) string { return pad(b.tools.URL+"/tools/echo/", n) }
+	custom := func(name, desc, url string) map[string]any {
+		return map[string]any{"name": name, "description": desc, "url": url, "input_schema": map[string]any{"type": "object"}}
+	}
+	var base CustomToolJSON
+	b.created("/custom_tools", "t1", custom("base", "d", b.tools.URL+"/tools/echo"), &base)
+	update := func(desc, url string) resp {
+		var cur CustomToolJSON
+		b.ok("GET", "/custom_tools/"+base.ID, "t1", nil, &cur)
+		body := custom("base", desc, url)
+		body["current_revision_id"] = cur.CurrentRevisionID
+		return b.do("PUT", "/custom_tools/"+base.ID, "t1", body)
+	}
+	okStatus := func(r resp) bool { return r.status == http.StatusOK || r.status == http.StatusCreated }
+	const maxDesc, maxURL = MaxToolDescriptionBytes, MaxToolURLBytes
+	tests := []struct {
+		name  string
+		limit int
+		send  func(i, n int) resp // the i-th request, with the field n bytes long
+		field string
+	}{
+		{"custom tool description", maxDesc, func(i, n int) resp {
+			return b.do("POST", "/custom_tools", "t1", custom(fmt.Sprintf("d%d", i), pad("", n), b.tools.URL+"/tools/echo"))
+		}, "description"},
+		{"custom tool revision description", maxDesc, func(_, n int) resp { return update(pad("", n), b.tools.URL+"/tools/echo") }, "description"},
+		{"custom tool url", maxURL, func(i, n int) resp {
+			return b.do("POST", "/custom_tools", "t1", custom(fmt.Sprintf("u%d", i), "d", urlOf(n)))
+		}, "url"},
+		{"custom tool revision url", maxURL, func(_, n int) resp { return update("d", urlOf(n)) }, "url"},
+		{"session function description", maxDesc, func(_, n int) resp {
+			return b.putTools("t1", sess.ID, []any{map[string]any{"type": "function", "name": "f", "description": pad("", n)}})
+		}, "tools[0].description"},
+		{"session mcp url", maxURL, func(_, n int) resp {
+			return b.putTools("t1", sess.ID, []any{map[string]any{"type": "mcp", "name": "docs", "url": pad(closedURL(t)+"/", n)}})
+		}, "tools[0].url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := tt.send(0, tt.limit); !okStatus(r) {
+				t.Fatalf("%s of %d bytes (the limit): %d %s", tt.field, tt.limit, r.status, r.body)
+			}
+			wantRefusal(t, tt.send(1, tt.limit+1), 400, httpapi.CodeInvalidRequest,
+				tt.field+": ", fmt.Sprintf("%d bytes, longer than the limit of %d bytes", tt.limit+1, tt.limit))
+		})
+	}
+}
+
+// TestCustomToolRevisionLimit: a custom tool keeps at most
+// Limits.Revisions revisions, its first one counted; the update past it is
+// 409 saying how to go on (delete the tool and create it anew), which
+// works, and the calls' revisions stay readable.
+func TestCustomToolRevisionLimit(t *testing.T) {
+	if DefaultMaxRevisions != 100 {
+		t.Errorf("DefaultMaxRevisions = %d; the README says 100", DefaultMaxRevisions)
+	}
+	const limit = 3
+	b := startBrain(t, allowLoopback, func(o *Options) { o.Limits.Revisions = limit })
+	body := func(desc string) map[string]any {
+		return map[string]any{"name": "crm", "description": desc, "url": b.tools.URL + "/tools/echo", "input_schema": map[string]any{"type": "object"}}
+	}
+	var ct CustomToolJSON
+	b.created("/custom_tools", "t1", body("v1"), &ct)
+	revs := []string{ct.CurrentRevisionID}
+	for i := 2; i <= limit; i++ {
+		up := body(fmt.Sprintf("v%d", i))
+		up["current_revision_id"] = ct.CurrentRevisionID
+		b.ok("PUT", "/custom_tools/"+ct.ID, "t1", up, &ct)
+		revs = append(revs, ct.CurrentRevisionID)
+	}
+	over := body("one too many")
+	over["current_revision_id"] = ct.CurrentRevisionID
+	wantRefusal(t, b.do("PUT", "/custom_tools/"+ct.ID, "t1", over), 409, httpapi.CodeConflict,
+		"revisions", fmt.Sprintf("has %d revisions", limit), "DELETE /custom_tools/"+ct.ID, "create it anew")
+	var now CustomToolJSON
+	b.ok("GET", "/custom_tools/"+ct.ID, "t1", nil, &now)
+	if now.CurrentRevisionID != revs[limit-1] || now.Description != fmt.Sprintf("v%d", limit) {
+		t.Errorf("after the refused update: %+v, want revision %s unchanged", now, revs[limit-1])
+	}
+	// How to go on: delete and create anew; the old revisions stay.
+	b.ok("DELETE", "/custom_tools/"+ct.ID, "t1", nil, nil)
+	var again CustomToolJSON
+	b.created("/custom_tools", "t1", body("one too many"), &again)
+	up := body("v2 of the new tool")
+	up["current_revision_id"] = again.CurrentRevisionID
+	b.ok("PUT", "/custom_tools/"+again.ID, "t1", up, &again)
+	for _, id := range revs {
+		var rev RevisionJSON
+		b.ok("GET", "/tool_revisions/"+id, "t1", nil, &rev)
+	}
+}

@@ -202,6 +202,132 @@ func TestStoredCyclicFunctionToolLeftOut(t *testing.T) {
 	}
 }
 
+// TestStoredCyclicFunctionToolNotReadBack: a function tool an earlier
+// brain stored with a cyclic schema is left out of the session (its calls
+// are refused), so the session must not say it has it. Today GET
+// /sessions/{id} lists it in tools, GET /sessions/{id}/tools reads it back,
+// and the refusal of its call contradicts itself: `tool: "walk" is not
+// enabled in session "…" (enabled: echo, walk)`.
+func TestStoredCyclicFunctionToolNotReadBack(t *testing.T) {
+	if testStore == storeReplicas {
+		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	b := startBrain(t, allowLoopback)
+	sess := b.session("t1", "echo")
+	set := []any{map[string]any{"name": "echo"}, map[string]any{"type": "function", "name": "walk", "description": "d", "parameters": treeSchema}}
+	if r := b.putTools("t1", sess.ID, set); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	ctx := context.Background()
+	st, err := b.srv.store.SessionTools(ctx, "t1", sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Entries = json.RawMessage(strings.Replace(string(st.Entries), string(treeSchema), cyclicSchemas[0].doc, 1))
+	if err := b.srv.store.PutSessionTools(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	next := startBrain(t, allowLoopback, sameStore(b))
+
+	r := next.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "walk", "arguments": treeValid})
+	if r.status != http.StatusBadRequest {
+		t.Fatalf("call of the left-out tool: %d %s, want 400", r.status, r.body)
+	}
+	if strings.Contains(string(r.body), "enabled: echo, walk") {
+		t.Errorf("the refusal lists the refused tool as enabled: %s", r.body)
+	}
+	var got struct {
+		Tools []string `json:"tools"`
+	}
+	r = next.do("GET", "/sessions/"+sess.ID, "t1", nil)
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatalf("GET the session: %d %s", r.status, r.body)
+	}
+	if slices.Contains(got.Tools, "walk") {
+		t.Errorf("GET /sessions/{id} tools = %v: lists walk, which the session cannot call", got.Tools)
+	}
+	// The owner still sees the entry, marked as not in force and why.
+	rb := next.readTools("t1", sess.ID)
+	if len(rb.Tools) != 2 || rb.Tools[1]["name"] != "walk" {
+		t.Fatalf("read-back %s, want echo and walk", mustJSON(rb))
+	}
+	if e := rb.Tools[0]; string(mustJSON(e)) != `{"name":"echo"}` {
+		t.Errorf("echo entry %s, want {\"name\":\"echo\"}", mustJSON(e))
+	}
+	if e := rb.Tools[1]; e["status"] != "unavailable" || !strings.Contains(fmt.Sprint(e["reason"]), "reference cycle") {
+		t.Errorf("walk entry %s, want status unavailable with the reason (reference cycle)", mustJSON(e))
+	}
+	// The read-back goes back to PUT: refused for walk's parameters, by
+	// name; without walk it is accepted.
+	wantRefusal(t, next.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", rb), 400, httpapi.CodeInvalidRequest, "tools[1].parameters: reference cycle")
+	rb.Tools = rb.Tools[:1]
+	if r := next.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", rb); r.status != http.StatusOK {
+		t.Errorf("read-back without walk PUT again: %d %s", r.status, r.body)
+	}
+}
+
+// TestStoredCyclicMCPToolNotListed: an MCP server's tool stored in a
+// listing by an earlier brain with a schema this one does not compile is
+// left out of the session, and nothing says the session has it: not the
+// session's tools, not the refusal's "enabled:" list, not the server's
+// allowed_tools in the read-back (the intersection, as for a tool the
+// server lists with a schema that does not compile).
+func TestStoredCyclicMCPToolNotListed(t *testing.T) {
+	if testStore == storeReplicas {
+		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	b := startBrain(t, allowLoopback)
+	docs := newMCPTestServer(t, "search", "walk")
+	sess := b.session("t1")
+	if r := b.putTools("t1", sess.ID, []any{map[string]any{"type": "mcp", "name": "docs", "url": docs.url}}); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	ctx := context.Background()
+	st, err := b.srv.store.SessionTools(ctx, "t1", sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string][]map[string]any
+	if err := json.Unmarshal(st.Entries, &stored); err != nil {
+		t.Fatal(err)
+	}
+	listed, _ := stored["tools"][0]["listed"].([]any)
+	if len(listed) != 2 {
+		t.Fatalf("stored listing %s, want search and walk", st.Entries)
+	}
+	for _, lt := range listed {
+		if lt := lt.(map[string]any); lt["name"] == "walk" {
+			lt["input_schema"] = json.RawMessage(cyclicSchemas[0].doc)
+		}
+	}
+	st.Entries = mustJSON(stored)
+	if err := b.srv.store.PutSessionTools(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	next := startBrain(t, allowLoopback, sameStore(b))
+
+	r := next.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "docs.walk", "arguments": map[string]any{}})
+	wantRefusal(t, r, 400, httpapi.CodeInvalidRequest, `"docs.walk" is not enabled`, "(enabled: docs.search)")
+	var got SessionJSON
+	next.ok("GET", "/sessions/"+sess.ID, "t1", nil, &got)
+	if !slices.Equal(got.Tools, []string{"docs.search"}) {
+		t.Errorf("GET /sessions/{id} tools = %v, want [docs.search]", got.Tools)
+	}
+	rb := next.readTools("t1", sess.ID)
+	if len(rb.Tools) != 1 || rb.Tools[0]["status"] != "available" || string(mustJSON(rb.Tools[0]["allowed_tools"])) != `["search"]` {
+		t.Errorf("read-back %s, want docs available with allowed_tools [search]", mustJSON(rb))
+	}
+	if _, c := next.call("t1", sess.ID, "docs.search", map[string]any{}, 5); c.Status != "succeeded" {
+		t.Errorf("docs.search: %s %s", c.Status, deref(c.ErrorMessage))
+	}
+}
+
 // TestStoredCyclicCustomToolLeftOut: a custom tool whose current revision
 // was stored by an earlier brain with a cyclic input_schema reads as a
 // tool the tenant does not have — a call naming it is refused with 400,
@@ -228,7 +354,7 @@ func TestStoredCyclicCustomToolLeftOut(t *testing.T) {
 		t.Fatalf("the stored revision does not hold the schema as given: %s", cur.Revision.Definition)
 	}
 	stale := &store.ToolRevision{ID: newID("rev"), ToolID: ct.ID, TenantID: "t1", Definition: json.RawMessage(def), CreatedAt: time.Now()}
-	if _, err := b.srv.store.UpdateCustomTool(ctx, "t1", ct.ID, ct.CurrentRevisionID, stale); err != nil {
+	if _, err := b.srv.store.UpdateCustomTool(ctx, "t1", ct.ID, ct.CurrentRevisionID, stale, 0); err != nil {
 		t.Fatal(err)
 	}
 

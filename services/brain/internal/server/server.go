@@ -108,11 +108,13 @@ type Options struct {
 	takeUpHook func(ctx context.Context, calls []*store.Call)
 }
 
-// Limits are the most custom tools, secrets and toolsets one tenant keeps.
+// Limits are the most custom tools, secrets and toolsets one tenant
+// keeps, and the most revisions one custom tool keeps.
 type Limits struct {
 	CustomTools int // default DefaultMaxCustomTools
 	Secrets     int // default DefaultMaxSecrets
 	Toolsets    int // default DefaultMaxToolsets
+	Revisions   int // default DefaultMaxRevisions
 }
 
 // Defaults of Limits.
@@ -120,6 +122,11 @@ const (
 	DefaultMaxCustomTools = 1000
 	DefaultMaxSecrets     = 1000
 	DefaultMaxToolsets    = 1000
+	// DefaultMaxRevisions is the most revisions of one custom tool, its
+	// first one counted. Revisions are kept for the calls that name them
+	// (also after the tool is deleted), so they are not pruned; past the
+	// limit an update is refused and the tenant replaces the tool.
+	DefaultMaxRevisions = 100
 )
 
 // MaxRequestBytesLimit is the largest Options.MaxRequestBytes: 64 MiB.
@@ -558,6 +565,9 @@ func (l *Limits) defaults() {
 	}
 	if l.Toolsets <= 0 {
 		l.Toolsets = DefaultMaxToolsets
+	}
+	if l.Revisions <= 0 {
+		l.Revisions = DefaultMaxRevisions
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -145,9 +146,20 @@ type toolSet struct {
 	// fromConfig: the session was never given a set with PUT; entries are
 	// its config.tools, as catalog entries.
 	fromConfig bool
-	mu         sync.Mutex // guards entries and tools; held while a required server is tried again
+	mu         sync.Mutex // guards entries, tools and leftOut; held while a required server is tried again
 	entries    []*sessionEntry
 	tools      map[string]*config.Tool
+	// leftOut says, by the name it would be called, why a stored function
+	// tool or MCP tool is not in tools: its schema no longer compiles.
+	leftOut map[string]string
+}
+
+// snapshot is the set's entries and why each tool left out of it is (by
+// the name it would be called).
+func (ts *toolSet) snapshot() ([]*sessionEntry, map[string]string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return slices.Clone(ts.entries), maps.Clone(ts.leftOut)
 }
 
 // mcpName is the name an MCP server's tool is called by in a session.
@@ -164,9 +176,12 @@ func entryAD(tenant, session, server, header string) []byte {
 // was given (decodeEntry); one stored by an earlier brain that this one
 // no longer compiles (a schema with a reference cycle, refused since) is
 // left out with a warning, so the session's other tools go on working:
-// its calls are refused as a tool the session does not have.
+// its calls are refused as a tool the session does not have, and nothing
+// lists it as the session's (its names, the refusal's "enabled:", the
+// read-back: a function entry reads "unavailable" with the reason, an MCP
+// server's allowed_tools leave the tool out).
 func (ts *toolSet) build(s *Server, tenant string) {
-	ts.tools = map[string]*config.Tool{}
+	ts.tools, ts.leftOut = map[string]*config.Tool{}, map[string]string{}
 	for _, e := range ts.entries {
 		switch e.Type {
 		case entryFunction:
@@ -174,6 +189,7 @@ func (ts *toolSet) build(s *Server, tenant string) {
 			if err != nil {
 				s.log.Warn("function tool left out of a stored session tool set: its parameters do not compile; give the session a tool set without it",
 					"tenant_id", tenant, "tool", e.Name, "err", err)
+				ts.leftOut[e.Name] = "left out: " + functionToolProblem(err) + "; PUT the set with this entry's parameters fixed, or without it"
 				continue
 			}
 			ts.tools[e.Name] = t
@@ -182,12 +198,28 @@ func (ts *toolSet) build(s *Server, tenant string) {
 				t, err := mcpTool(tenant, e, lt)
 				if err != nil {
 					s.log.Warn("mcp tool left out: its binding does not compile", "server", e.Name, "tool", lt.Name, "err", err)
+					ts.leftOut[mcpName(e.Name, lt.Name)] = "left out: its schema as listed does not compile: " + err.Error()
 					continue
 				}
 				ts.tools[t.Name] = t
 			}
 		}
 	}
+}
+
+func isLeftOut(leftOut map[string]string, name string) bool {
+	_, ok := leftOut[name]
+	return ok
+}
+
+// functionToolProblem says why a function entry's binding does not
+// compile, naming the entry's field ("parameters: reference cycle: …").
+func functionToolProblem(err error) string {
+	var fe *strictjson.FieldError
+	if errors.As(err, &fe) {
+		return strings.ReplaceAll(fe.Field, "input_schema", "parameters") + ": " + fe.Problem
+	}
+	return strings.ReplaceAll(err.Error(), "input_schema", "parameters")
 }
 
 func functionTool(tenant string, e *sessionEntry) (*config.Tool, error) {
@@ -265,20 +297,21 @@ type entryBody struct {
 	Authorization  *string            `json:"authorization"`
 	AllowedTools   []*string          `json:"allowed_tools"`
 	Required       json.RawMessage    `json:"required"`
-	// Status and Reason are an mcp entry's read-back fields, taken back
-	// as they were read (checked, then ignored: brain lists the server).
+	// Status and Reason are a function or mcp entry's read-back fields,
+	// taken back as they were read (checked, then ignored: brain compiles
+	// the function and lists the server).
 	Status json.RawMessage `json:"status"`
 	Reason json.RawMessage `json:"reason"`
 }
 
-// Statuses of an mcp entry's read-back.
+// Statuses of a function or mcp entry's read-back.
 const (
-	mcpAvailable   = "available"
-	mcpUnavailable = "unavailable"
+	statusAvailable   = "available"
+	statusUnavailable = "unavailable"
 )
 
-// readBackFields are the fields of an mcp entry's read-back that are not
-// request fields but go back to PUT as they were read.
+// readBackFields are the fields of a function or mcp entry's read-back
+// that are not request fields but go back to PUT as they were read.
 var readBackFields = []string{"status", "reason"}
 
 func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json.RawMessage) (*sessionEntry, error) {
@@ -305,7 +338,7 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 	}
 	accepted := entryFields[typ]
 	for _, k := range sortedKeys(keys) {
-		if slices.Contains(accepted, k) || typ == entryMCP && slices.Contains(readBackFields, k) {
+		if slices.Contains(accepted, k) || typ != entryCatalog && slices.Contains(readBackFields, k) {
 			continue
 		}
 		why := "unknown field"
@@ -316,9 +349,13 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 	}
 	if st, ok := keys["status"]; ok {
 		var v string
-		if json.Unmarshal(st, &v) != nil || (v != mcpAvailable && v != mcpUnavailable) {
-			return nil, httpapi.BadRequest(`%s.status: must be "available" or "unavailable" when sent back from a read, got %s (brain says which: it lists the server when the set is applied)`,
-				field, strictjson.Clip(string(st), 64))
+		if json.Unmarshal(st, &v) != nil || (v != statusAvailable && v != statusUnavailable) {
+			how := "it lists the server when the set is applied"
+			if typ == entryFunction {
+				how = "it compiles the parameters when the set is applied"
+			}
+			return nil, httpapi.BadRequest(`%s.status: must be "available" or "unavailable" when sent back from a read, got %s (brain says which: %s)`,
+				field, strictjson.Clip(string(st), 64), how)
 		}
 	}
 	if rs, ok := keys["reason"]; ok {
@@ -399,6 +436,9 @@ func (s *Server) checkFunctionEntry(field, tenant string, e *sessionEntry, b *en
 		return httpapi.BadRequest("%s.description: required: what the function does, for the model", field)
 	}
 	e.Description = *b.Description
+	if err := checkDescription(field+".description", e.Description); err != nil {
+		return err
+	}
 	if !isNull(b.Parameters) {
 		e.Parameters = b.Parameters
 	}
@@ -409,11 +449,7 @@ func (s *Server) checkFunctionEntry(field, tenant string, e *sessionEntry, b *en
 		e.TimeoutSeconds = *b.TimeoutSeconds
 	}
 	if _, err := functionTool(tenant, e); err != nil {
-		var fe *strictjson.FieldError
-		if errors.As(err, &fe) {
-			return httpapi.BadRequest("%s.%s: %s", field, strings.ReplaceAll(fe.Field, "input_schema", "parameters"), fe.Problem)
-		}
-		return httpapi.BadRequest("%s.%s", field, strings.ReplaceAll(err.Error(), "input_schema", "parameters"))
+		return httpapi.BadRequest("%s.%s", field, functionToolProblem(err))
 	}
 	return nil
 }
@@ -426,6 +462,9 @@ func (s *Server) checkMCPEntry(field string, e *sessionEntry, b *entryBody) erro
 		return httpapi.BadRequest("%s.url: required: the server's MCP endpoint (Streamable HTTP)", field)
 	}
 	e.URL = *b.URL
+	if err := checkURLSize(field+".url", e.URL); err != nil {
+		return err
+	}
 	if err := tool.ValidateURL(e.URL); err != nil {
 		return httpapi.BadRequest("%s.url: %v", field, err)
 	}
@@ -680,9 +719,7 @@ func (s *Server) cacheToolSetLocked(id string, ts *toolSet) {
 // catalog entries the tenant's catalog still has, function tools, and each
 // MCP server's listed tools.
 func (s *Server) toolNames(ctx context.Context, tenant string, ts *toolSet) ([]string, error) {
-	ts.mu.Lock()
-	entries := slices.Clone(ts.entries)
-	ts.mu.Unlock()
+	entries, leftOut := ts.snapshot()
 	out := []string{}
 	for _, e := range entries {
 		switch e.Type {
@@ -693,10 +730,14 @@ func (s *Server) toolNames(ctx context.Context, tenant string, ts *toolSet) ([]s
 				out = append(out, e.Name)
 			}
 		case entryFunction:
-			out = append(out, e.Name)
+			if !isLeftOut(leftOut, e.Name) {
+				out = append(out, e.Name)
+			}
 		case entryMCP:
 			for _, lt := range e.Listed {
-				out = append(out, mcpName(e.Name, lt.Name))
+				if n := mcpName(e.Name, lt.Name); !isLeftOut(leftOut, n) {
+					out = append(out, n)
+				}
 			}
 		}
 	}
@@ -715,23 +756,25 @@ type EntryJSON struct {
 	URL            string          `json:"url,omitempty"`
 	AllowedTools   *[]string       `json:"allowed_tools,omitempty"`
 	Required       *bool           `json:"required,omitempty"`
-	// Status is an mcp entry's: "available" (listed; allowed_tools are the
-	// tools it gives the session) or "unavailable" (it could not be
-	// listed, Reason says why, and it gives the session no tool).
+	// Status is a function or mcp entry's: "available" (in force; for a
+	// server, listed, and allowed_tools are the tools it gives the
+	// session) or "unavailable" (Reason says why, and it gives the session
+	// no tool: a server that could not be listed, a function stored by an
+	// earlier brain whose parameters this one does not compile).
 	Status   string   `json:"status,omitempty"`
 	Reason   string   `json:"reason,omitempty"`
 	Redacted []string `json:"redacted,omitempty"`
 }
 
 // readBack is the set as GET shows it: a catalog entry only while the
-// tenant's catalog has the tool; an MCP server "available" with
-// allowed_tools the tools it listed (the intersection), or, when it could
-// not be listed, "unavailable" with the reason and allowed_tools as asked
-// (for when it answers again) — it gives the session none of them.
+// tenant's catalog has the tool; a function "available", or, left out,
+// "unavailable" with the reason (kept for its owner to fix); an MCP
+// server "available" with allowed_tools the tools it listed that are in
+// force (the intersection), or, when it could not be listed,
+// "unavailable" with the reason and allowed_tools as asked (for when it
+// answers again) — it gives the session none of them.
 func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]EntryJSON, error) {
-	ts.mu.Lock()
-	entries := slices.Clone(ts.entries)
-	ts.mu.Unlock()
+	entries, leftOut := ts.snapshot()
 	out := []EntryJSON{}
 	for _, e := range entries {
 		switch e.Type {
@@ -742,18 +785,25 @@ func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]En
 				out = append(out, EntryJSON{Name: e.Name})
 			}
 		case entryFunction:
-			out = append(out, EntryJSON{Type: entryFunction, Name: e.Name, Description: e.Description, Parameters: e.Parameters, TimeoutSeconds: e.TimeoutSeconds})
+			f := EntryJSON{Type: entryFunction, Name: e.Name, Description: e.Description, Parameters: e.Parameters, TimeoutSeconds: e.TimeoutSeconds,
+				Status: statusAvailable}
+			if why, ok := leftOut[e.Name]; ok {
+				f.Status, f.Reason = statusUnavailable, why
+			}
+			out = append(out, f)
 		case entryMCP:
-			m := EntryJSON{Type: entryMCP, Name: e.Name, URL: e.URL, Required: &e.Required, Status: mcpAvailable}
+			m := EntryJSON{Type: entryMCP, Name: e.Name, URL: e.URL, Required: &e.Required, Status: statusAvailable}
 			switch {
 			case e.Unavailable == "":
 				allowed := []string{}
 				for _, lt := range e.Listed {
-					allowed = append(allowed, lt.Name)
+					if !isLeftOut(leftOut, mcpName(e.Name, lt.Name)) {
+						allowed = append(allowed, lt.Name)
+					}
 				}
 				m.AllowedTools = &allowed
 			default:
-				m.Status, m.Reason = mcpUnavailable, e.Unavailable
+				m.Status, m.Reason = statusUnavailable, e.Unavailable
 				if e.AllowedTools != nil {
 					m.AllowedTools = &e.AllowedTools
 				}
@@ -949,6 +999,7 @@ func (s *Server) sessionTool(ctx context.Context, sess *store.Session, name stri
 	ts.mu.Lock()
 	t, ok := ts.tools[name]
 	catalog := slices.ContainsFunc(ts.entries, func(e *sessionEntry) bool { return e.Type == entryCatalog && e.Name == name })
+	why, gone := ts.leftOut[name]
 	ts.mu.Unlock()
 	if ok {
 		return t, nil, nil
@@ -966,6 +1017,9 @@ func (s *Server) sessionTool(ctx context.Context, sess *store.Session, name stri
 	names, err := s.toolNames(ctx, sess.TenantID, ts)
 	if err != nil {
 		return nil, nil, err
+	}
+	if gone {
+		return nil, nil, httpapi.BadRequest("tool: %q is not enabled in session %q: its stored entry is %s (enabled: %s)", name, sess.ID, why, strings.Join(names, ", "))
 	}
 	return nil, nil, httpapi.BadRequest("tool: %q is not enabled in session %q (enabled: %s)", name, sess.ID, strings.Join(names, ", "))
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -123,7 +124,10 @@ func TestSessionToolSet(t *testing.T) {
 	if put.Object != "session.tools" || put.SessionID != sess.ID || string(mustJSON(put)) != string(mustJSON(got)) {
 		t.Fatalf("PUT answered %+v, GET %+v", put, got)
 	}
-	if want := mustJSON(set); !bytes.Equal(mustJSON(got.Tools), want) {
+	// What was sent, with the function entry's status (in force).
+	fnBack := maps.Clone(fn)
+	fnBack["status"] = "available"
+	if want := mustJSON([]any{set[0], set[1], fnBack}); !bytes.Equal(mustJSON(got.Tools), want) {
 		t.Errorf("read back %s, want what was sent: %s", mustJSON(got.Tools), want)
 	}
 	var s SessionJSON
@@ -527,21 +531,34 @@ func TestSessionMCPReadBack(t *testing.T) {
 		if e := b.readTools("t1", sess.ID).Tools[0]; e["status"] != "available" || e["reason"] != nil {
 			t.Errorf("a server that answers, sent with status unavailable, reads back %s", mustJSON(e))
 		}
+		// A function entry's status and reason go back as read, too, and
+		// are ignored: brain compiles the parameters.
+		fn := map[string]any{"type": "function", "name": "f", "description": "d", "status": "unavailable", "reason": "left out: …"}
+		if r := b.putTools("t1", sess.ID, []any{fn}); r.status != http.StatusOK {
+			t.Fatalf("put: %d %s", r.status, r.body)
+		}
+		if e := b.readTools("t1", sess.ID).Tools[0]; e["status"] != "available" || e["reason"] != nil {
+			t.Errorf("a function that compiles, sent with status unavailable, reads back %s", mustJSON(e))
+		}
 		for _, tc := range []struct {
-			key  string
-			val  any
-			want []string
+			typ, key string
+			val      any
+			want     []string
 		}{
-			{"status", "up", []string{"tools[0].status", "available", "unavailable"}},
-			{"status", true, []string{"tools[0].status"}},
-			{"reason", 5, []string{"tools[0].reason"}},
+			{"mcp", "status", "up", []string{"tools[0].status", "available", "unavailable"}},
+			{"mcp", "status", true, []string{"tools[0].status"}},
+			{"mcp", "reason", 5, []string{"tools[0].reason"}},
+			{"function", "status", "up", []string{"tools[0].status", "available", "unavailable", "compiles the parameters"}},
+			{"function", "reason", 5, []string{"tools[0].reason"}},
 		} {
 			bad := map[string]any{"type": "mcp", "name": "docs", "url": docs.url, tc.key: tc.val}
+			if tc.typ == "function" {
+				bad = map[string]any{"type": "function", "name": "f", "description": "d", tc.key: tc.val}
+			}
 			wantRefusal(t, b.putTools("t1", sess.ID, []any{bad}), 400, httpapi.CodeInvalidRequest, tc.want...)
 		}
-		// A function entry has no status: an unknown field there.
-		fn := map[string]any{"type": "function", "name": "f", "description": "d", "status": "available"}
-		wantRefusal(t, b.putTools("t1", sess.ID, []any{fn}), 400, httpapi.CodeInvalidRequest, "tools[0].status", "unknown field")
+		// A catalog entry has no status: an unknown field there.
+		wantRefusal(t, b.putTools("t1", sess.ID, []any{map[string]any{"name": "echo", "status": "available"}}), 400, httpapi.CodeInvalidRequest, "tools[0].status", "unknown field")
 	})
 }
 

@@ -85,7 +85,7 @@ func (e *RevisionError) Error() string {
 // LimitError refuses a write that would make a tenant keep more than Limit
 // rows of one kind.
 type LimitError struct {
-	What  string // "custom tools", "secrets", "toolsets"
+	What  string // "custom tools", "secrets", "toolsets", "revisions" (of one custom tool)
 	Limit int
 }
 
@@ -111,8 +111,10 @@ type Catalog interface {
 	CustomTools(ctx context.Context, tenantID string) ([]*CustomTool, error)
 	// UpdateCustomTool makes rev the current revision of the tenant's tool
 	// id when its current revision is fromRevision (else *RevisionError;
-	// ErrNotFound when there is no such tool), and returns the tool.
-	UpdateCustomTool(ctx context.Context, tenantID, id, fromRevision string, rev *ToolRevision) (*CustomTool, error)
+	// ErrNotFound when there is no such tool), and returns the tool;
+	// *LimitError when the tool has limit revisions already (its first
+	// one counts; limit <= 0: no limit).
+	UpdateCustomTool(ctx context.Context, tenantID, id, fromRevision string, rev *ToolRevision, limit int) (*CustomTool, error)
 	// DeleteCustomTool removes the tenant's tool id (its name is free
 	// again). Its revisions stay: calls name them. ErrNotFound when none.
 	DeleteCustomTool(ctx context.Context, tenantID, id string) error

@@ -134,7 +134,7 @@ func (db *DB) CustomTools(ctx context.Context, tenantID string) ([]*store.Custom
 }
 
 // UpdateCustomTool implements store.Catalog.
-func (db *DB) UpdateCustomTool(ctx context.Context, tenantID, id, fromRevision string, rev *store.ToolRevision) (*store.CustomTool, error) {
+func (db *DB) UpdateCustomTool(ctx context.Context, tenantID, id, fromRevision string, rev *store.ToolRevision, limit int) (*store.CustomTool, error) {
 	err := db.tx(ctx, "update custom tool", func(tx pgx.Tx) ([]*store.Event, error) {
 		var cur string
 		err := tx.QueryRow(ctx, `SELECT revision_id FROM custom_tools WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&cur)
@@ -146,6 +146,17 @@ func (db *DB) UpdateCustomTool(ctx context.Context, tenantID, id, fromRevision s
 		}
 		if cur != fromRevision {
 			return nil, &store.RevisionError{Current: cur}
+		}
+		if limit > 0 {
+			// The tool's row is locked (FOR UPDATE): no other revision of
+			// it is added meanwhile.
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM tool_revisions WHERE tool_id = $1 AND tenant_id = $2`, id, tenantID).Scan(&n); err != nil {
+				return nil, fmt.Errorf("count revisions: %w", err)
+			}
+			if n >= limit {
+				return nil, &store.LimitError{What: "revisions", Limit: limit}
+			}
 		}
 		if err := insertRevision(ctx, tx, rev); err != nil {
 			return nil, err

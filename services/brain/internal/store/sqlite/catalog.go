@@ -120,7 +120,7 @@ func (db *DB) CustomTools(ctx context.Context, tenantID string) ([]*store.Custom
 }
 
 // UpdateCustomTool implements store.Catalog.
-func (db *DB) UpdateCustomTool(ctx context.Context, tenantID, id, fromRevision string, rev *store.ToolRevision) (*store.CustomTool, error) {
+func (db *DB) UpdateCustomTool(ctx context.Context, tenantID, id, fromRevision string, rev *store.ToolRevision, limit int) (*store.CustomTool, error) {
 	err := db.do(ctx, func(tx *sql.Tx) ([]*store.Event, error) {
 		var cur string
 		err := tx.QueryRow(`SELECT revision_id FROM custom_tools WHERE id = ? AND tenant_id = ?`, id, tenantID).Scan(&cur)
@@ -132,6 +132,15 @@ func (db *DB) UpdateCustomTool(ctx context.Context, tenantID, id, fromRevision s
 		}
 		if cur != fromRevision {
 			return nil, &store.RevisionError{Current: cur}
+		}
+		if limit > 0 {
+			var n int
+			if err := tx.QueryRow(`SELECT COUNT(*) FROM tool_revisions WHERE tool_id = ? AND tenant_id = ?`, id, tenantID).Scan(&n); err != nil {
+				return nil, fmt.Errorf("update custom tool: count revisions: %w", err)
+			}
+			if n >= limit {
+				return nil, &store.LimitError{What: "revisions", Limit: limit}
+			}
 		}
 		if err := insertRevision(tx, rev); err != nil {
 			return nil, fmt.Errorf("update custom tool: %w", err)

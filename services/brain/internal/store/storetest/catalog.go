@@ -63,20 +63,20 @@ func testCustomTools(t *testing.T, open func(func(store.Event)) store.Store) {
 	}
 	// Updates: from the current revision only.
 	rev2 := &store.ToolRevision{ID: "rev_1b", ToolID: "ctool_1", TenantID: "t1", Definition: json.RawMessage(`{"v":2}`), CreatedAt: T0.Add(time.Second)}
-	up, err := s.UpdateCustomTool(ctx, "t1", "ctool_1", "rev_1", rev2)
+	up, err := s.UpdateCustomTool(ctx, "t1", "ctool_1", "rev_1", rev2, 0)
 	must(t, err)
 	if up.Revision.ID != "rev_1b" || !up.UpdatedAt.Equal(rev2.CreatedAt) || !up.CreatedAt.Equal(T0) {
 		t.Errorf("updated %+v", up)
 	}
 	stale := &store.ToolRevision{ID: "rev_1c", ToolID: "ctool_1", TenantID: "t1", Definition: json.RawMessage(`{"v":3}`), CreatedAt: T0}
-	re := wantErr[*store.RevisionError](t, "update from a stale revision", func() error { _, err := s.UpdateCustomTool(ctx, "t1", "ctool_1", "rev_1", stale); return err }())
+	re := wantErr[*store.RevisionError](t, "update from a stale revision", func() error { _, err := s.UpdateCustomTool(ctx, "t1", "ctool_1", "rev_1", stale, 0); return err }())
 	if re.Current != "rev_1b" {
 		t.Errorf("stale update names %q, want rev_1b", re.Current)
 	}
 	if _, err := s.ToolRevision(ctx, "t1", "rev_1c"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a refused update left its revision: %v", err)
 	}
-	if _, err := s.UpdateCustomTool(ctx, "t2", "ctool_1", "rev_1b", stale); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.UpdateCustomTool(ctx, "t2", "ctool_1", "rev_1b", stale, 0); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("t1's tool updated as t2: %v", err)
 	}
 	// Delete: the tool goes, its revisions stay, its name is free.
@@ -98,6 +98,31 @@ func testCustomTools(t *testing.T, open func(func(store.Event)) store.Store) {
 		}
 	}
 	must(t, s.CreateCustomTool(ctx, customTool("ctool_6", "t1", "crm", "rev_6"), 2))
+
+	// At most limit revisions of one tool, its first one counted: the
+	// update that would make limit+1 is refused and leaves nothing.
+	from := "rev_6"
+	for i := 2; i <= 3; i++ {
+		id := fmt.Sprintf("rev_6_%d", i)
+		up, err := s.UpdateCustomTool(ctx, "t1", "ctool_6", from, &store.ToolRevision{ID: id, ToolID: "ctool_6", TenantID: "t1", Definition: json.RawMessage(`{}`), CreatedAt: T0}, 3)
+		must(t, err)
+		if up.Revision.ID != id {
+			t.Fatalf("revision %d of 3: current %s", i, up.Revision.ID)
+		}
+		from = id
+	}
+	over := &store.ToolRevision{ID: "rev_6_4", ToolID: "ctool_6", TenantID: "t1", Definition: json.RawMessage(`{}`), CreatedAt: T0}
+	le = wantErr[*store.LimitError](t, "a fourth revision under a limit of 3", func() error { _, err := s.UpdateCustomTool(ctx, "t1", "ctool_6", from, over, 3); return err }())
+	if le.Limit != 3 || le.What != "revisions" {
+		t.Errorf("limit error %+v", le)
+	}
+	if _, err := s.ToolRevision(ctx, "t1", "rev_6_4"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a refused update left its revision: %v", err)
+	}
+	// Another tool's revisions do not count.
+	if _, err := s.UpdateCustomTool(ctx, "t1", "ctool_4", "rev_4", &store.ToolRevision{ID: "rev_4b", ToolID: "ctool_4", TenantID: "t1", Definition: json.RawMessage(`{}`), CreatedAt: T0}, 2); err != nil {
+		t.Errorf("second revision of another tool under a limit of 2: %v", err)
+	}
 }
 
 // testCustomToolRace: writers racing for one name, and for the last place
@@ -141,7 +166,7 @@ func testCustomToolRace(t *testing.T, open func(func(store.Event)) store.Store) 
 	for i := range 2 {
 		wg.Go(func() {
 			_, errs[i] = s.UpdateCustomTool(ctx, "t2", list[0].ID, list[0].Revision.ID,
-				&store.ToolRevision{ID: fmt.Sprintf("rev_u%d", i), ToolID: list[0].ID, TenantID: "t2", Definition: json.RawMessage(`{}`), CreatedAt: T0})
+				&store.ToolRevision{ID: fmt.Sprintf("rev_u%d", i), ToolID: list[0].ID, TenantID: "t2", Definition: json.RawMessage(`{}`), CreatedAt: T0}, 0)
 		})
 	}
 	wg.Wait()

@@ -150,16 +150,13 @@ func TestSessionMCPToolRefCycle(t *testing.T) {
 	}
 }
 
-// TestStoredCyclicFunctionToolLeftOut: a session tool set stored by an
-// earlier brain with a function tool whose parameters have a reference
-// cycle (accepted then, refused since) still loads: that tool is left out
-// with a warning naming it, its calls are refused before anything is
-// recorded, and the session's other tools go on working. Before, the whole
-// set failed to load and every call of the session was a 500.
-func TestStoredCyclicFunctionToolLeftOut(t *testing.T) {
-	if testStore == storeReplicas {
-		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
-	}
+// restartWithCyclicWalk stores a session whose tool set is echo and a
+// function tool walk with the cyclic schema an earlier brain accepted (the
+// entries as given, its parameters replaced in the store), then stops that
+// brain and starts the next on the same store with opts: the next brain
+// and the session.
+func restartWithCyclicWalk(t *testing.T, opts ...func(*Options)) (*brain, SessionJSON) {
+	t.Helper()
 	b := startBrain(t, allowLoopback)
 	sess := b.session("t1", "echo")
 	set := []any{map[string]any{"name": "echo"}, map[string]any{"type": "function", "name": "walk", "description": "d", "parameters": treeSchema}}
@@ -171,8 +168,6 @@ func TestStoredCyclicFunctionToolLeftOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What an earlier brain stored for the same request with a cyclic
-	// schema: the entries as given.
 	cyclic := strings.Replace(string(st.Entries), string(treeSchema), cyclicSchemas[0].doc, 1)
 	if cyclic == string(st.Entries) {
 		t.Fatalf("the stored tool set does not hold the schema as given: %s", st.Entries)
@@ -184,8 +179,21 @@ func TestStoredCyclicFunctionToolLeftOut(t *testing.T) {
 	if err := b.srv.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return startBrain(t, append([]func(*Options){allowLoopback, sameStore(b)}, opts...)...), sess
+}
+
+// TestStoredCyclicFunctionToolLeftOut: a session tool set stored by an
+// earlier brain with a function tool whose parameters have a reference
+// cycle (accepted then, refused since) still loads: that tool is left out
+// with a warning naming it, its calls are refused before anything is
+// recorded, and the session's other tools go on working. Before, the whole
+// set failed to load and every call of the session was a 500.
+func TestStoredCyclicFunctionToolLeftOut(t *testing.T) {
+	if testStore == storeReplicas {
+		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
 	var logs syncBuffer
-	next := startBrain(t, allowLoopback, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) }, sameStore(b))
+	next, sess := restartWithCyclicWalk(t, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 
 	if r := next.do("GET", "/sessions/"+sess.ID, "t1", nil); r.status != http.StatusOK {
 		t.Fatalf("GET the session: %d %s", r.status, r.body)
@@ -212,25 +220,7 @@ func TestStoredCyclicFunctionToolNotReadBack(t *testing.T) {
 	if testStore == storeReplicas {
 		t.Skip("restarts one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
 	}
-	b := startBrain(t, allowLoopback)
-	sess := b.session("t1", "echo")
-	set := []any{map[string]any{"name": "echo"}, map[string]any{"type": "function", "name": "walk", "description": "d", "parameters": treeSchema}}
-	if r := b.putTools("t1", sess.ID, set); r.status != http.StatusOK {
-		t.Fatalf("put: %d %s", r.status, r.body)
-	}
-	ctx := context.Background()
-	st, err := b.srv.store.SessionTools(ctx, "t1", sess.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Entries = json.RawMessage(strings.Replace(string(st.Entries), string(treeSchema), cyclicSchemas[0].doc, 1))
-	if err := b.srv.store.PutSessionTools(ctx, st); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.srv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	next := startBrain(t, allowLoopback, sameStore(b))
+	next, sess := restartWithCyclicWalk(t)
 
 	r := next.do("POST", "/sessions/"+sess.ID+"/tool_calls", "t1", map[string]any{"tool": "walk", "arguments": treeValid})
 	if r.status != http.StatusBadRequest {

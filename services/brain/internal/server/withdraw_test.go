@@ -115,6 +115,22 @@ func wantWithdrawal(t *testing.T, c cancelReq, session, gate, child string) {
 	}
 }
 
+// denyGatedThroughAPI calls the gated tool in session (of t1), denies the
+// gated call through the API once its approval call is sent, and returns
+// the gated call, its approval call and brain's withdrawal of it,
+// unanswered, after checking it is one (wantWithdrawal).
+func denyGatedThroughAPI(t *testing.T, b *brain, ct *countingTools, session string) (gate, child string, w cancelReq) {
+	t.Helper()
+	_, c := b.call("t1", session, "gated", map[string]any{}, 0)
+	child = nextApprovalReq(t, ct, 5*time.Second).req.CallID
+	if r := b.respond("t1", c.ID, `{"approved":false}`); r.status != 200 {
+		t.Fatalf("deny through the API: %d %s", r.status, r.body)
+	}
+	w = nextCancel(t, ct, 5*time.Second)
+	wantWithdrawal(t, w, session, c.ID, child)
+	return c.ID, child, w
+}
+
 // withdrawWays are the ways a gated call stops waiting for its approval
 // other than by the approval call's decision: end makes gated call gate of
 // session do so. sessionEnds says the approval call is cancelled with the
@@ -228,13 +244,7 @@ func TestApprovalDecisionNotWithdrawn(t *testing.T) {
 			}
 			noCancel(t, ct, 1500*time.Millisecond)
 
-			_, next := b.call("t1", s.ID, "gated", map[string]any{}, 0)
-			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
-			if r := b.respond("t1", next.ID, `{"approved":false}`); r.status != 200 {
-				t.Fatalf("deny through the API: %d %s", r.status, r.body)
-			}
-			w := nextCancel(t, ct, 5*time.Second)
-			wantWithdrawal(t, w, s.ID, next.ID, child)
+			_, child, w := denyGatedThroughAPI(t, b, ct, s.ID)
 			withdrawOK(t, b, ct, w, child)
 		})
 	}
@@ -514,14 +524,8 @@ func TestApprovalWithdrawalStopsAtExpiry(t *testing.T) {
 	const timeout = 2 // approvals.timeout_seconds
 	b, ct := startWithdrawBrain(t, true, timeout)
 	s := b.session("t1", "gated")
-	_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
-	child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
-	if r := b.respond("t1", gate.ID, `{"approved":false}`); r.status != 200 {
-		t.Fatalf("deny through the API: %d %s", r.status, r.body)
-	}
-	w := nextCancel(t, ct, 5*time.Second)
-	wantWithdrawal(t, w, s.ID, gate.ID, child)
-	// w is never answered: the cancel tool hangs.
+	_, child, _ := denyGatedThroughAPI(t, b, ct, s.ID)
+	// The withdrawal is never answered: the cancel tool hangs.
 	start := time.Now()
 	if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
 		t.Fatalf("the approval call %s after the withdrawal was sent: %s, want cancelled once its approval expired", time.Since(start), c.Status)
@@ -565,13 +569,7 @@ func TestApprovalWithdrawalFindsItDecided(t *testing.T) {
 				o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 			})
 			s := b.session("t1", "gated")
-			_, gate := b.call("t1", s.ID, "gated", map[string]any{}, 0)
-			child := nextApprovalReq(t, ct, 5*time.Second).req.CallID
-			if r := b.respond("t1", gate.ID, `{"approved":false}`); r.status != 200 {
-				t.Fatalf("deny through the API: %d %s", r.status, r.body)
-			}
-			w := nextCancel(t, ct, 5*time.Second)
-			wantWithdrawal(t, w, s.ID, gate.ID, child)
+			gate, child, w := denyGatedThroughAPI(t, b, ct, s.ID)
 			w.answer <- tc.answer
 			if _, c := b.getCall("t1", child, 10); c.Status != "cancelled" {
 				t.Errorf("the approval call after the withdrawal ended: %+v", c)
@@ -586,7 +584,7 @@ func TestApprovalWithdrawalFindsItDecided(t *testing.T) {
 				}
 				return
 			}
-			decided["gated_call_id"], decided["decision"], decided["operator"] = gate.ID, tc.decision, tc.operator
+			decided["gated_call_id"], decided["decision"], decided["operator"] = gate, tc.decision, tc.operator
 			if !logs.warned(decided) {
 				t.Errorf("no WARN %v; logs:\n%s", decided, logs.String())
 			}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,13 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/service"
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/brain-tools/suite/pkg/version"
 )
 
@@ -393,23 +392,8 @@ func TestMaxRequestBytes(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer a server's goroutines write to at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is the log sink of brain tests, with the scan they share.
+type syncBuffer struct{ servicetest.LogBuffer }
 
 // warned reports whether b, a JSON log, has a WARN record whose attrs
 // include each of want's keys with a value that contains want's.

@@ -1,37 +1,18 @@
 package approval
 
 import (
-	"bytes"
 	"context"
 	"io/fs"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/servicetest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 )
-
-// lockedBuffer is a log sink the service's goroutines may write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestCancelAfterDecision: approval_cancel of an approval an operator
 // already approved or denied answers the decision as it stands, and local
@@ -46,7 +27,7 @@ func TestCancelAfterDecision(t *testing.T) {
 			if be == "postgres" {
 				cfg.DatabaseURL = pg.NewDatabase(t)
 			}
-			var logs lockedBuffer
+			var logs servicetest.LogBuffer
 			f := newFixtureLogged(t, cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 			ctx := context.Background()
 			start := func(args map[string]any) string {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net/url"
 	"slices"
@@ -64,8 +65,11 @@ func Compile(field string, doc []byte) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: not valid JSON: %w", field, err)
 	}
-	if err := checkSize(v); err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
+	switch deep, many := beyond(v, MaxDepth, MaxNodes); {
+	case deep:
+		return nil, fmt.Errorf("%s: nests objects and arrays more than %d levels deep, the limit", field, MaxDepth)
+	case many:
+		return nil, fmt.Errorf("%s: has more than %d objects and arrays, the limit: split it, or refer to shared parts with $ref", field, MaxNodes)
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
@@ -85,41 +89,39 @@ func Compile(field string, doc []byte) (*Schema, error) {
 	return &Schema{s: s, doc: v, plan: newPlan(v)}, nil
 }
 
-// checkSize refuses a decoded schema deeper than MaxDepth or with more than
-// MaxNodes objects and arrays. It stops at the first step past either, so
-// its cost is bounded by the limits, not by the schema.
-func checkSize(v any) error {
+// beyond reports whether decoded JSON v nests objects and arrays more than
+// maxDepth levels deep, or holds more than maxNodes of them (no bound when
+// maxNodes is 0). It stops at the first step past either, so its cost is
+// bounded by the limits, not by v.
+func beyond(v any, maxDepth, maxNodes int) (tooDeep, tooMany bool) {
 	type item struct {
 		v     any
 		depth int
 	}
-	stack := []item{{v, 1}}
-	nodes := 0
+	stack, nodes := []item{{v, 1}}, 0
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		var kids []any
 		switch x := it.v.(type) {
 		case map[string]any:
-			for _, k := range x {
-				kids = append(kids, k)
-			}
+			kids = slices.Collect(maps.Values(x))
 		case []any:
 			kids = x
 		default:
 			continue
 		}
-		if it.depth > MaxDepth {
-			return fmt.Errorf("nests objects and arrays more than %d levels deep, the limit", MaxDepth)
+		if it.depth > maxDepth {
+			return true, false
 		}
-		if nodes++; nodes > MaxNodes {
-			return fmt.Errorf("has more than %d objects and arrays, the limit: split it, or refer to shared parts with $ref", MaxNodes)
+		if nodes++; maxNodes > 0 && nodes > maxNodes {
+			return false, true
 		}
 		for _, k := range kids {
 			stack = append(stack, item{k, it.depth + 1})
 		}
 	}
-	return nil
+	return false, false
 }
 
 // Validate checks the JSON document doc. what names it in errors
@@ -156,7 +158,7 @@ func (s *Schema) full(what string, doc []byte, object bool) error {
 	if err := checkNumbers(what, v); err != nil {
 		return err
 	}
-	if depth(v, MaxValueDepth+1) > MaxValueDepth {
+	if deep, _ := beyond(v, MaxValueDepth, 0); deep {
 		return fmt.Errorf("%s: nests objects and arrays more than %d levels deep, the most the validator takes", what, MaxValueDepth)
 	}
 	return s.validate(what, v)
@@ -168,33 +170,6 @@ func (s *Schema) full(what string, doc []byte, object bool) error {
 // schema, 1 ms at 100), and arguments are the model's, so a deeper one is
 // refused; a valid document of a common shape never gets here (plan.go).
 const MaxValueDepth = 256
-
-// depth is how deeply v nests objects and arrays (a scalar is 0), counted
-// up to limit at most.
-func depth(v any, limit int) int {
-	type item struct {
-		v any
-		d int
-	}
-	stack, most := []item{{v, 0}}, 0
-	for len(stack) > 0 && most < limit {
-		it := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		switch x := it.v.(type) {
-		case map[string]any:
-			most = max(most, it.d+1)
-			for _, k := range x {
-				stack = append(stack, item{k, it.d + 1})
-			}
-		case []any:
-			most = max(most, it.d+1)
-			for _, k := range x {
-				stack = append(stack, item{k, it.d + 1})
-			}
-		}
-	}
-	return most
-}
 
 // MaxNumberLength is the longest number literal a document may hold, in
 // characters. The validator compares numbers exactly (as big rationals),

@@ -150,7 +150,8 @@ type toolSet struct {
 	entries    []*sessionEntry
 	tools      map[string]*config.Tool
 	// leftOut says, by the name it would be called, why a stored function
-	// tool or MCP tool is not in tools: its schema no longer compiles.
+	// tool or MCP tool is not in tools (its schema no longer compiles);
+	// never "" for one left out.
 	leftOut map[string]string
 }
 
@@ -205,11 +206,6 @@ func (ts *toolSet) build(s *Server, tenant string) {
 			}
 		}
 	}
-}
-
-func isLeftOut(leftOut map[string]string, name string) bool {
-	_, ok := leftOut[name]
-	return ok
 }
 
 // functionToolProblem says why a function entry's binding does not
@@ -730,12 +726,12 @@ func (s *Server) toolNames(ctx context.Context, tenant string, ts *toolSet) ([]s
 				out = append(out, e.Name)
 			}
 		case entryFunction:
-			if !isLeftOut(leftOut, e.Name) {
+			if leftOut[e.Name] == "" {
 				out = append(out, e.Name)
 			}
 		case entryMCP:
 			for _, lt := range e.Listed {
-				if n := mcpName(e.Name, lt.Name); !isLeftOut(leftOut, n) {
+				if n := mcpName(e.Name, lt.Name); leftOut[n] == "" {
 					out = append(out, n)
 				}
 			}
@@ -797,7 +793,7 @@ func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]En
 			case e.Unavailable == "":
 				allowed := []string{}
 				for _, lt := range e.Listed {
-					if !isLeftOut(leftOut, mcpName(e.Name, lt.Name)) {
+					if leftOut[mcpName(e.Name, lt.Name)] == "" {
 						allowed = append(allowed, lt.Name)
 					}
 				}

@@ -82,7 +82,18 @@ type Approvals struct {
 	// (approvals.timeout_seconds, 1 to 86400, default 300 s); then it ends
 	// failed with approval_expired.
 	Timeout time.Duration
+	// DetailsMaxChars is the longest details Tool takes, in characters:
+	// the maxLength of its input_schema's properties.details (16384 for
+	// local's request_approval); 0 when it declares none. brain shows a
+	// gated call's arguments in full when they fit, and otherwise their
+	// beginning under a notice that says so.
+	DetailsMaxChars int
 }
+
+// MinApprovalDetailsChars is the shortest details an approval tool must
+// take: room for where a gated call comes from, the notice of arguments
+// too long to show in full, and the beginning of the arguments.
+const MinApprovalDetailsChars = 1024
 
 // DefaultApprovalTimeoutSeconds is approvals.timeout_seconds when unset.
 const DefaultApprovalTimeoutSeconds = 300
@@ -95,10 +106,27 @@ type approvalsJSON struct {
 }
 
 // ApprovalSample is what brain sends an approval tool, with the largest
-// timeout_seconds a config may ask for: Parse checks that the tool takes it.
+// timeout_seconds a config may ask for and details of
+// MinApprovalDetailsChars characters: Parse checks that the tool takes it.
 func ApprovalSample(timeoutSeconds int) json.RawMessage {
-	data, _ := json.Marshal(map[string]any{"action": "Call tool x", "details": "arguments", "timeout_seconds": timeoutSeconds})
+	data, _ := json.Marshal(map[string]any{"action": "Call tool x", "details": strings.Repeat("d", MinApprovalDetailsChars), "timeout_seconds": timeoutSeconds})
 	return data
+}
+
+// detailsMaxLength reads the maxLength an approval tool's input schema
+// declares for details (0 when it declares none there).
+func detailsMaxLength(inputSchema json.RawMessage) int {
+	var s struct {
+		Properties struct {
+			Details struct {
+				MaxLength *float64 `json:"maxLength"`
+			} `json:"details"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(inputSchema, &s) != nil || s.Properties.Details.MaxLength == nil || *s.Properties.Details.MaxLength < 0 {
+		return 0
+	}
+	return int(min(*s.Properties.Details.MaxLength, 1<<31))
 }
 
 // CancelSample is what brain sends a cancel tool: the ID of the approval
@@ -294,8 +322,9 @@ func (c *Config) parseApprovals(a *approvalsJSON, index map[string]int) []error 
 	}
 	secs := int(c.Approvals.Timeout / time.Second)
 	if err := t.ValidateArguments(ApprovalSample(secs)); err != nil {
-		errs = append(errs, fmt.Errorf("approvals: tool: %q does not take brain's approval request {action, details, timeout_seconds: %d}: %v", name, secs, err))
+		errs = append(errs, fmt.Errorf("approvals: tool: %q does not take brain's approval request {action, details of %d characters, timeout_seconds: %d}: %v", name, MinApprovalDetailsChars, secs, err))
 	}
+	c.Approvals.DetailsMaxChars = detailsMaxLength(t.InputSchema)
 	for _, g := range c.Tools {
 		if !g.Gated() {
 			continue

@@ -710,6 +710,25 @@ func TestFunctionToolsAndApprovals(t *testing.T) {
 	if strings.Count(string(cat), `"type":"function"`) != 1 || strings.Contains(string(cat), "max_concurrency") {
 		t.Errorf("catalog %s", cat)
 	}
+	// The maxLength of details, which brain fits a gated call's arguments
+	// in, is read from the approval tool's schema (0: none declared).
+	for _, tc := range []struct {
+		maxLength any
+		want      int
+	}{{nil, 0}, {1024, 1024}, {16384.0, 16384}, {1e12, 1 << 31}} {
+		props := map[string]any{"action": map[string]any{"type": "string"}, "details": map[string]any{"type": "string"}}
+		if tc.maxLength != nil {
+			props["details"].(map[string]any)["maxLength"] = tc.maxLength
+		}
+		c, err := Parse(doc(map[string]any{"tool": "request_approval"}, approvalTool(func(b map[string]any) {
+			b["input_schema"] = map[string]any{"type": "object", "properties": props}
+		})), getenv)
+		if err != nil {
+			t.Errorf("details maxLength %v: %v", tc.maxLength, err)
+		} else if c.Approvals.DetailsMaxChars != tc.want {
+			t.Errorf("details maxLength %v: DetailsMaxChars %d, want %d", tc.maxLength, c.Approvals.DetailsMaxChars, tc.want)
+		}
+	}
 	plain, err := Parse(doc(nil, functionTool(nil)), getenv)
 	if err != nil || plain.Approvals.Tool != nil || plain.Approvals.Timeout != DefaultApprovalTimeoutSeconds*time.Second {
 		t.Errorf("no approvals object: %+v, %v", plain, err)
@@ -727,9 +746,12 @@ func TestFunctionToolsAndApprovals(t *testing.T) {
 		{"tool gated itself", map[string]any{"tool": "request_approval"}, []map[string]any{approvalTool(func(b map[string]any) { b["require_approval"] = "always" })},
 			`approvals: tool: "request_approval" has require_approval "always"`},
 		{"tool takes other arguments", map[string]any{"tool": "echo"}, []map[string]any{binding("echo", nil)},
-			`approvals: tool: "echo" does not take brain's approval request {action, details, timeout_seconds: 300}: arguments: at (root): missing property 'text'`},
+			`approvals: tool: "echo" does not take brain's approval request {action, details of 1024 characters, timeout_seconds: 300}: arguments: at (root): missing property 'text'`},
 		{"timeout past what the tool takes", map[string]any{"tool": "request_approval", "timeout_seconds": 3601}, []map[string]any{approvalTool(nil)},
-			`does not take brain's approval request {action, details, timeout_seconds: 3601}`},
+			`does not take brain's approval request {action, details of 1024 characters, timeout_seconds: 3601}`},
+		{"details shorter than a call needs", map[string]any{"tool": "request_approval"}, []map[string]any{approvalTool(func(b map[string]any) {
+			b["input_schema"].(map[string]any)["properties"].(map[string]any)["details"] = map[string]any{"type": "string", "maxLength": 1023}
+		})}, `{action, details of 1024 characters, timeout_seconds: 300}: arguments: at "/details": maxLength: got 1024, want 1023`},
 		{"tool not for a gated tenant", map[string]any{"tool": "request_approval"}, []map[string]any{
 			binding("storage_delete", func(b map[string]any) { b["require_approval"] = "always"; b["tenants"] = []string{"local", "team_b"} }), approvalTool(nil)},
 			`tools[0] "storage_delete": tenants[1]: approvals.tool "request_approval" is not allowed for tenant "team_b"`},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,10 +134,31 @@ func functionPrompt(c *store.Call) string {
 }
 
 // approvalDetails is what the operator sees of a gated call on the approval
-// page: where the call comes from, and its exact arguments.
-func approvalDetails(c *store.Call) string {
-	return fmt.Sprintf("brain asks before it sends this call.\nTool: %s\nTenant: %s\nSession: %s\nCall: %s\nArguments (exact JSON):\n%s",
-		c.Tool, c.TenantID, c.SessionID, c.ID, c.Arguments)
+// page: where the call comes from, and its exact arguments. When they do
+// not fit in maxChars characters (the approval tool's details maxLength; 0
+// for none), a notice comes first, saying how long they are, how many
+// characters follow and their SHA-256, then their beginning, ending in
+// "…": the operator knows what is not shown, and may deny it.
+func approvalDetails(c *store.Call, maxChars int) string {
+	head := fmt.Sprintf("brain asks before it sends this call.\nTool: %s\nTenant: %s\nSession: %s\nCall: %s\n", c.Tool, c.TenantID, c.SessionID, c.ID)
+	full := head + "Arguments (exact JSON):\n" + string(c.Arguments)
+	if maxChars <= 0 || utf8.RuneCountInString(full) <= maxChars {
+		return full
+	}
+	total := utf8.RuneCount(c.Arguments)
+	notice := func(shown int) string {
+		return fmt.Sprintf("Arguments: TOO LONG TO SHOW IN FULL. They are %d characters; only the first %d follow, then \"…\". "+
+			"SHA-256 of the whole JSON: %x. The whole arguments are in the call's record (GET /tool_calls/%s).\n", total, shown, sha256.Sum256(c.Arguments), c.ID)
+	}
+	// shown has no more digits than total, so the notice written with
+	// total is at least as long as the one written with shown.
+	shown := max(0, maxChars-utf8.RuneCountInString(head)-utf8.RuneCountInString(notice(total))-1)
+	end := 0
+	for range shown {
+		_, n := utf8.DecodeRune(c.Arguments[end:])
+		end += n
+	}
+	return head + notice(shown) + string(c.Arguments[:end]) + "…"
 }
 
 // errAnswered is the cancel cause of an approval call whose gated call was
@@ -256,7 +278,8 @@ func (s *Server) awaitAnswer(ctx context.Context, rc *running, expires time.Time
 // such tool or the call could not start (logged; the gated call can still
 // be answered through the API).
 func (s *Server) startApproval(ctx context.Context, rc *running, c store.Call) *running {
-	at := s.config().Approvals.Tool
+	approvals := s.config().Approvals
+	at := approvals.Tool
 	if at == nil || !at.Allowed(c.TenantID) {
 		return nil
 	}
@@ -264,7 +287,7 @@ func (s *Server) startApproval(ctx context.Context, rc *running, c store.Call) *
 	if secs < 1 {
 		return nil
 	}
-	args := mustJSON(map[string]any{"action": "Call tool " + c.Tool, "details": approvalDetails(&c), "timeout_seconds": secs})
+	args := mustJSON(map[string]any{"action": "Call tool " + c.Tool, "details": approvalDetails(&c, approvals.DetailsMaxChars), "timeout_seconds": secs})
 	child, err := s.start(context.Background(), callSpec{tenant: c.TenantID, sessionID: c.SessionID, t: at, args: args,
 		parent: c.ID, caller: store.CallerSystem, ctx: ctx, gate: rc})
 	if err != nil {

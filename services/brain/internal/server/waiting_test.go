@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,11 +12,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/tool"
 	"github.com/brain-tools/suite/services/brain/internal/config"
+	"github.com/brain-tools/suite/services/brain/internal/store"
 )
 
 // countingTools is a real tool service for the waiting-call tests. Every
@@ -274,6 +277,10 @@ func waitingConfig(t *testing.T, url string, approvalTool bool, approvalTimeout 
 	return cfg
 }
 
+// approveDetailsMax is the maxLength of details the approve tool takes,
+// local's request_approval's.
+const approveDetailsMax = 16384
+
 // waitingConfigJSON is waitingConfig's document and the environment it
 // names.
 func waitingConfigJSON(url string, approvalTool bool, approvalTimeout int) ([]byte, map[string]string) {
@@ -296,7 +303,9 @@ func waitingConfigJSON(url string, approvalTool bool, approvalTimeout int) ([]by
 		bind("gated", map[string]any{"require_approval": "always"}),
 		bind("plain", nil),
 		bind("held", map[string]any{"max_concurrency": 2}),
-		bind("approve", map[string]any{"timeout_seconds": 120}),
+		bind("approve", map[string]any{"timeout_seconds": 120, "input_schema": map[string]any{"type": "object", "properties": map[string]any{
+			"action": map[string]any{"type": "string"}, "details": map[string]any{"type": "string", "maxLength": approveDetailsMax},
+			"timeout_seconds": map[string]any{"type": "integer"}}, "required": []string{"action", "timeout_seconds"}}}),
 		bind("busy", nil),
 	}
 	doc := map[string]any{"tools": tools, "api_keys": []any{
@@ -817,6 +826,87 @@ func TestApprovalCall(t *testing.T) {
 		if _, c := b.getCall("t1", id, 0); c.Status != "cancelled" {
 			t.Errorf("after the interrupt %s is %s", id, c.Status)
 		}
+	}
+}
+
+// TestApprovalDetailsFit: details never exceed the approval tool's
+// maxLength (in characters, not bytes); arguments too long for it are shown
+// from their beginning under a notice that says how long they are and what
+// they hash to, and arguments that fit are shown whole.
+func TestApprovalDetailsFit(t *testing.T) {
+	t.Parallel()
+	call := func(args string) *store.Call {
+		return &store.Call{ID: "call_0123456789abcdefghijklmnop", Tool: "gated", TenantID: "t1", SessionID: "sess_0123456789abcdefghijklmn", Arguments: json.RawMessage(args)}
+	}
+	long := `{"sql":"` + strings.Repeat("é", 20000) + `"}`
+	for _, tc := range []struct {
+		name, args string
+		max        int
+		whole      bool
+	}{
+		{"fits", `{"db":"payments"}`, 16384, true},
+		{"no maxLength", long, 0, true},
+		{"multibyte, too long", long, 16384, false},
+		{"ascii, too long", `{"sql":"` + strings.Repeat("x", 16384) + `"}`, 16384, false},
+		{"one character too long", `{"s":"` + strings.Repeat("x", 1024-len(approvalDetails(call(`{"s":""}`), 0))+1) + `"}`, 1024, false},
+		{"exactly at the limit", `{"s":"` + strings.Repeat("x", 1024-len(approvalDetails(call(`{"s":""}`), 0))) + `"}`, 1024, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := call(tc.args)
+			d := approvalDetails(c, tc.max)
+			if n := utf8.RuneCountInString(d); tc.max > 0 && n > tc.max {
+				t.Fatalf("details are %d characters, over %d", n, tc.max)
+			}
+			if !utf8.ValidString(d) || !strings.Contains(d, "Call: "+c.ID) {
+				t.Fatalf("details %.300q", d)
+			}
+			if tc.whole {
+				if !strings.HasSuffix(d, "Arguments (exact JSON):\n"+tc.args) {
+					t.Fatalf("arguments not shown whole: %.300q", d)
+				}
+				return
+			}
+			notice := fmt.Sprintf("They are %d characters; only the first ", utf8.RuneCountInString(tc.args))
+			sum := fmt.Sprintf("SHA-256 of the whole JSON: %x.", sha256.Sum256([]byte(tc.args)))
+			_, shown, ok := strings.Cut(d, ").\n")
+			if !strings.Contains(d, "TOO LONG TO SHOW IN FULL") || !strings.Contains(d, notice) || !strings.Contains(d, sum) || !ok ||
+				!strings.HasSuffix(shown, "…") || !strings.HasPrefix(tc.args, strings.TrimSuffix(shown, "…")) {
+				t.Fatalf("details %.600q", d)
+			}
+			if want := fmt.Sprintf("only the first %d follow", utf8.RuneCountInString(shown)-1); !strings.Contains(d, want) {
+				t.Errorf("the notice does not say how many characters follow (%s): %.400q", want, d)
+			}
+			if tc.max-utf8.RuneCountInString(d) > 8 {
+				t.Errorf("details are %d characters: %d unused", utf8.RuneCountInString(d), tc.max-utf8.RuneCountInString(d))
+			}
+		})
+	}
+}
+
+// TestGatedCallWithLongArguments: a gated call whose arguments are longer
+// than the approval tool's details reaches the operator all the same, and
+// their approval sends it with its arguments whole.
+func TestGatedCallWithLongArguments(t *testing.T) {
+	t.Parallel()
+	b, ct := startWaitingBrain(t, true, 60)
+	s := b.session("t1", "gated")
+	sql := strings.Repeat("ü", 30000)
+	_, c := b.call("t1", s.ID, "gated", map[string]any{"sql": sql}, 0)
+	var a approvalReq
+	select {
+	case a = <-ct.approvals:
+	case <-time.After(5 * time.Second):
+		_, c = b.getCall("t1", c.ID, 0)
+		t.Fatalf("no approval call reached the approval tool; the gated call is %s", c.Status)
+	}
+	details, _ := a.args["details"].(string)
+	if n := utf8.RuneCountInString(details); n > approveDetailsMax || !strings.Contains(details, "TOO LONG TO SHOW IN FULL") {
+		t.Fatalf("details: %d characters: %.300q", n, details)
+	}
+	a.decide <- "approved|alice|"
+	_, done := b.getCall("t1", c.ID, 5)
+	if done.Status != "succeeded" || ct.count(c.ID) != 1 || !strings.Contains(string(done.Arguments), sql) {
+		t.Fatalf("approved: %s, sent %d times, arguments %d bytes", done.Status, ct.count(c.ID), len(done.Arguments))
 	}
 }
 

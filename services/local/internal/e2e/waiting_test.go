@@ -315,6 +315,30 @@ func TestBrainApprovalGateOnThePage(t *testing.T) {
 		!strings.Contains(got.Result.Content[0].Text, `operator alice denied it, saying: "Use the replica."`) {
 		t.Fatalf("denied on the page: %+v; the tool got %d", got, cnt.sent(d.ID))
 	}
+
+	// Arguments longer than request_approval's details reach the operator
+	// too: their beginning, under a notice saying they are not all shown.
+	long := map[string]any{"db": strings.Repeat("ü", 20000)}
+	e := b.call(sess, "restart_db", long, 0)
+	pe := progressOf(t, next(t, evs, "tool.progress", 10*time.Second))
+	run(
+		chromedp.Navigate(pe.URL),
+		chromedp.WaitVisible(chromedp.CSS("#approve")),
+	)
+	details, err = chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS("body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(details, "TOO LONG TO SHOW IN FULL") || !strings.Contains(details, e.ID) || !strings.Contains(details, `{"db":"üüü`) {
+		t.Errorf("the page of a call with long arguments:\n%.2000s", details)
+	}
+	run(
+		chromedp.Click(chromedp.CSS("#approve")),
+		chromedp.WaitVisible(chromedp.CSS("#outcome")),
+	)
+	if got := b.getCall(e.ID, 15); got.Status != "succeeded" || cnt.sent(e.ID) != 1 {
+		t.Fatalf("long arguments approved on the page: %s; the tool got %d", got.Status, cnt.sent(e.ID))
+	}
 }
 
 // TestBrainApprovalGateExpires: nobody answers within

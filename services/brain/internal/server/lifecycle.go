@@ -834,14 +834,23 @@ func (s *Server) recoverCalls(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover calls: %w", err)
 	}
-	return s.takeUp(ctx, append(calls, left...))
+	_, err = s.takeUp(ctx, append(calls, left...))
+	return err
 }
 
 // takeUp takes up calls whose brain process is gone, as recoverCalls says:
 // those a previous process left (SQLite, at start), or those of a replica
 // whose lease ran out (PostgreSQL, the lease loop), which this replica now
-// owns. A finished call among them has a withdrawal pending.
-func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
+// owns. A finished call among them has a withdrawal pending. A call it
+// cannot take up (the store failing) is skipped and the others are taken
+// up all the same; it returns the IDs of those skipped, and their errors
+// joined.
+func (s *Server) takeUp(ctx context.Context, calls []*store.Call) (skipped []string, _ error) {
+	var errs []error
+	skip := func(c *store.Call, err error) {
+		skipped = append(skipped, c.ID)
+		errs = append(errs, fmt.Errorf("recover call %s: %w", c.ID, err))
+	}
 	type takenUp struct {
 		rc  *running
 		ctx context.Context
@@ -862,18 +871,21 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 				continue
 			}
 			if err := s.endRestarted(ctx, c); err != nil {
-				return err
+				skip(c, err)
+				continue
 			}
 			s.resumeWithdrawal(c)
 			continue
 		}
 		t, out, err := s.toolForCall(ctx, c)
 		if err != nil {
-			return fmt.Errorf("recover call %s: %w", c.ID, err)
+			skip(c, err)
+			continue
 		}
 		sess, err := s.store.Session(ctx, c.TenantID, c.SessionID)
 		if err != nil {
-			return fmt.Errorf("recover call %s: %w", c.ID, err)
+			skip(c, err)
+			continue
 		}
 		switch {
 		case out != nil:
@@ -892,7 +904,7 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		}
 		if out != nil {
 			if _, err := s.finish(ctx, c, *out); err != nil {
-				return fmt.Errorf("recover call %s: %w", c.ID, err)
+				skip(c, err)
 			}
 			continue
 		}
@@ -901,7 +913,8 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 		rc.ord = c.Ord
 		if err := s.register(rc); err != nil {
 			cancel(nil)
-			return fmt.Errorf("recover call %s: %w", c.ID, err)
+			skip(c, err)
+			continue
 		}
 		if t.MaxConcurrency > 0 {
 			rc.q = s.queueFor(c.TenantID, t)
@@ -925,7 +938,8 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 			continue
 		}
 		if err := s.endRestarted(ctx, c); err != nil {
-			return err
+			skip(c, err)
+			continue
 		}
 		s.resumeWithdrawal(c)
 	}
@@ -943,7 +957,7 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) error {
 			go s.takeAnswers(w.rc.id)
 		}
 	}
-	return nil
+	return skipped, errors.Join(errs...)
 }
 
 // endRestarted ends call c, left running by a brain process that is gone:

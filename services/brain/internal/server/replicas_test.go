@@ -563,3 +563,67 @@ func TestSlowTakeUpKeepsOwnLeases(t *testing.T) {
 		t.Errorf("the slow call after release: %s %s", got.Status, deref(got.ErrorCode))
 	}
 }
+
+// TestTakeUpGoesOnPastAFailedCall: on PostgreSQL, when a replica cannot
+// take up one of the calls it claimed from a stopped replica (the store
+// failing for that call), it takes up the others all the same and gives
+// up its claim on that one, which a later round takes up (found by the
+// lease helper: the take-up stopped at the first failure, and the calls
+// after it stayed claimed, renewed and run by nobody: their answers were
+// never taken).
+func TestTakeUpGoesOnPastAFailedCall(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres")
+	}
+	const lease = time.Second
+	var mu sync.Mutex
+	var failed string
+	a := startBrain(t, allowLoopback, func(o *Options) { o.Lease = lease })
+	b := startBrain(t, allowLoopback, sameStore(a), func(o *Options) {
+		o.Lease = lease
+		o.takeUpHook = func(ctx context.Context, calls []*store.Call) {
+			mu.Lock()
+			defer mu.Unlock()
+			if failed == "" {
+				// The first call claimed fails to take up: its session is
+				// not found (this copy of it only; the store is intact).
+				failed = calls[0].ID
+				calls[0].SessionID = "ses_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+			}
+		}
+	})
+
+	s := a.session("t1")
+	if r := a.putTools("t1", s.ID, []any{map[string]any{"type": "function", "name": "f", "description": "d"}}); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	var ids []string
+	for range 3 {
+		_, c := a.call("t1", s.ID, "f", map[string]any{}, 0)
+		if c.Status != "requires_input" {
+			t.Fatalf("f: %+v", c)
+		}
+		ids = append(ids, c.ID)
+	}
+	if err := a.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Each is answered through b and finishes once b runs it.
+	for _, id := range ids {
+		if r := b.respond("t1", id, `{"content":[{"type":"text","text":"done"}]}`); r.status >= 300 {
+			t.Fatalf("respond %s: %d %s", id, r.status, r.body)
+		}
+	}
+	for _, id := range ids {
+		if _, got := b.getCall("t1", id, 10); got.Status != "succeeded" {
+			mu.Lock()
+			t.Errorf("call %s (the one that failed to take up first: %s) after its answer: %s %s", id, failed, got.Status, deref(got.ErrorCode))
+			mu.Unlock()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed == "" {
+		t.Fatal("b took up no call")
+	}
+}

@@ -182,8 +182,12 @@ func (s *Server) renewLoop(ctx context.Context) {
 }
 
 // takeUpExpired claims the calls whose lease ran out, a hundred at a time,
-// and takes them up.
+// and takes them up. The claims of those it could not take up are given up
+// once it is through (not before: the next batch would claim them again),
+// so that a later round, of this replica or another, takes them up again.
 func (s *Server) takeUpExpired(ctx context.Context) {
+	var skipped []string
+	defer func() { s.releaseClaims(ctx, skipped) }()
 	for ctx.Err() == nil {
 		now := time.Now()
 		calls, err := s.shared.ClaimExpired(ctx, now, now.Add(s.lease), 100)
@@ -196,13 +200,35 @@ func (s *Server) takeUpExpired(ctx context.Context) {
 		if s.takeUpHook != nil && len(calls) > 0 {
 			s.takeUpHook(ctx, calls)
 		}
-		if err := s.takeUp(ctx, calls); err != nil && ctx.Err() == nil {
-			s.log.Error("take up the calls of a stopped replica", "err", err)
+		ids, err := s.takeUp(ctx, calls)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("take up the calls of a stopped replica; those not taken up are released for the next round", "calls", len(ids), "err", err)
 		}
+		skipped = append(skipped, ids...)
 		if len(calls) < 100 {
 			return
 		}
 	}
+}
+
+// releaseClaims gives up this replica's claim on calls it could not take
+// up, with those an earlier release failed to give up (kept for the next
+// round: a claim it keeps is renewed, and nobody would run the call). The
+// lease loop's alone.
+func (s *Server) releaseClaims(ctx context.Context, ids []string) {
+	ids = append(s.unreleased, ids...)
+	if len(ids) == 0 {
+		return
+	}
+	// At shutdown too: the next replica need not wait for the lease.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+	defer cancel()
+	if err := s.shared.ReleaseClaims(rctx, ids); err != nil {
+		s.log.Error("release the claims of calls not taken up; tried again at the next round", "calls", len(ids), "err", err)
+		s.unreleased = ids
+		return
+	}
+	s.unreleased = nil
 }
 
 // waitStored waits up to d for the tenant's call id — running on another

@@ -254,6 +254,11 @@ type Shared interface {
 	// replica died), leasing them to this replica until `until` so that no
 	// other one takes them too, and returns them.
 	ClaimExpired(ctx context.Context, now, until time.Time, limit int) ([]*Call, error)
+	// ReleaseClaims gives up this replica's lease of the calls ids (unknown
+	// ones, and ones another replica owns, are left alone): their lease ends
+	// now, so that the next ClaimExpired, of any replica, takes them up
+	// again. For calls a replica claimed and could not take up.
+	ReleaseClaims(ctx context.Context, ids []string) error
 	// PutToken records an inspection token, by its SHA-256, for reading
 	// sessionID's events while call callID is unfinished.
 	PutToken(ctx context.Context, hash [32]byte, tenantID, sessionID, callID string) error

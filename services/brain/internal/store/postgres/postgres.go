@@ -725,6 +725,15 @@ func (db *DB) ClaimExpired(ctx context.Context, now, until time.Time, limit int)
 		RETURNING `+callColumns, db.o.Replica, now.UnixNano(), until.UnixNano(), limit)
 }
 
+// ReleaseClaims implements store.Shared.
+func (db *DB) ReleaseClaims(ctx context.Context, ids []string) error {
+	if _, err := db.pool.Exec(ctx, `UPDATE tool_calls SET owner = '', lease_until = 0
+		WHERE owner = $1 AND id = ANY($2) AND `+leased, db.o.Replica, ids); err != nil {
+		return fmt.Errorf("release claims: %w", err)
+	}
+	return nil
+}
+
 // PutToken implements store.Shared.
 func (db *DB) PutToken(ctx context.Context, hash [32]byte, tenantID, sessionID, callID string) error {
 	if _, err := db.pool.Exec(ctx, `INSERT INTO inspection_tokens (hash, tenant_id, session_id, call_id) VALUES ($1, $2, $3, $4)`,

@@ -208,6 +208,52 @@ func TestLeaseTakeover(t *testing.T) {
 	}
 }
 
+// TestReleaseClaims: a call a replica claimed and gives up is claimed
+// again at once, by any replica; a call it does not own is left alone.
+func TestReleaseClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, dead, live := leaseReplicas(t)
+	for _, r := range []struct {
+		db *DB
+		id string
+	}{{dead, "call_a"}, {dead, "call_b"}, {live, "call_live"}} {
+		c, cev := storetest.NewCall(r.id, "ses_1", "t1")
+		if err := r.db.CreateCall(ctx, c, cev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := live.RenewLeases(ctx, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	claimer := openDB(t, url, "claimer", Options{})
+	got, err := claimer.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("first claim: %d calls, %v", len(got), err)
+	}
+	if again, err := live.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10); err != nil || len(again) != 0 {
+		t.Fatalf("claim of claimed calls: %d calls, %v", len(again), err)
+	}
+	// call_live is live's: the claimer's release leaves it leased.
+	if err := claimer.ReleaseClaims(ctx, []string{"call_a", "call_live", "call_unknown"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimer.RenewLeases(ctx, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	var claimed []string
+	for _, c := range claimRace(t, url) {
+		claimed = append(claimed, c.ID)
+	}
+	if diff := cmp.Diff([]string{"call_a"}, claimed); diff != "" {
+		t.Errorf("claimed after the release (-want +got):\n%s", diff)
+	}
+	if err := claimer.ReleaseClaims(ctx, nil); err != nil {
+		t.Errorf("release of none: %v", err)
+	}
+}
+
 // TestLeaseTakesPendingWithdrawals: an approval call finished with a
 // pending withdrawal stays leased to the replica that finished it, which
 // renews it with its calls; once a replica died, its pending withdrawals

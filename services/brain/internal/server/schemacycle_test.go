@@ -364,3 +364,119 @@ func TestStoredCyclicCustomToolLeftOut(t *testing.T) {
 		t.Errorf("call after a revision that compiles: %d %s %s, want it sent to the tool", st, c.Status, deref(c.ErrorMessage))
 	}
 }
+
+// TestSessionMCPLeftOutReadBack: an mcp entry's read-back lists the
+// server's tools that allowed_tools allows and the session does not have,
+// each with why (a schema that does not compile, a name MCP does not allow,
+// a name the server does not list, past MaxServerTools), so that the
+// developer need not read brain's log; it goes back to PUT as read.
+func TestSessionMCPLeftOutReadBack(t *testing.T) {
+	b := startBrain(t, allowLoopback)
+	serve := func(names ...string) string {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
+		for _, name := range names {
+			schema := json.RawMessage(`{"type":"object"}`)
+			if name == "loop" {
+				schema = json.RawMessage(`{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`)
+			}
+			srv.AddTool(&mcp.Tool{Name: name, Description: "d", InputSchema: schema},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+				})
+		}
+		ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(ts.Close)
+		return ts.URL + "/mcp"
+	}
+	mixed := serve("tree", "loop", "x y", "other")
+	var many []string
+	for i := range MaxServerTools + 42 {
+		many = append(many, fmt.Sprintf("t%03d", i))
+	}
+	crowded := serve(many...)
+	type leftOut struct{ Name, Reason string }
+	tests := []struct {
+		name        string
+		url         string
+		allowed     []string
+		wantAllowed []string
+		wantLeftOut []leftOut // reasons: a part of each
+		wantReason  string
+	}{
+		{"allowed_tools given", mixed, []string{"tree", "loop", "ghost"}, []string{"tree"}, []leftOut{
+			{"loop", "its schema does not compile: input_schema: reference cycle: #/$defs/a → #/$defs/a"},
+			{"ghost", "allowed_tools names it, and the server does not list it"}}, ""},
+		{"allowed_tools omitted", mixed, nil, []string{"other", "tree"}, []leftOut{
+			{"loop", "reference cycle"}, {"x y", "not an MCP tool name"}}, ""},
+		{"more tools than a session takes", crowded, nil, many[:MaxServerTools], func() []leftOut {
+			var lo []leftOut
+			for _, n := range many[MaxServerTools : MaxServerTools+MaxLeftOutListed] {
+				lo = append(lo, leftOut{n, fmt.Sprintf("the server lists more than %d tools", MaxServerTools)})
+			}
+			return lo
+		}(), "42 tools left out, the first 32 in left_out"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sess := b.session("t1")
+			entry := map[string]any{"type": "mcp", "name": "docs", "url": tt.url}
+			if tt.allowed != nil {
+				entry["allowed_tools"] = tt.allowed
+			}
+			if r := b.putTools("t1", sess.ID, []any{entry}); r.status != http.StatusOK {
+				t.Fatalf("put: %d %s", r.status, r.body)
+			}
+			got := b.readTools("t1", sess.ID)
+			var e struct {
+				Status       string    `json:"status"`
+				Reason       string    `json:"reason"`
+				AllowedTools []string  `json:"allowed_tools"`
+				LeftOut      []leftOut `json:"left_out"`
+			}
+			if err := json.Unmarshal(mustJSON(got.Tools[0]), &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Status != "available" || !slices.Equal(e.AllowedTools, tt.wantAllowed) || e.Reason != tt.wantReason {
+				t.Errorf("read back status %q, reason %q, allowed_tools %v; want available, %q, %v", e.Status, e.Reason, e.AllowedTools, tt.wantReason, tt.wantAllowed)
+			}
+			if len(e.LeftOut) != len(tt.wantLeftOut) {
+				t.Fatalf("left_out %+v, want %+v", e.LeftOut, tt.wantLeftOut)
+			}
+			for i, w := range tt.wantLeftOut {
+				if e.LeftOut[i].Name != w.Name || !strings.Contains(e.LeftOut[i].Reason, w.Reason) {
+					t.Errorf("left_out[%d] %+v, want %s: ...%s...", i, e.LeftOut[i], w.Name, w.Reason)
+				}
+			}
+			// As read, it goes back to PUT, and gives the same tools: its
+			// allowed_tools are those in force, so nothing it allows is
+			// left out now.
+			var before SessionJSON
+			b.ok("GET", "/sessions/"+sess.ID, "t1", nil, &before)
+			if r := b.do("PUT", "/sessions/"+sess.ID+"/tools", "t1", got); r.status != http.StatusOK {
+				t.Fatalf("read-back PUT again: %d %s", r.status, r.body)
+			}
+			var after SessionJSON
+			b.ok("GET", "/sessions/"+sess.ID, "t1", nil, &after)
+			again := b.readTools("t1", sess.ID)
+			if !slices.Equal(before.Tools, after.Tools) || len(before.Tools) != len(tt.wantAllowed) ||
+				!slices.Equal(again.Tools[0]["allowed_tools"].([]any), got.Tools[0]["allowed_tools"].([]any)) {
+				t.Errorf("after the read-back was PUT again: tools %v (were %v), read back %s", after.Tools, before.Tools, mustJSON(again))
+			}
+		})
+	}
+	t.Run("left_out is brain's to say", func(t *testing.T) {
+		sess := b.session("t1")
+		for _, tc := range []struct {
+			entry map[string]any
+			want  string
+		}{
+			{map[string]any{"type": "mcp", "name": "docs", "url": mixed, "left_out": "loop"}, "tools[0].left_out: must be an array when sent back from a read, got a string"},
+			{map[string]any{"type": "function", "name": "f", "description": "d", "left_out": []any{}}, "tools[0].left_out: unknown field; a function entry accepts"},
+		} {
+			r := b.putTools("t1", sess.ID, []any{tc.entry})
+			if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), tc.want) {
+				t.Errorf("PUT %v: %d %s, want 400 %q", tc.entry, r.status, r.body, tc.want)
+			}
+		}
+	})
+}

@@ -70,6 +70,9 @@ const (
 	// MaxServerTools is the most tools one MCP server gives a session;
 	// past it, the server's later tools are left out.
 	MaxServerTools = 128
+	// MaxLeftOutListed is the most tools an mcp entry's read-back lists in
+	// left_out; its reason counts the rest.
+	MaxLeftOutListed = 32
 	// maxListPages bounds the tools/list pages read of one server.
 	maxListPages = 20
 )
@@ -127,9 +130,22 @@ type sessionEntry struct {
 	// be listed ("" when it was).
 	Listed      []listedTool `json:"listed,omitempty"`
 	Unavailable string       `json:"unavailable,omitempty"`
+	// LeftOut are tools of the server that allowed_tools allows and the
+	// session did not get when it was listed, with why (at most
+	// MaxLeftOutListed); Partial says why the listing may hold more than
+	// LeftOut and Listed show ("" when it does not).
+	LeftOut []leftOutTool `json:"left_out,omitempty"`
+	Partial string        `json:"partial,omitempty"`
 
 	authorization string
 	headers       http.Header
+}
+
+// leftOutTool is a tool of an MCP server that a session does not get
+// although its allowed_tools allows it, and why.
+type leftOutTool struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // listedTool is one tool an MCP server listed.
@@ -298,6 +314,8 @@ type entryBody struct {
 	// the function and lists the server).
 	Status json.RawMessage `json:"status"`
 	Reason json.RawMessage `json:"reason"`
+	// LeftOut is an mcp entry's read-back field, taken back likewise.
+	LeftOut json.RawMessage `json:"left_out"`
 }
 
 // Statuses of a function or mcp entry's read-back.
@@ -308,7 +326,7 @@ const (
 
 // readBackFields are the fields of a function or mcp entry's read-back
 // that are not request fields but go back to PUT as they were read.
-var readBackFields = []string{"status", "reason"}
+var readBackFields = map[string][]string{entryFunction: {"status", "reason"}, entryMCP: {"status", "reason", "left_out"}}
 
 func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json.RawMessage) (*sessionEntry, error) {
 	field := fmt.Sprintf("tools[%d]", i)
@@ -334,7 +352,7 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 	}
 	accepted := entryFields[typ]
 	for _, k := range sortedKeys(keys) {
-		if slices.Contains(accepted, k) || typ != entryCatalog && slices.Contains(readBackFields, k) {
+		if slices.Contains(accepted, k) || slices.Contains(readBackFields[typ], k) {
 			continue
 		}
 		why := "unknown field"
@@ -358,6 +376,12 @@ func (s *Server) decodeEntry(ctx context.Context, tenant string, i int, raw json
 		var v string
 		if json.Unmarshal(rs, &v) != nil {
 			return nil, httpapi.BadRequest("%s.reason: must be a string when sent back from a read, got %s", field, strictjson.Clip(string(rs), 64))
+		}
+	}
+	if lo, ok := keys["left_out"]; ok {
+		if t := bytes.TrimSpace(lo); t[0] != '[' {
+			return nil, httpapi.BadRequest("%s.left_out: must be an array when sent back from a read, got %s (brain says which tools it left out when it lists the server)",
+				field, httpapi.JSONKind(t[0]))
 		}
 	}
 	if rq, ok := keys["required"]; ok {
@@ -545,20 +569,35 @@ func (s *Server) listServer(ctx context.Context, tenant string, e *sessionEntry)
 		e.Listed, e.Unavailable = nil, mcpReason(ctx, e.URL, err)
 		return
 	}
-	e.Listed, e.Unavailable = nil, ""
+	e.Listed, e.Unavailable, e.LeftOut, e.Partial = nil, "", nil, ""
+	leftOut, warned := 0, false
+	skip := func(name, why string) {
+		leftOut++
+		if len(e.LeftOut) < MaxLeftOutListed {
+			e.LeftOut = append(e.LeftOut, leftOutTool{Name: strictjson.Clip(name, 128), Reason: strictjson.Clip(why, 300)})
+		}
+	}
+	listed := map[string]bool{}
 	for _, t := range d.Tools {
+		listed[t.Name] = true
 		if e.AllowedTools != nil && !slices.Contains(e.AllowedTools, t.Name) {
 			continue
 		}
 		if !mcpToolRE.MatchString(t.Name) {
+			skip(t.Name, "its name is not an MCP tool name (1 to 128 of A-Z, a-z, 0-9, _, ., /, -)")
 			continue
 		}
 		if len(e.Listed) == MaxServerTools {
-			s.log.Warn("mcp server lists more tools than a session takes; the rest are left out", "server", e.Name, "max", MaxServerTools)
-			break
+			if !warned {
+				warned = true
+				s.log.Warn("mcp server lists more tools than a session takes; the rest are left out", "server", e.Name, "max", MaxServerTools)
+			}
+			skip(t.Name, tooMany)
+			continue
 		}
 		in, err := json.Marshal(t.InputSchema)
 		if err != nil {
+			skip(t.Name, "its input schema is not JSON")
 			continue
 		}
 		lt := listedTool{Name: t.Name, Description: t.Description, InputSchema: in}
@@ -572,11 +611,28 @@ func (s *Server) listServer(ctx context.Context, tenant string, e *sessionEntry)
 		}
 		if _, err := mcpTool(tenant, e, lt); err != nil {
 			s.log.Warn("mcp tool left out: its schema does not compile", "server", e.Name, "tool", t.Name, "err", err)
+			skip(t.Name, "its schema does not compile: "+err.Error())
 			continue
 		}
 		e.Listed = append(e.Listed, lt)
 	}
+	for _, n := range e.AllowedTools {
+		if !listed[n] {
+			skip(n, "allowed_tools names it, and the server does not list it")
+		}
+	}
+	var partial []string
+	if d.Stop == "page cap" {
+		partial = append(partial, fmt.Sprintf("the server's tools/list was read up to %d pages: tools on later pages are not in the set", maxListPages))
+	}
+	if leftOut > len(e.LeftOut) {
+		partial = append(partial, fmt.Sprintf("%d tools left out, the first %d in left_out", leftOut, len(e.LeftOut)))
+	}
+	e.Partial = strings.Join(partial, "; ")
 }
+
+// tooMany is why a server's tools past MaxServerTools are left out.
+var tooMany = fmt.Sprintf("the server lists more than %d tools, the most a session takes from one server", MaxServerTools)
 
 // mcpReason says why the server at url could not be listed, without its
 // url: "HTTP 401 Unauthorized", "tools/list page 1: …".
@@ -752,6 +808,9 @@ type EntryJSON struct {
 	URL            string          `json:"url,omitempty"`
 	AllowedTools   *[]string       `json:"allowed_tools,omitempty"`
 	Required       *bool           `json:"required,omitempty"`
+	// LeftOut (an available mcp entry's) are the server's tools that
+	// allowed_tools allows and the session does not have, with why.
+	LeftOut []leftOutTool `json:"left_out,omitempty"`
 	// Status is a function or mcp entry's: "available" (in force; for a
 	// server, listed, and allowed_tools are the tools it gives the
 	// session) or "unavailable" (Reason says why, and it gives the session
@@ -766,7 +825,9 @@ type EntryJSON struct {
 // tenant's catalog has the tool; a function "available", or, left out,
 // "unavailable" with the reason (kept for its owner to fix); an MCP
 // server "available" with allowed_tools the tools it listed that are in
-// force (the intersection), or, when it could not be listed,
+// force (the intersection), left_out those allowed and not in force with
+// why, and a reason when the listing may hold more (its page cap, more
+// left out than listed), or, when it could not be listed,
 // "unavailable" with the reason and allowed_tools as asked (for when it
 // answers again) — it gives the session none of them.
 func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]EntryJSON, error) {
@@ -793,11 +854,15 @@ func (s *Server) readBack(ctx context.Context, tenant string, ts *toolSet) ([]En
 			case e.Unavailable == "":
 				allowed := []string{}
 				for _, lt := range e.Listed {
-					if leftOut[mcpName(e.Name, lt.Name)] == "" {
+					if why := leftOut[mcpName(e.Name, lt.Name)]; why != "" {
+						m.LeftOut = append(m.LeftOut, leftOutTool{Name: lt.Name, Reason: why})
+					} else {
 						allowed = append(allowed, lt.Name)
 					}
 				}
 				m.AllowedTools = &allowed
+				m.LeftOut = append(m.LeftOut, e.LeftOut...)
+				m.Reason = e.Partial
 			default:
 				m.Status, m.Reason = statusUnavailable, e.Unavailable
 				if e.AllowedTools != nil {

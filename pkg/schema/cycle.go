@@ -24,8 +24,14 @@ const maxCycleSteps = 8
 // recursive schema that steps into a property or an item on its way round
 // (a tree) checks a smaller value each time and is not a cycle.
 //
-// $dynamicRef and $recursiveRef are not followed: where they lead is known
-// only during validation, which still reports a cycle through them.
+// $dynamicRef and $recursiveRef are followed to the schema they name where
+// they stand (their static target), which is where they lead when
+// validation starts there. During validation from an outer schema with the
+// same dynamic anchor they lead to that one instead, so a loop at the
+// static target that only such an outer schema breaks would be refused
+// although validation from the outside ends; the metaschemas have none (their
+// $dynamicRef steps into a property or an item), and a schema that relies
+// on one fails every validation that starts at its static target.
 func refCycle(root *jsonschema.Schema) []*jsonschema.Schema {
 	const (
 		unseen = iota
@@ -99,7 +105,10 @@ func sameValue(s *jsonschema.Schema) []*jsonschema.Schema {
 			}
 		}
 	}
-	add(s.Ref, s.Not, s.If, s.Then, s.Else)
+	add(s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else)
+	if s.DynamicRef != nil {
+		add(s.DynamicRef.Ref)
+	}
 	add(s.AllOf...)
 	add(s.AnyOf...)
 	add(s.OneOf...)
@@ -124,11 +133,8 @@ func walk(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool, f func(*jsonsc
 	if !f(s) {
 		return false
 	}
-	next := append(sameValue(s), s.RecursiveRef, s.PropertyNames, s.UnevaluatedProperties, s.Contains,
+	next := append(sameValue(s), s.PropertyNames, s.UnevaluatedProperties, s.Contains,
 		s.Items2020, s.UnevaluatedItems, s.ContentSchema)
-	if s.DynamicRef != nil {
-		next = append(next, s.DynamicRef.Ref)
-	}
 	for _, k := range sortedKeys(s.Properties) {
 		next = append(next, s.Properties[k])
 	}

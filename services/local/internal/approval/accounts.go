@@ -164,8 +164,8 @@ type AuditEntry struct {
 	DetailsHash string
 	Comment     string
 	// WithdrawnAt is its approval's (Approval.WithdrawnAt): set when the
-	// caller withdrew after this decision, which was then not used. Read
-	// from the approval, so zero once retention removed it.
+	// caller withdrew after this decision, which was then not used. Kept
+	// with the audit log, so retention removing the approval keeps it.
 	WithdrawnAt time.Time
 }
 
@@ -201,7 +201,7 @@ func (s *Store) Audit(ctx context.Context, q AuditQuery, f func(AuditEntry) erro
 		return 0, fmt.Errorf("audit log: %w", err)
 	}
 	query := `SELECT seq, at, operator, tenant_id, approval_id, decision, details_hash, comment,
-		(SELECT a.withdrawn_at FROM approvals a WHERE a.id = audit_log.approval_id AND audit_log.decision IN ('approved','denied'))
+		(SELECT n.withdrawn_at FROM audit_not_used n WHERE n.approval_id = audit_log.approval_id AND audit_log.decision IN ('approved','denied'))
 		FROM audit_log WHERE ` + cond + ` ORDER BY seq DESC`
 	if q.Limit > 0 {
 		query += ` LIMIT ? OFFSET ?`

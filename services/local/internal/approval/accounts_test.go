@@ -67,7 +67,7 @@ func TestUpgradeFromUnversionedDatabase(t *testing.T) {
 			t.Fatalf("audit log after the upgrade: %d %+v %v", total, audit, err)
 		}
 		var version int
-		if err := s.r.QueryRow(`SELECT max(version_id) FROM goose_db_version`).Scan(&version); err != nil || version != 4 {
+		if err := s.r.QueryRow(`SELECT max(version_id) FROM goose_db_version`).Scan(&version); err != nil || version != 5 {
 			t.Fatalf("schema version %d: %v", version, err)
 		}
 		// The old triggers still hold, and the new log has its own.

@@ -441,6 +441,11 @@ func (s *Store) MarkWithdrawn(ctx context.Context, id string) (a Approval, marke
 	if rows == 0 {
 		return a, false, nil
 	}
+	// The audit log keeps the mark as long as the decision, after
+	// retention has removed the approval.
+	if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO audit_not_used (approval_id, withdrawn_at) VALUES (?, ?)`), id, now.UnixMilli()); err != nil {
+		return Approval{}, false, fmt.Errorf("mark approval %s withdrawn: audit log: %w", id, err)
+	}
 	// The other replicas' pages show the mark.
 	if err := s.signal(ctx, tx, ChangeDecided, a); err != nil {
 		return Approval{}, false, fmt.Errorf("mark approval %s withdrawn: %w", id, err)

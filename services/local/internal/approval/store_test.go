@@ -425,6 +425,23 @@ func testMarkWithdrawnAfterDecision(t *testing.T, be storeBackend) {
 			}
 		})
 	}
+	// Retention removes the approvals; the audit log keeps each decision
+	// with its mark.
+	if rm, err := s.DeleteEnded(ctx, now.Add(time.Hour), 100); err != nil || rm.Approvals != 4 {
+		t.Fatalf("retention: removed %+v, %v; want the 4 ended approvals", rm, err)
+	}
+	marks := map[Status]bool{}
+	if _, err := s.Audit(ctx, AuditQuery{Scope: Scope{All: true}}, func(e AuditEntry) error {
+		if e.Decision == Approved || e.Decision == Denied {
+			marks[e.Decision] = !e.WithdrawnAt.IsZero()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !marks[Approved] || !marks[Denied] {
+		t.Errorf("after retention, the audit log's not-used marks: %v, want approved and denied marked", marks)
+	}
 	if _, _, err := s.MarkWithdrawn(ctx, jobs.NewID()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown approval: %v", err)
 	}

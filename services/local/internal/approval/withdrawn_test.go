@@ -117,8 +117,9 @@ func TestCancelAfterDecision(t *testing.T) {
 }
 
 // TestPostgresUpgradeAddsWithdrawnAt: a PostgreSQL approval store at
-// schema step 1 upgrades in place to step 2 at open: its decided approval
-// is kept, reads as used, and can be marked withdrawn after its decision.
+// schema step 1 upgrades in place at open: its decided approval is kept,
+// reads as used, and can be marked withdrawn after its decision; a mark
+// made at step 2 is kept beside the audit log by step 3.
 func TestPostgresUpgradeAddsWithdrawnAt(t *testing.T) {
 	url := pg.NewDatabase(t)
 	ctx := context.Background()
@@ -143,7 +144,25 @@ func TestPostgresUpgradeAddsWithdrawnAt(t *testing.T) {
 		VALUES ('bbbbbbbbbbbbbbbbbbbbbbbbbb', 'acme', 's', 'c', 'approval_start', 'x', '', 'h', 'approved', 1, 2, 1, 'bob')`); err != nil {
 		t.Fatal(err)
 	}
+	// At step 2, one marked not used, with its audit row: step 3 copies
+	// the mark beside the audit log.
+	if _, err := p.UpTo(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO approvals (id, tenant_id, session_id, call_id, origin, action, details, details_hash, status, created_at, expires_at, decided_at, operator, withdrawn_at)
+		VALUES ('cccccccccccccccccccccccccc', 'acme', 's', 'c2', 'approval_start', 'x', '', 'h', 'denied', 1, 2, 1, 'bob', 7000)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO audit_log (at, operator, tenant_id, approval_id, decision, details_hash, comment)
+		VALUES (1, 'bob', 'acme', 'cccccccccccccccccccccccccc', 'denied', 'h', '')`); err != nil {
+		t.Fatal(err)
+	}
 	s := postgresBackend.open(t, url)
+	var marks []time.Time
+	if _, err := s.Audit(ctx, AuditQuery{Scope: Scope{All: true}}, func(e AuditEntry) error { marks = append(marks, e.WithdrawnAt); return nil }); err != nil ||
+		len(marks) != 1 || !marks[0].Equal(time.UnixMilli(7000).UTC()) {
+		t.Fatalf("the audit row of a decision marked before the upgrade: %v %v", marks, err)
+	}
 	a, err := s.Get(ctx, "bbbbbbbbbbbbbbbbbbbbbbbbbb")
 	if err != nil || a.Status != Approved || a.Operator != "bob" || a.DecisionNotUsed() {
 		t.Fatalf("after the upgrade: %+v %v", a, err)
@@ -152,7 +171,7 @@ func TestPostgresUpgradeAddsWithdrawnAt(t *testing.T) {
 		t.Fatalf("mark on the upgraded database: %+v %v %v", a, marked, err)
 	}
 	var version int
-	if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM `+postgresVersionTable).Scan(&version); err != nil || version != 2 {
+	if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM `+postgresVersionTable).Scan(&version); err != nil || version != 3 {
 		t.Fatalf("schema version %d: %v", version, err)
 	}
 }

@@ -176,21 +176,26 @@ func claimRace(t *testing.T, url string) []*store.Call {
 	return claimed
 }
 
+// createCalls creates calls ids in session ses_1 of tenant t1 through db,
+// which owns them.
+func createCalls(t *testing.T, db *DB, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		c, cev := storetest.NewCall(id, "ses_1", "t1")
+		if err := db.CreateCall(context.Background(), c, cev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestLeaseTakeover: a call whose owner stopped renewing is claimed by one
 // replica alone once its lease ran out; a renewed one is not.
 func TestLeaseTakeover(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, dead, live := leaseReplicas(t)
-	for _, r := range []struct {
-		db *DB
-		id string
-	}{{dead, "call_dead"}, {live, "call_live"}} {
-		c, cev := storetest.NewCall(r.id, "ses_1", "t1")
-		if err := r.db.CreateCall(ctx, c, cev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createCalls(t, dead, "call_dead")
+	createCalls(t, live, "call_live")
 	if got, err := live.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10); err != nil || len(got) != 0 {
 		t.Fatalf("claim before the leases ran out: %d calls, %v", len(got), err)
 	}
@@ -214,15 +219,8 @@ func TestReleaseClaims(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, dead, live := leaseReplicas(t)
-	for _, r := range []struct {
-		db *DB
-		id string
-	}{{dead, "call_a"}, {dead, "call_b"}, {live, "call_live"}} {
-		c, cev := storetest.NewCall(r.id, "ses_1", "t1")
-		if err := r.db.CreateCall(ctx, c, cev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createCalls(t, dead, "call_a", "call_b")
+	createCalls(t, live, "call_live")
 	if err := live.RenewLeases(ctx, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}

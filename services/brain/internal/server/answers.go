@@ -145,10 +145,10 @@ func approvalDetails(c *store.Call, maxChars int) string {
 	if maxChars <= 0 || utf8.RuneCountInString(full) <= maxChars {
 		return full
 	}
-	total := utf8.RuneCount(c.Arguments)
+	total, sum := utf8.RuneCount(c.Arguments), sha256.Sum256(c.Arguments)
 	notice := func(shown int) string {
 		return fmt.Sprintf("Arguments: TOO LONG TO SHOW IN FULL. They are %d characters; only the first %d follow, then \"…\". "+
-			"SHA-256 of the whole JSON: %x. The whole arguments are in the call's record (GET /tool_calls/%s).\n", total, shown, sha256.Sum256(c.Arguments), c.ID)
+			"SHA-256 of the whole JSON: %x. The whole arguments are in the call's record (GET /tool_calls/%s).\n", total, shown, sum, c.ID)
 	}
 	// shown has no more digits than total, so the notice written with
 	// total is at least as long as the one written with shown.

@@ -163,9 +163,6 @@ type Server struct {
 	retention time.Duration
 	// takeUpHook is Options.takeUpHook.
 	takeUpHook func(ctx context.Context, calls []*store.Call)
-	// unreleased are the calls the lease loop claimed, could not take up,
-	// and has yet to release (releaseClaims; the lease loop's alone).
-	unreleased []string
 	// retentionEvery is Options.RetentionInterval.
 	retentionEvery time.Duration
 	// background is the lease and retention loops; Close stops them.

@@ -147,8 +147,10 @@ func (s *Server) leaseLoop(ctx context.Context) {
 	defer func() { <-renewing }()
 	t := time.NewTicker(s.lease / 3)
 	defer t.Stop()
+	// The claims of calls not taken up that a release has yet to give up.
+	var unreleased []string
 	for {
-		s.takeUpExpired(ctx)
+		unreleased = s.releaseClaims(ctx, append(unreleased, s.takeUpExpired(ctx)...))
 		// Signals lost on the way are made up here.
 		s.takePendingAnswers(ctx)
 		s.admitShared()
@@ -182,12 +184,11 @@ func (s *Server) renewLoop(ctx context.Context) {
 }
 
 // takeUpExpired claims the calls whose lease ran out, a hundred at a time,
-// and takes them up. The claims of those it could not take up are given up
-// once it is through (not before: the next batch would claim them again),
-// so that a later round, of this replica or another, takes them up again.
-func (s *Server) takeUpExpired(ctx context.Context) {
-	var skipped []string
-	defer func() { s.releaseClaims(ctx, skipped) }()
+// takes them up, and returns the IDs of those it could not take up, whose
+// claims are to be given up once it is through (not before: the next batch
+// would claim them again), so that a later round, of this replica or
+// another, takes them up again.
+func (s *Server) takeUpExpired(ctx context.Context) (skipped []string) {
 	for ctx.Err() == nil {
 		now := time.Now()
 		calls, err := s.shared.ClaimExpired(ctx, now, now.Add(s.lease), 100)
@@ -195,7 +196,7 @@ func (s *Server) takeUpExpired(ctx context.Context) {
 			if ctx.Err() == nil {
 				s.log.Error("claim calls of stopped replicas", "err", err)
 			}
-			return
+			return skipped
 		}
 		if s.takeUpHook != nil && len(calls) > 0 {
 			s.takeUpHook(ctx, calls)
@@ -206,29 +207,27 @@ func (s *Server) takeUpExpired(ctx context.Context) {
 		}
 		skipped = append(skipped, ids...)
 		if len(calls) < 100 {
-			return
+			return skipped
 		}
 	}
+	return skipped
 }
 
-// releaseClaims gives up this replica's claim on calls it could not take
-// up, with those an earlier release failed to give up (kept for the next
-// round: a claim it keeps is renewed, and nobody would run the call). The
-// lease loop's alone.
-func (s *Server) releaseClaims(ctx context.Context, ids []string) {
-	ids = append(s.unreleased, ids...)
+// releaseClaims gives up this replica's claim on calls ids, which it could
+// not take up, and returns them when that fails, for the next round to try
+// again (a claim it keeps is renewed, and nobody would run the call).
+func (s *Server) releaseClaims(ctx context.Context, ids []string) []string {
 	if len(ids) == 0 {
-		return
+		return nil
 	}
 	// At shutdown too: the next replica need not wait for the lease.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
 	if err := s.shared.ReleaseClaims(rctx, ids); err != nil {
 		s.log.Error("release the claims of calls not taken up; tried again at the next round", "calls", len(ids), "err", err)
-		s.unreleased = ids
-		return
+		return ids
 	}
-	s.unreleased = nil
+	return nil
 }
 
 // waitStored waits up to d for the tenant's call id — running on another

@@ -266,10 +266,12 @@ func TestApprovalAskedAgainWhenWithdrawn(t *testing.T) {
 
 // seedGate stores, as a brain process that died would have left them, a
 // session of t1 with a gated call waiting for its approval until expires
-// and its approval call running, and returns their IDs and the options
-// that open a brain on that store: the data dir (SQLite) or the database
-// (PostgreSQL, the dead replica's leases already run out).
-func seedGate(t *testing.T, expires time.Time) (gate, child string, opts func(*Options)) {
+// and its approval call running, its approval pending on the approval
+// tool until approvalExpires (timeout_seconds, whole seconds rounded up),
+// and returns their IDs and the options that open a brain on that store:
+// the data dir (SQLite) or the database (PostgreSQL, the dead replica's
+// leases already run out).
+func seedGate(t *testing.T, expires, approvalExpires time.Time) (gate, child string, opts func(*Options)) {
 	t.Helper()
 	ctx := context.Background()
 	var (
@@ -311,7 +313,7 @@ func seedGate(t *testing.T, expires time.Time) (gate, child string, opts func(*O
 		Arguments: json.RawMessage(`{"db":"payments"}`), CreatedAt: now, InputKind: store.InputApproval,
 		Prompt: "Approve calling tool gated?", ResponseSchema: approvalResponseSchema, ResponseExpiresAt: expires.UTC(), CallerType: store.CallerAPI}
 	must(db.CreateCall(ctx, g, &store.Event{Type: store.EventToolCall, SessionID: sess.ID, CallID: g.ID, Time: now, Data: json.RawMessage(`{}`)}))
-	args := fmt.Sprintf(`{"action":"Call tool gated","details":"Call: call_gate","timeout_seconds":%d}`, int(time.Until(expires).Seconds())+1)
+	args := fmt.Sprintf(`{"action":"Call tool gated","details":"Call: call_gate","timeout_seconds":%d}`, int(time.Until(approvalExpires).Seconds())+1)
 	c := &store.Call{ID: "call_approval", SessionID: sess.ID, TenantID: "t1", Tool: "approve", Status: store.CallRunning,
 		Arguments: json.RawMessage(args), CreatedAt: now, StartedAt: now, ParentID: g.ID, CallerType: store.CallerSystem}
 	must(db.CreateCall(ctx, c, &store.Event{Type: store.EventToolCall, SessionID: sess.ID, CallID: c.ID, Time: now, Data: json.RawMessage(`{}`)}))
@@ -330,7 +332,8 @@ func seedGate(t *testing.T, expires time.Time) (gate, child string, opts func(*O
 func TestRecoverResendsApprovalCall(t *testing.T) {
 	t.Parallel()
 	ct := newCountingTools(t)
-	gate, child, opt := seedGate(t, time.Now().Add(time.Minute))
+	expires := time.Now().Add(time.Minute)
+	gate, child, opt := seedGate(t, expires, expires)
 	b := startBrain(t, func(o *Options) { o.Config = waitingConfig(t, ct.URL, true, 60) }, opt)
 	a := nextApprovalReq(t, ct, 10*time.Second)
 	if a.req.CallID != child {
@@ -366,7 +369,8 @@ func TestRecoverResendsApprovalCall(t *testing.T) {
 func TestRecoverExpiredGateEndsApprovalCall(t *testing.T) {
 	t.Parallel()
 	ct := newCountingTools(t)
-	gate, child, opt := seedGate(t, time.Now().Add(300*time.Millisecond))
+	expires := time.Now().Add(300 * time.Millisecond)
+	gate, child, opt := seedGate(t, expires, expires)
 	time.Sleep(400 * time.Millisecond)
 	b := startBrain(t, func(o *Options) { o.Config = waitingConfig(t, ct.URL, true, 60) }, opt)
 	if _, c := b.getCall("t1", gate, 10); deref(c.ErrorCode) != "approval_expired" {

@@ -322,8 +322,9 @@ func TestApprovalWithdrawalResent(t *testing.T) {
 }
 
 // TestRecoverWithdrawsLeftApproval: brain died while a gated call waited
-// for its approval, which expired before the next brain took the calls
-// up. The approval call left running ends brain_restarted, and, with
+// for its approval, whose wait ran out before the next brain took the
+// calls up while the approval tool still holds the approval. The approval
+// call left running ends brain_restarted, and, with
 // approvals.cancel_tool, its approval is withdrawn once: nobody is left to
 // act on its answer. Without cancel_tool nothing is withdrawn.
 func TestRecoverWithdrawsLeftApproval(t *testing.T) {
@@ -332,7 +333,11 @@ func TestRecoverWithdrawsLeftApproval(t *testing.T) {
 		t.Run(map[bool]string{true: "cancel_tool", false: "no cancel_tool"}[cancelTool], func(t *testing.T) {
 			t.Parallel()
 			ct := newCountingTools(t)
-			gate, child, opt := seedGate(t, time.Now().Add(300*time.Millisecond))
+			// The approval stays pending on the approval tool well past
+			// the gated call's wait (as it does by up to a second, its
+			// timeout_seconds rounded up): the next brain, however slow to
+			// start, finds it still to withdraw.
+			gate, child, opt := seedGate(t, time.Now().Add(300*time.Millisecond), time.Now().Add(30*time.Second))
 			time.Sleep(400 * time.Millisecond)
 			doc, env := withdrawConfigJSON(t, ct.URL, cancelTool, 60)
 			cfg, err := config.Parse(doc, func(k string) string { return env[k] })

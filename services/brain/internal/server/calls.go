@@ -132,9 +132,15 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 	if err != nil {
 		return err
 	}
+	gated := t.Gated() || sessionGates(sess, t.Name)
+	if gated && t.Function() {
+		// A tool set stored before PUT refused this (refuseGatedFunction),
+		// or a host config that made a gated tool a function tool since.
+		return httpapi.Conflict(`tool: session %q gates %q (config.require_approval "always"), which is now a function tool, answered by the application itself: it cannot be gated; replace the session's tool set`, sess.ID, t.Name)
+	}
 	rc, err := s.start(r.Context(), callSpec{
 		tenant: sess.TenantID, sessionID: sess.ID, t: t, args: args, caller: store.CallerAPI, refusal: refusal,
-		gated: t.Gated() || sessionGates(sess, t.Name),
+		gated: gated,
 		ctx:   r.Context(),
 	})
 	if err != nil {

@@ -943,10 +943,31 @@ func (s *Server) putSessionTools(w http.ResponseWriter, r *http.Request, p httpr
 	if err != nil {
 		return err
 	}
+	if err := s.refuseGatedFunction(sess, entries); err != nil {
+		return err
+	}
 	s.listServers(r.Context(), tenant, entries)
 	ts := &toolSet{entries: entries}
 	ts.build(s, tenant)
 	return s.storeToolSet(r.Context(), w, sess, ts, true)
+}
+
+// refuseGatedFunction refuses a tool set with a function tool under a
+// name sess gates (config.require_approval "always"), as POST /sessions
+// refuses that gate: a function tool is answered by the application
+// itself, so there is nothing for an operator to approve before it.
+func (s *Server) refuseGatedFunction(sess *store.Session, entries []*sessionEntry) error {
+	for i, e := range entries {
+		function := e.Type == entryFunction
+		if e.Type == entryCatalog {
+			t, ok := s.config().Tool(e.Name)
+			function = ok && t.Function()
+		}
+		if function && sessionGates(sess, e.Name) {
+			return httpapi.BadRequest(`tools[%d].name: %q is a function tool, answered by the application itself, and the session's config.require_approval.%s is "always": a function tool cannot be gated; give it another name`, i, e.Name, e.Name)
+		}
+	}
+	return nil
 }
 
 // storeToolSet stores ts as sess's tool set with its session.tools event

@@ -611,6 +611,55 @@ func TestSessionRequireApproval(t *testing.T) {
 	if r := b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"tools": []string{"plain"}, "require_approval": map[string]any{"plain": "never"}}}); r.status != 201 {
 		t.Errorf("never on an ungated binding: %d %s", r.status, r.body)
 	}
+	// Nor may a tool set bring in a function tool under a name the
+	// session gates: its approved call once crashed brain (a close of a
+	// closed channel: the function tool's wait took the approval's answer).
+	function := map[string]any{"type": "function", "name": "plain", "description": "shadows plain"}
+	wantRefusal(t, b.do("PUT", "/sessions/"+s.ID+"/tools", "t1", map[string]any{"tools": []any{map[string]any{"name": "gated"}, function}}),
+		400, httpapi.CodeInvalidRequest, `tools[1].name: "plain" is a function tool, answered by the application itself, and the session's config.require_approval.plain is "always": a function tool cannot be gated`)
+	function["name"] = "other"
+	if r := b.do("PUT", "/sessions/"+s.ID+"/tools", "t1", map[string]any{"tools": []any{map[string]any{"name": "plain"}, function}}); r.status != 200 {
+		t.Fatalf("an ungated function tool: %d %s", r.status, r.body)
+	}
+	if _, c := b.call("t1", s.ID, "plain", map[string]any{}, 0); c.Status != "requires_input" || !strings.HasPrefix(deref(c.Prompt), "Approve") {
+		t.Errorf("plain after the PUT: %+v", c)
+	}
+}
+
+// TestGatedToolTurnedFunction: a host config reloaded with a tool a
+// session gates now a function tool; a call of it is refused, 409, naming
+// the gate, not started waiting for both an approval and an answer.
+func TestGatedToolTurnedFunction(t *testing.T) {
+	t.Parallel()
+	if testStore == storeReplicas {
+		t.Skip("reloads one brain's host config in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	b, ct := startWaitingBrain(t, false, 300, func(*Options) {})
+	r := b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"tools": []string{"plain"}, "require_approval": map[string]any{"plain": "always"}}})
+	var s SessionJSON
+	if r.json(t, &s); r.status != 201 {
+		t.Fatalf("session: %d %s", r.status, r.body)
+	}
+	data, env := waitingConfigJSON(ct.URL, false, 300)
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range doc["tools"].([]any) {
+		if b := tl.(map[string]any); b["name"] == "plain" {
+			delete(b, "url")
+			delete(b, "token_env")
+			b["type"] = "function"
+		}
+	}
+	data, _ = json.Marshal(doc)
+	cfg, err := config.Parse(data, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.srv.Reload(cfg)
+	wantRefusal(t, b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "plain"}), 409, httpapi.CodeConflict,
+		`tool: session "`+s.ID+`" gates "plain" (config.require_approval "always"), which is now a function tool`)
 }
 
 // TestMaxConcurrency: with max_concurrency 2 and 10 calls at once, the tool

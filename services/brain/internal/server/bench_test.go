@@ -301,8 +301,14 @@ func BenchmarkToolCall(b *testing.B) {
 			cpu := make([]time.Duration, len(paths))
 			pgCPU := make([]time.Duration, len(paths))
 			per := max(b.N/rounds, conc)
+			// Each path is warmed with a round's worth of calls, not just
+			// enough to open its connections: brain's first thousand calls
+			// at c32 run well below its steady rate (its call goroutines
+			// and their stacks, the heap's size, the store's pages), and a
+			// first round at ~35 % below the others took ~4 points off
+			// its share when the warm-up was 2×conc calls.
 			for _, p := range paths {
-				measure(b, 2*conc, conc, p.do) // warm connections
+				measure(b, per, conc, p.do)
 			}
 			tx0, ops0 := srv.store.(*sqlite.DB).Stats()
 			for range rounds {

@@ -133,8 +133,24 @@ func walk(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool, f func(*jsonsc
 	if !f(s) {
 		return false
 	}
-	next := append(sameValue(s), s.PropertyNames, s.UnevaluatedProperties, s.Contains,
-		s.Items2020, s.UnevaluatedItems, s.ContentSchema)
+	for _, c := range subschemas(s) {
+		if !walk(c, seen, f) {
+			return false
+		}
+	}
+	return true
+}
+
+// subschemas returns the schemas s applies through any keyword: to the
+// value it checks itself (sameValue), then to the value's properties and
+// items, in a fixed order; nil ones left out.
+func subschemas(s *jsonschema.Schema) []*jsonschema.Schema {
+	next := sameValue(s)
+	for _, c := range []*jsonschema.Schema{s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema} {
+		if c != nil {
+			next = append(next, c)
+		}
+	}
 	for _, k := range sortedKeys(s.Properties) {
 		next = append(next, s.Properties[k])
 	}
@@ -151,12 +167,161 @@ func walk(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool, f func(*jsonsc
 			next = append(next, v...)
 		}
 	}
-	for _, c := range next {
-		if !walk(c, seen, f) {
-			return false
+	return next
+}
+
+// applied counts the subschemas validating a value against root applies,
+// root included, along every path: one reached along two paths (a $ref
+// from two places, an allOf naming the same $ref twice) counts twice, as
+// the validator runs it twice. That count is what a validation costs, and
+// it can grow as two to the power of the schema's size: thirty $defs, each
+// an allOf of two $refs to the next, make a 2 KB schema whose every
+// validation takes minutes. A reference back to a schema being counted (a
+// recursive tree: refCycle refused every other loop, so it stepped into a
+// property or an item on its way round) counts once: what it applies is
+// applied to a value one level deeper, which MaxValueDepth bounds. The
+// count stops past limit (it returns limit+1), so its cost is bounded by
+// the schema's size, not by the count.
+func applied(root *jsonschema.Schema, limit int) int {
+	counted := map[*jsonschema.Schema]int{}
+	onPath := map[*jsonschema.Schema]bool{}
+	var count func(s *jsonschema.Schema) int
+	count = func(s *jsonschema.Schema) int {
+		if n, ok := counted[s]; ok {
+			return n
 		}
+		if onPath[s] {
+			return 1
+		}
+		onPath[s] = true
+		n := 1
+		for _, c := range subschemas(s) {
+			if n += count(c); n > limit {
+				n = limit + 1
+				break
+			}
+		}
+		delete(onPath, s)
+		counted[s] = n
+		return n
 	}
-	return true
+	return count(root)
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// counter counts the subschema applications of a validation (steps),
+// with what it needs of each schema reachable from the root worked out
+// once, at Compile.
+type counter struct {
+	same map[*jsonschema.Schema][]*jsonschema.Schema // sameValue
+	// scalar is the applications for a value with no properties or items
+	// (a string, a number, ...): the schema and, along every path, what it
+	// applies to the same value. Saturated at MaxSteps+1.
+	scalar map[*jsonschema.Schema]int
+}
+
+func newCounter(root *jsonschema.Schema) *counter {
+	c := &counter{same: map[*jsonschema.Schema][]*jsonschema.Schema{}, scalar: map[*jsonschema.Schema]int{}}
+	walk(root, map[*jsonschema.Schema]bool{}, func(s *jsonschema.Schema) bool {
+		c.same[s] = sameValue(s)
+		return true
+	})
+	var scalar func(s *jsonschema.Schema) int
+	scalar = func(s *jsonschema.Schema) int { // no loop: refCycle refused them
+		if n, ok := c.scalar[s]; ok {
+			return n
+		}
+		n := 1
+		for _, d := range c.same[s] {
+			n = min(n+scalar(d), MaxSteps+1)
+		}
+		c.scalar[s] = n
+		return n
+	}
+	for s := range c.same {
+		scalar(s)
+	}
+	return c
+}
+
+// steps counts, up to limit+1, the subschema applications validating
+// value v against s makes, or more: every subschema that may apply to a
+// value counts, whether or not it does (each patternProperties schema for
+// every property, then and else both, every branch of anyOf). It stops
+// past limit, so its cost is bounded by limit, not by the count.
+func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
+	n := 0
+	var visit func(s *jsonschema.Schema, v any) bool // false once past limit
+	visit = func(s *jsonschema.Schema, v any) bool {
+		switch v := v.(type) {
+		case map[string]any:
+			if n++; n > limit {
+				return false
+			}
+			for _, d := range c.same[s] {
+				if !visit(d, v) {
+					return false
+				}
+			}
+			for name, pv := range v {
+				if s.PropertyNames != nil {
+					if n += c.scalar[s.PropertyNames]; n > limit {
+						return false
+					}
+				}
+				if d := s.Properties[name]; d != nil && !visit(d, pv) {
+					return false
+				}
+				for _, d := range s.PatternProperties {
+					if !visit(d, pv) {
+						return false
+					}
+				}
+				if d, ok := s.AdditionalProperties.(*jsonschema.Schema); ok && !visit(d, pv) {
+					return false
+				}
+				if d := s.UnevaluatedProperties; d != nil && !visit(d, pv) {
+					return false
+				}
+			}
+		case []any:
+			if n++; n > limit {
+				return false
+			}
+			for _, d := range c.same[s] {
+				if !visit(d, v) {
+					return false
+				}
+			}
+			for i, item := range v {
+				if i < len(s.PrefixItems) && !visit(s.PrefixItems[i], item) {
+					return false
+				}
+				switch items := s.Items.(type) {
+				case *jsonschema.Schema:
+					if !visit(items, item) {
+						return false
+					}
+				case []*jsonschema.Schema:
+					if i < len(items) && !visit(items[i], item) {
+						return false
+					}
+				}
+				if d, ok := s.AdditionalItems.(*jsonschema.Schema); ok && !visit(d, item) {
+					return false
+				}
+				for _, d := range []*jsonschema.Schema{s.Items2020, s.Contains, s.UnevaluatedItems} {
+					if d != nil && !visit(d, item) {
+						return false
+					}
+				}
+			}
+		default:
+			n += c.scalar[s]
+		}
+		return n <= limit
+	}
+	visit(s, v)
+	return n
+}

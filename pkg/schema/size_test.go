@@ -31,6 +31,24 @@ func wide(n int) string {
 	return b.String()
 }
 
+// doubling is a schema that applies 3+2n subschemas per level of its
+// $defs chain, levels deep: l0 is {"type":"object"}, each next level an
+// allOf of two $refs to the one before, so l_i applies 2^(i+2)-3 in all.
+// The root is an allOf of one $ref to the top level and pad {}s: it
+// applies 2^(levels+2)-1+pad.
+func doubling(levels, pad int) string {
+	var b strings.Builder
+	b.WriteString(`{"allOf":[`)
+	fmt.Fprintf(&b, `{"$ref":"#/$defs/l%d"}`, levels)
+	b.WriteString(strings.Repeat(`,{}`, pad))
+	b.WriteString(`],"$defs":{"l0":{"type":"object"}`)
+	for i := 1; i <= levels; i++ {
+		fmt.Fprintf(&b, `,"l%d":{"allOf":[{"$ref":"#/$defs/l%d"},{"$ref":"#/$defs/l%d"}]}`, i, i-1, i-1)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
 // TestCompileSizeLimits: the schema compiler's time grows faster than a
 // schema's size (with its nesting and, past some thousands, with the
 // square of its subschemas), and a schema is any tenant's input, so
@@ -48,6 +66,12 @@ func TestCompileSizeLimits(t *testing.T) {
 		{"one node more", wide(MaxNodes + 1), fmt.Sprintf("input_schema: has more than %d objects and arrays", MaxNodes)},
 		{"far more nodes", wide(100000), fmt.Sprintf("more than %d objects and arrays", MaxNodes)},
 		{"an array counts", `{"enum":[` + strings.Repeat(`[],`, MaxNodes-1) + `[]]}`, fmt.Sprintf("more than %d objects and arrays", MaxNodes)},
+		// Validation applies a part once per path that reaches it: a
+		// small schema can make every call take minutes.
+		{"applied at the limit", doubling(12, MaxApplied-(1<<14)+1), ""},
+		{"one applied more", doubling(12, MaxApplied-(1<<14)+2), fmt.Sprintf("input_schema: applies more than %d subschemas to a value once its references are followed, the limit", MaxApplied)},
+		{"2 KB, 2^32 applied", doubling(30, 0), fmt.Sprintf("applies more than %d subschemas", MaxApplied)},
+		{"a recursive tree is counted once a level", `{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#"}},"n":{"allOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}},"$defs":{"n":{"type":"integer"}}}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,6 +124,63 @@ func TestValidateDepthLimit(t *testing.T) {
 	}
 }
 
+// TestValidateStepLimit: the full validator's time is the document's
+// values times the subschemas each meets, so a document that would take
+// more than MaxSteps applications is refused before it starts; the count
+// is exact at its edge, and bounded by the limit, not by the document.
+func TestValidateStepLimit(t *testing.T) {
+	// An array's items each meet a $ref and what it leads to: l8 of the
+	// doubling chain, 2^10-3 = 1021 applications, 1022 with the $ref.
+	const perItem = 1022
+	s, err := Compile("input_schema", []byte(`{"type":"object","properties":{"a":{"type":"array","items":{"$ref":"#/$defs/l8"}},"b":{"enum":[1]}},"$defs":`+
+		doubling(8, 0)[strings.Index(doubling(8, 0), `"$defs":`)+len(`"$defs":`):]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := func(items int) string {
+		return `{"b":1,"a":[` + strings.TrimSuffix(strings.Repeat(`{},`, items), ",") + `]}`
+	}
+	// The root, the array, "b" (1), then each item.
+	count := func(items int) int { return 3 + items*perItem }
+	for _, items := range []int{0, 1, 7, 100} {
+		v, err := decodeJSON([]byte(doc(items)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := count(items)
+		if got := s.count.steps(s.s, v, n); got != n {
+			t.Errorf("%d items, limit %d: steps = %d, want %d (at the limit)", items, n, got, n)
+		}
+		if got := s.count.steps(s.s, v, n-1); got != n {
+			t.Errorf("%d items, limit %d: steps = %d, want %d (one past it)", items, n-1, got, n)
+		}
+	}
+	under := (MaxSteps - 3) / perItem
+	tooMany := fmt.Sprintf("arguments: checking it would apply the schema's parts more than %d times", MaxSteps)
+	for _, tt := range []struct {
+		name  string
+		items int
+		want  string
+	}{
+		{"under the limit", under, ""},
+		{"over it", under + 1, tooMany},
+		{"far over it", 300000, tooMany},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.Validate("arguments", []byte(doc(tt.items)))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %.300v", err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("err = %.300v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
 // BenchmarkCompileAtLimits is what one schema at the limits costs to
 // compile: the most one tenant's schema can cost brain.
 func BenchmarkCompileAtLimits(b *testing.B) {
@@ -121,5 +202,20 @@ func BenchmarkCompileAtLimits(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkValidateAtLimit is what validating a small value against a
+// schema that applies MaxApplied subschemas costs: the most one call's
+// arguments can cost to validate, per value of the arguments.
+func BenchmarkValidateAtLimit(b *testing.B) {
+	s, err := Compile("input_schema", []byte(doubling(12, MaxApplied-(1<<14)+1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := s.Validate("arguments", []byte(`{"a":1}`)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

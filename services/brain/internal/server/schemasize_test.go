@@ -24,6 +24,15 @@ func TestSchemaSizeLimits(t *testing.T) {
 		props = append(props, fmt.Sprintf(`"p%d":{"type":"string"}`, i))
 	}
 	big := json.RawMessage(`{"type":"object","properties":{` + strings.Join(props, ",") + `}}`)
+	// 2 KB, well within both limits, whose every validation would apply
+	// 2^32 subschemas: thirty $defs, each an allOf of two $refs to the next.
+	defs := map[string]any{"d30": map[string]any{"type": "object"}}
+	for i := range 30 {
+		ref := map[string]any{"$ref": fmt.Sprintf("#/$defs/d%d", i+1)}
+		defs[fmt.Sprintf("d%d", i)] = map[string]any{"allOf": []any{ref, ref}}
+	}
+	doubling, _ := json.Marshal(map[string]any{"$defs": defs, "$ref": "#/$defs/d0"})
+	wantApplied := fmt.Sprintf("applies more than %d subschemas to a value once its references are followed, the limit", schema.MaxApplied)
 	wantDeep := fmt.Sprintf("nests objects and arrays more than %d levels deep, the limit", schema.MaxDepth)
 	wantBig := fmt.Sprintf("has more than %d objects and arrays, the limit", schema.MaxNodes)
 	custom := func(name string, in, out json.RawMessage) map[string]any {
@@ -44,6 +53,12 @@ func TestSchemaSizeLimits(t *testing.T) {
 		{"session function, too many nodes", func() resp {
 			return b.putTools("t1", sess.ID, []any{map[string]any{"type": "function", "name": "f", "description": "d", "parameters": big}})
 		}, "tools[0].parameters: " + wantBig},
+		{"session function, applied along 2^32 paths", func() resp {
+			return b.putTools("t1", sess.ID, []any{map[string]any{"type": "function", "name": "f", "description": "d", "parameters": json.RawMessage(doubling)}})
+		}, "tools[0].parameters: " + wantApplied},
+		{"custom tool input_schema, applied along 2^32 paths", func() resp {
+			return b.do("POST", "/custom_tools", "t1", custom("expo", json.RawMessage(doubling), nil))
+		}, "input_schema: " + wantApplied},
 		{"custom tool input_schema, deep", func() resp { return b.do("POST", "/custom_tools", "t1", custom("deep", deep, nil)) }, "input_schema: " + wantDeep},
 		{"custom tool output_schema, too many nodes", func() resp {
 			return b.do("POST", "/custom_tools", "t1", custom("big", json.RawMessage(`{"type":"object"}`), big))

@@ -134,31 +134,34 @@ func functionPrompt(c *store.Call) string {
 }
 
 // approvalDetails is what the operator sees of a gated call on the approval
-// page: where the call comes from, and its exact arguments. When they do
-// not fit in maxChars characters (the approval tool's details maxLength; 0
-// for none), a notice comes first, saying how long they are, how many
-// characters follow and their SHA-256, then their beginning, ending in
-// "…": the operator knows what is not shown, and may deny it.
+// page: where the call comes from, and its exact arguments, as the call's
+// record has them (GET /tool_calls/{id}: compact JSON, whatever spacing the
+// caller sent). When they do not fit in maxChars characters (the approval
+// tool's details maxLength; 0 for none), a notice comes first, saying how
+// long they are, how many characters follow and their SHA-256, then their
+// beginning, ending in "…": the operator knows what is not shown, may
+// check the record against the sum, and may deny it.
 func approvalDetails(c *store.Call, maxChars int) string {
+	args := appendRaw(nil, c.Arguments)
 	head := fmt.Sprintf("brain asks before it sends this call.\nTool: %s\nTenant: %s\nSession: %s\nCall: %s\n", c.Tool, c.TenantID, c.SessionID, c.ID)
-	full := head + "Arguments (exact JSON):\n" + string(c.Arguments)
+	full := head + "Arguments (exact JSON):\n" + string(args)
 	if maxChars <= 0 || utf8.RuneCountInString(full) <= maxChars {
 		return full
 	}
-	total, sum := utf8.RuneCount(c.Arguments), sha256.Sum256(c.Arguments)
+	total, sum := utf8.RuneCount(args), sha256.Sum256(args)
 	notice := func(shown int) string {
 		return fmt.Sprintf("Arguments: TOO LONG TO SHOW IN FULL. They are %d characters; only the first %d follow, then \"…\". "+
-			"SHA-256 of the whole JSON: %x. The whole arguments are in the call's record (GET /tool_calls/%s).\n", total, shown, sum, c.ID)
+			"SHA-256 of the whole JSON: %x. The whole arguments are in the call's record, as hashed (GET /tool_calls/%s: arguments).\n", total, shown, sum, c.ID)
 	}
 	// shown has no more digits than total, so the notice written with
 	// total is at least as long as the one written with shown.
 	shown := max(0, maxChars-utf8.RuneCountInString(head)-utf8.RuneCountInString(notice(total))-1)
 	end := 0
 	for range shown {
-		_, n := utf8.DecodeRune(c.Arguments[end:])
+		_, n := utf8.DecodeRune(args[end:])
 		end += n
 	}
-	return head + notice(shown) + string(c.Arguments[:end]) + "…"
+	return head + notice(shown) + string(args[:end]) + "…"
 }
 
 // errAnswered is the cancel cause of an approval call whose gated call was

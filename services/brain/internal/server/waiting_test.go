@@ -899,10 +899,16 @@ func TestApprovalDetailsFit(t *testing.T) {
 		{"ascii, too long", `{"sql":"` + strings.Repeat("x", 16384) + `"}`, 16384, false},
 		{"one character too long", `{"s":"` + strings.Repeat("x", 1024-len(approvalDetails(call(`{"s":""}`), 0))+1) + `"}`, 1024, false},
 		{"exactly at the limit", `{"s":"` + strings.Repeat("x", 1024-len(approvalDetails(call(`{"s":""}`), 0))) + `"}`, 1024, true},
+		// Shown, counted and hashed as the record has them (GET
+		// /tool_calls/{id}), not as sent: a sum of the sent bytes could
+		// not be checked against the record.
+		{"spaced and escaped, fits", `{ "db" : "<payments>" }`, 16384, true},
+		{"spaced and escaped, too long", "{\n  \"sql\": \"" + strings.Repeat("a < b & ", 3000) + `"}`, 16384, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := call(tc.args)
 			d := approvalDetails(c, tc.max)
+			tc.args = string(appendRaw(nil, []byte(tc.args))) // as GET /tool_calls/{id} has them
 			if n := utf8.RuneCountInString(d); tc.max > 0 && n > tc.max {
 				t.Fatalf("details are %d characters, over %d", n, tc.max)
 			}
@@ -939,8 +945,14 @@ func TestGatedCallWithLongArguments(t *testing.T) {
 	t.Parallel()
 	b, ct := startWaitingBrain(t, true, 60)
 	s := b.session("t1", "gated")
-	sql := strings.Repeat("ü", 30000)
-	_, c := b.call("t1", s.ID, "gated", map[string]any{"sql": sql}, 0)
+	sql := strings.Repeat("ü <", 10000)
+	// Sent with spaces and unescaped <, as a client may: the record has
+	// them compact and escaped, and the notice's sum is of that.
+	r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", `{"tool": "gated", "arguments": {"sql": "`+sql+`"}}`)
+	var c CallJSON
+	if r.json(t, &c); r.status != 202 {
+		t.Fatalf("gated call: %d %s", r.status, r.body)
+	}
 	var a approvalReq
 	select {
 	case a = <-ct.approvals:
@@ -952,9 +964,13 @@ func TestGatedCallWithLongArguments(t *testing.T) {
 	if n := utf8.RuneCountInString(details); n > approveDetailsMax || !strings.Contains(details, "TOO LONG TO SHOW IN FULL") {
 		t.Fatalf("details: %d characters: %.300q", n, details)
 	}
+	_, rec := b.getCall("t1", c.ID, 0)
+	if sum := fmt.Sprintf("SHA-256 of the whole JSON: %x.", sha256.Sum256(rec.Arguments)); !strings.Contains(details, sum) {
+		t.Errorf("the notice's sum is not the record's (%s): %.400q", sum, details)
+	}
 	a.decide <- "approved|alice|"
 	_, done := b.getCall("t1", c.ID, 5)
-	if done.Status != "succeeded" || ct.count(c.ID) != 1 || !strings.Contains(string(done.Arguments), sql) {
+	if done.Status != "succeeded" || ct.count(c.ID) != 1 || !strings.Contains(string(done.Arguments), strings.ReplaceAll(sql, "<", `\u003c`)) {
 		t.Fatalf("approved: %s, sent %d times, arguments %d bytes", done.Status, ct.count(c.ID), len(done.Arguments))
 	}
 }

@@ -26,10 +26,11 @@ const maxCycleSteps = 8
 //
 // $dynamicRef and $recursiveRef are followed to the schema they name where
 // they stand (their static target), which is where they lead when
-// validation starts there. During validation from an outer schema with the
-// same dynamic anchor they lead to that one instead, so a loop at the
-// static target that only such an outer schema breaks would be refused
-// although validation from the outside ends; the metaschemas have none (their
+// validation starts there, and a $dynamicRef also to every schema of the
+// document with its dynamic anchor, where it leads during validation from
+// an outer schema that has that anchor. So a loop at the static target
+// that only such an outer schema breaks would be refused although
+// validation from the outside ends; the metaschemas have none (their
 // $dynamicRef steps into a property or an item), and a schema that relies
 // on one fails every validation that starts at its static target.
 func refCycle(root *jsonschema.Schema) []*jsonschema.Schema {
@@ -38,13 +39,24 @@ func refCycle(root *jsonschema.Schema) []*jsonschema.Schema {
 		onPath
 		done
 	)
+	anchors := map[string][]*jsonschema.Schema{}
+	walk(root, map[*jsonschema.Schema]bool{}, func(s *jsonschema.Schema) bool {
+		if s.DynamicAnchor != "" {
+			anchors[s.DynamicAnchor] = append(anchors[s.DynamicAnchor], s)
+		}
+		return true
+	})
 	state := map[*jsonschema.Schema]int{}
 	var path, cycle []*jsonschema.Schema
 	var visit func(s *jsonschema.Schema) bool
 	visit = func(s *jsonschema.Schema) bool {
 		state[s] = onPath
 		path = append(path, s)
-		for _, n := range sameValue(s) {
+		next := sameValue(s)
+		if s.DynamicRef != nil && s.DynamicRef.Anchor != "" {
+			next = append(next, anchors[s.DynamicRef.Anchor]...)
+		}
+		for _, n := range next {
 			switch state[n] {
 			case onPath:
 				i := slices.Index(path, n)

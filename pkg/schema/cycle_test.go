@@ -39,6 +39,11 @@ func TestCompileRefCycle(t *testing.T) {
 			"input_schema: reference cycle: #/$defs/a → #/$defs/a/allOf/0 → #/$defs/a", "", ""},
 		{"through $dynamicRef to a dynamic anchor", `{"$dynamicAnchor":"m","type":"object","anyOf":[{"$dynamicRef":"#m"}]}`,
 			"input_schema: reference cycle: # → #/anyOf/0 → #", "", ""},
+		// "#n" names leaf where it stands, but from root, whose dynamic
+		// anchor is n too, it leads back to root: every call failed.
+		{"through $dynamicRef to an outer dynamic anchor", `{"$id":"https://example.com/root","$dynamicAnchor":"n","type":"object","allOf":[{"$ref":"inner"}],` +
+			`"$defs":{"inner":{"$id":"https://example.com/inner","$defs":{"leaf":{"$dynamicAnchor":"n","type":"object"}},"$dynamicRef":"#n"}}}`,
+			"input_schema: reference cycle: # → #/allOf/0 → #/$defs/inner → #", "", ""},
 		{"draft 2019-09 $recursiveRef", `{"$schema":"https://json-schema.org/draft/2019-09/schema","$recursiveAnchor":true,"type":"object","allOf":[{"$recursiveRef":"#"}]}`,
 			"reference cycle", "", ""},
 		{"recursive tree through $dynamicRef", `{"$dynamicAnchor":"n","type":"object","properties":{"kids":{"type":"array","items":{"$dynamicRef":"#n"}}}}`,

@@ -164,10 +164,12 @@ func BodyError(err error) error {
 }
 
 // JSONKind names the kind of JSON value whose first byte is b, for a
-// refusal: "null", "an array", "a string", "a boolean", "a number", or
-// "malformed JSON".
+// refusal: "null", "an object", "an array", "a string", "a boolean", "a
+// number", or "malformed JSON".
 func JSONKind(b byte) string {
 	switch {
+	case b == '{':
+		return "an object"
 	case b == 'n':
 		return "null"
 	case b == '[':

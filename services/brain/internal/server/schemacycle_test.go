@@ -471,6 +471,7 @@ func TestSessionMCPLeftOutReadBack(t *testing.T) {
 			want  string
 		}{
 			{map[string]any{"type": "mcp", "name": "docs", "url": mixed, "left_out": "loop"}, "tools[0].left_out: must be an array when sent back from a read, got a string"},
+			{map[string]any{"type": "mcp", "name": "docs", "url": mixed, "left_out": map[string]any{}}, "tools[0].left_out: must be an array when sent back from a read, got an object"},
 			{map[string]any{"type": "function", "name": "f", "description": "d", "left_out": []any{}}, "tools[0].left_out: unknown field; a function entry accepts"},
 		} {
 			r := b.putTools("t1", sess.ID, []any{tc.entry})

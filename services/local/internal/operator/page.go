@@ -257,8 +257,8 @@ func (p *Page) Routes(r *httprouter.Router) {
 // anything else a 500 whose cause is only logged).
 type handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
 
-// wrap sets the page's security headers on every answer and answers the
-// handler's error.
+// wrap sets the page's security headers on every answer, refuses a query
+// value with a NUL (noNULQuery) and answers the handler's error.
 func (p *Page) wrap(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		hd := w.Header()
@@ -269,10 +269,30 @@ func (p *Page) wrap(h handler) httprouter.Handle {
 		// "Origin: null" on the page's own form POSTs, which sameOrigin refuses.
 		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cache-Control", "no-store")
-		if err := h(w, r, ps); err != nil {
+		err := noNULQuery(r)
+		if err == nil {
+			err = h(w, r, ps)
+		}
+		if err != nil {
 			p.errors.Error(w, r, err)
 		}
 	}
+}
+
+// noNULQuery refuses with a 400 naming it a query value that holds a NUL
+// (U+0000), on every route: the queue's and the audit log's filters are
+// looked up in the store, where PostgreSQL cannot take a NUL and SQLite
+// can (approval.NoNUL), and no other value needs one. Brain refuses its
+// query values the same way.
+func noNULQuery(r *http.Request) error {
+	for name, vs := range r.URL.Query() {
+		for _, v := range vs {
+			if err := approval.NoNUL(name, v); err != nil {
+				return refuse(http.StatusBadRequest, httpapi.CodeInvalidRequest, err.Error()+".")
+			}
+		}
+	}
+	return nil
 }
 
 // codeAdminsOnly is the code of the audit log's refusal of an operator who
@@ -734,6 +754,9 @@ func (p *Page) decide(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 	comment := strings.TrimSpace(strings.ReplaceAll(r.PostForm.Get("comment"), "\r\n", "\n"))
 	if n := utf8.RuneCountInString(comment); n > maxCommentChars {
 		return p.renderDetail(w, r, http.StatusBadRequest, sess, a, fmt.Sprintf("comment: %d characters, more than the limit of %d.", n, maxCommentChars))
+	}
+	if err := approval.NoNUL("comment", comment); err != nil {
+		return p.renderDetail(w, r, http.StatusBadRequest, sess, a, err.Error()+".")
 	}
 	got, err := p.svc.Decide(r.Context(), a.ID, decision, sess.operator, comment)
 	var de *approval.DecidedError

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/jobs"
@@ -180,10 +181,35 @@ func (e *DecidedError) Unwrap() error { return ErrDecided }
 // Args are what request_approval and approval_start share of their
 // arguments (streamArgs, jobArgs); the tools' input_schema is inferred
 // from them. The limits in the schema tags are MaxActionChars and
-// MaxDetailsChars (TestArgsSchemaLimits).
+// MaxDetailsChars (TestArgsSchemaLimits); Validate refuses a NUL in
+// either (NoNUL).
 type Args struct {
 	Action  string `json:"action" jsonschema:"What you want to do, in one line, e.g. \"Delete 14 files in /srv/reports\"." schema:"minLength=1,maxLength=500"`
 	Details string `json:"details,omitempty" jsonschema:"Everything the operator needs to decide: the exact command, the objects affected, why." schema:"maxLength=16384"`
+}
+
+// Validate refuses a NUL in action or details, which the store keeps as
+// text (see NoNUL); streamArgs and jobArgs have it through Args.
+func (a *Args) Validate() error {
+	if err := NoNUL("action", a.Action); err != nil {
+		return err
+	}
+	return NoNUL("details", a.Details)
+}
+
+// NoNUL refuses a NUL (U+0000) in v, the value of field: for every string
+// the store keeps in a text column or finds a row by. PostgreSQL's text
+// holds no NUL (a statement carrying one fails, invalid byte sequence for
+// encoding "UTF8": 0x00) where SQLite's does, so without this the two
+// stores would answer the same request differently, PostgreSQL with an
+// internal error after it had recorded nothing. The tools answer its error
+// as an is_error result, the operator page as a 400; the words are brain's
+// for the same rule (its noNUL).
+func NoNUL(field, v string) error {
+	if strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("%s: must not contain NUL (U+0000)", field)
+	}
+	return nil
 }
 
 // timeout is how long the operator has to answer before the approval

@@ -40,6 +40,10 @@ func (r *ref) check() error {
 		return errors.New("approval_id or call_id: required: give exactly one of them")
 	case r.ApprovalID != nil && r.CallID != nil:
 		return errors.New("approval_id and call_id: give only one of them, not both")
+	case r.CallID != nil:
+		// The store finds the approval by it (approval_id's pattern
+		// already keeps a NUL out).
+		return NoNUL("call_id", *r.CallID)
 	}
 	return nil
 }
@@ -68,6 +72,9 @@ func (s *Service) statusTool() service.Tool {
 		TimeoutSeconds: 60,
 		Annotations:    tool.ReadOnly(),
 	}, func(ctx context.Context, call *service.Call, args statusArgs) (*tool.Result, error) {
+		if res := refuseIdentity(call); res != nil {
+			return res, nil
+		}
 		id, res := s.resolve(ctx, call, "approval_status", args.ref)
 		if res != nil {
 			return res, nil
@@ -91,6 +98,9 @@ func (s *Service) cancelTool() service.Tool {
 		// withdrawing again changes nothing; the queue is the service's own.
 		Annotations: &tool.Annotations{IdempotentHint: true, OpenWorldHint: &f},
 	}, func(ctx context.Context, call *service.Call, args cancelArgs) (*tool.Result, error) {
+		if res := refuseIdentity(call); res != nil {
+			return res, nil
+		}
 		id, res := s.resolve(ctx, call, "approval_cancel", args.ref)
 		if res != nil {
 			return res, nil

@@ -164,6 +164,9 @@ func (s *Service) request(ctx context.Context, call *service.Call, args streamAr
 	// progress event's encoding) run deep; they run on a goroutine of
 	// their own, so that this one, which then waits for hours, never grows
 	// its stack past a few KiB.
+	if r := refuseIdentity(call); r != nil {
+		return r, nil
+	}
 	var id string
 	var r *tool.Result
 	offStack(func() {
@@ -225,6 +228,9 @@ func (s *Service) streamResult(ctx context.Context, call *service.Call, id strin
 // start is approval_start: record (or find) the call's approval and answer
 // its ID at once.
 func (s *Service) start(ctx context.Context, call *service.Call, args jobArgs) (*tool.Result, error) {
+	if r := refuseIdentity(call); r != nil {
+		return r, nil
+	}
 	a, _, err := s.Request(ctx, s.newApproval(call, args.Args, args.TimeoutSeconds, OriginJob))
 	if err != nil {
 		return refuse(call, err), nil
@@ -232,6 +238,25 @@ func (s *Service) start(ctx context.Context, call *service.Call, args jobArgs) (
 	return jobs.StartedResult(s.jobSpec(), jobStatus(a), map[string]any{
 		"url": s.URL(a.ID), "expires_at": a.ExpiresAt, "status": a.Status,
 	}), nil
+}
+
+// refuseIdentity refuses, before the store sees it, a call whose
+// tenant_id, session_id or call_id holds a NUL (NoNUL): the store keeps
+// all three with an approval and finds approvals by them. They are the
+// request's, not the arguments', hence "invalid request" (the
+// arguments' own checks say "invalid arguments").
+func refuseIdentity(call *service.Call) *tool.Result {
+	err := NoNUL("tenant_id", call.TenantID)
+	if err == nil {
+		err = NoNUL("session_id", call.SessionID)
+	}
+	if err == nil {
+		err = NoNUL("call_id", call.CallID)
+	}
+	if err != nil {
+		return tool.Errorf("invalid request: %v", err)
+	}
+	return nil
 }
 
 func refuse(call *service.Call, err error) *tool.Result {

@@ -114,6 +114,9 @@ type Page struct {
 	ctx      context.Context
 	// errors answers the errors handlers return with the message page.
 	errors httpapi.Responder
+	// auditRows is the store's Audit; a test makes it fail part way
+	// through, which no real store does on demand.
+	auditRows func(context.Context, approval.AuditQuery, func(approval.AuditEntry) error) (int, error)
 }
 
 // pairs is a list of name:value pairs separated by commas, as the
@@ -187,7 +190,7 @@ func New(ctx context.Context, cfg Config, svc *approval.Service, logger *slog.Lo
 	}
 	p := &Page{svc: svc, auth: &authenticator{shared: cfg.Token, store: svc.Store()}, sessions: newSessions(cfg.SessionTTL),
 		throttle: newThrottle(cfg.SigninAttempts, cfg.SigninWindow), identity: cfg.IdentityHeader, proxies: ps,
-		secure: secure, logger: logger, ctx: ctx, pages: map[string]*template.Template{}}
+		secure: secure, logger: logger, ctx: ctx, pages: map[string]*template.Template{}, auditRows: svc.Store().Audit}
 	funcs := template.FuncMap{
 		"ts":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
@@ -257,8 +260,8 @@ func (p *Page) Routes(r *httprouter.Router) {
 // anything else a 500 whose cause is only logged).
 type handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
 
-// wrap sets the page's security headers on every answer and answers the
-// handler's error.
+// wrap sets the page's security headers on every answer, refuses a query
+// value with a NUL (noNULQuery) and answers the handler's error.
 func (p *Page) wrap(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		hd := w.Header()
@@ -269,10 +272,30 @@ func (p *Page) wrap(h handler) httprouter.Handle {
 		// "Origin: null" on the page's own form POSTs, which sameOrigin refuses.
 		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cache-Control", "no-store")
-		if err := h(w, r, ps); err != nil {
+		err := noNULQuery(r)
+		if err == nil {
+			err = h(w, r, ps)
+		}
+		if err != nil {
 			p.errors.Error(w, r, err)
 		}
 	}
+}
+
+// noNULQuery refuses with a 400 naming it a query value that holds a NUL
+// (U+0000), on every route: the queue's and the audit log's filters are
+// looked up in the store, where PostgreSQL cannot take a NUL and SQLite
+// can (approval.NoNUL), and no other value needs one. Brain refuses its
+// query values the same way.
+func noNULQuery(r *http.Request) error {
+	for name, vs := range r.URL.Query() {
+		for _, v := range vs {
+			if err := approval.NoNUL(name, v); err != nil {
+				return refuse(http.StatusBadRequest, httpapi.CodeInvalidRequest, err.Error()+".")
+			}
+		}
+	}
+	return nil
 }
 
 // codeAdminsOnly is the code of the audit log's refusal of an operator who
@@ -735,6 +758,9 @@ func (p *Page) decide(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 	if n := utf8.RuneCountInString(comment); n > maxCommentChars {
 		return p.renderDetail(w, r, http.StatusBadRequest, sess, a, fmt.Sprintf("comment: %d characters, more than the limit of %d.", n, maxCommentChars))
 	}
+	if err := approval.NoNUL("comment", comment); err != nil {
+		return p.renderDetail(w, r, http.StatusBadRequest, sess, a, err.Error()+".")
+	}
 	got, err := p.svc.Decide(r.Context(), a.ID, decision, sess.operator, comment)
 	var de *approval.DecidedError
 	switch {
@@ -793,7 +819,7 @@ func (p *Page) audit(w http.ResponseWriter, r *http.Request, _ httprouter.Params
 	}
 	q, aq := p.auditQuery(r)
 	d := p.base(sess)
-	total, err := p.svc.Store().Audit(r.Context(), q, func(e approval.AuditEntry) error {
+	total, err := p.auditRows(r.Context(), q, func(e approval.AuditEntry) error {
 		d.Audit = append(d.Audit, e)
 		return nil
 	})
@@ -825,20 +851,41 @@ func (p *Page) audit(w http.ResponseWriter, r *http.Request, _ httprouter.Params
 // newest first, as CSV (RFC 4180). A cell that a spreadsheet would read as
 // a formula (starting with = + - @, a tab or a carriage return) gets a
 // leading ' so the export cannot run one.
+//
+// An export is whole or visibly broken, never a shorter file that looks
+// complete: an operator who files it as the record of who decided what
+// must be able to tell. Nothing is written before the first row is in
+// hand, so a failure up to then (the store down, say) is the error page
+// with its status, not a 200 with the header row alone. After that the
+// 200 has gone out and cannot be taken back, and a CSV has no place for
+// an error that a reader or a script would notice; a failure then cuts
+// the connection (abort) without the chunked body's last chunk, so that a
+// browser marks the download failed and curl exits with an error (18)
+// instead of keeping a truncated file. The cause is logged.
 func (p *Page) auditCSV(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	if sess, err := p.admin(w, r); sess == nil {
 		return err
 	}
 	q, _ := p.auditQuery(r)
 	q.Limit, q.Offset = 0, 0
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="approval-audit-`+time.Now().UTC().Format("20060102T150405Z")+`.csv"`)
+	header := func() {
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		w.Header().Set("Content-Disposition", `attachment; filename="approval-audit-`+time.Now().UTC().Format("20060102T150405Z")+`.csv"`)
+	}
 	if r.Method == http.MethodHead {
+		header()
 		return nil
 	}
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"seq", "at", "operator", "tenant_id", "approval_id", "decision", "details_sha256", "comment", "not_used_withdrawn_at"})
-	_, err := p.svc.Store().Audit(r.Context(), q, func(e approval.AuditEntry) error {
+	var cw *csv.Writer // nil until the first row: nothing written yet
+	start := func() {
+		header()
+		cw = csv.NewWriter(w)
+		_ = cw.Write([]string{"seq", "at", "operator", "tenant_id", "approval_id", "decision", "details_sha256", "comment", "not_used_withdrawn_at"})
+	}
+	_, err := p.auditRows(r.Context(), q, func(e approval.AuditEntry) error {
+		if cw == nil {
+			start()
+		}
 		notUsed := ""
 		if !e.WithdrawnAt.IsZero() {
 			notUsed = e.WithdrawnAt.Format(time.RFC3339Nano)
@@ -846,12 +893,38 @@ func (p *Page) auditCSV(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		return cw.Write([]string{strconv.FormatInt(e.Seq, 10), e.At.Format(time.RFC3339Nano), safeCell(e.Operator), safeCell(e.TenantID),
 			e.ApprovalID, string(e.Decision), e.DetailsHash, safeCell(e.Comment), notUsed})
 	})
-	cw.Flush()
-	if err != nil {
-		// The rows are on their way: too late for an error page.
-		p.logger.Error("audit export", "err", err)
+	switch {
+	case err != nil && cw == nil:
+		return fmt.Errorf("audit export: %w", err)
+	case err != nil:
+		if r.Context().Err() == nil { // not just the client gone
+			p.logger.Error("audit export cut short: the download is aborted", "err", err)
+		}
+		cw.Flush() // what was read goes out before the cut
+		abort(w)
+		return nil
+	case cw == nil:
+		start() // no rows: the header row is the whole export
 	}
+	cw.Flush()
 	return nil
+}
+
+// abort ends a streamed response so that the client sees it broken off:
+// the status and what was written go out, then the connection is closed
+// without the end of the chunked body. The local service speaks HTTP/1.1,
+// where a handler can take the connection over (Hijack); were it ever
+// served over HTTP/2, which cannot, it panics with http.ErrAbortHandler,
+// net/http's way to the same end.
+func abort(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	_ = rc.Flush() // Hijack sends the status, not what the response buffers
+	conn, buf, err := rc.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_ = buf.Flush()
+	_ = conn.Close()
 }
 
 func safeCell(s string) string {

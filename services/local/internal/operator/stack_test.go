@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/pgtest"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -41,6 +42,30 @@ func newStack(t testing.TB, cfg Config) *stack {
 // newStackSweeping is newStack with the expiry sweeper at interval sweep.
 func newStackSweeping(t testing.TB, cfg Config, sweep time.Duration) *stack {
 	t.Helper()
+	return newStackOn(t, cfg, approval.Config{DataDir: t.TempDir(), SweepInterval: sweep})
+}
+
+// pg is the PostgreSQL server of this test binary (pkg/pgtest), for the
+// tests that run on both approval stores (stores).
+var pg *pgtest.Server
+
+func TestMain(m *testing.M) { pgtest.Main(m, "operator", &pg) }
+
+// stores are the approval stores a page test runs on when the two must
+// answer alike: SQLite in a temporary directory, as newStack's, and a
+// database of its own on pg.
+var stores = []struct {
+	name   string
+	config func(t testing.TB) approval.Config
+}{
+	{"sqlite", func(t testing.TB) approval.Config { return approval.Config{DataDir: t.TempDir()} }},
+	{"postgres", func(t testing.TB) approval.Config { return approval.Config{DatabaseURL: pg.NewDatabase(t)} }},
+}
+
+// newStackOn is newStack on the approval store acfg names (its PageURL is
+// the stack's own; SweepInterval defaults to 100 ms).
+func newStackOn(t testing.TB, cfg Config, acfg approval.Config) *stack {
+	t.Helper()
 	if cfg.Token == "" && cfg.Operators == nil {
 		cfg.Token = operatorToken
 	}
@@ -55,7 +80,11 @@ func newStackSweeping(t testing.TB, cfg Config, sweep time.Duration) *stack {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	svc, err := approval.New(context.Background(), approval.Config{DataDir: t.TempDir(), PageURL: base, SweepInterval: sweep}, nil)
+	acfg.PageURL = base
+	if acfg.SweepInterval == 0 {
+		acfg.SweepInterval = 100 * time.Millisecond
+	}
+	svc, err := approval.New(context.Background(), acfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ echo "cpus: $(nproc), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 bench "pkg/service: echo on the service runtime vs a bare net/http handler doing the same JSON work" ./pkg/service 'BenchmarkEchoVsBare' 8000x
 bench "pkg/service: echo declared with NewTool (arguments and output checked against their schemas) vs the same work in a literal tool without schemas" ./pkg/service 'BenchmarkEchoDeclared' 8000x
 bench "brain: direct echo vs through brain with durable events (c=1, c=32); relay = the extra hop alone; relay+store = the hop plus the two mandated SQLite writes" ./services/brain/internal/server '^BenchmarkToolCall$' 8000x
+bench "brain: reads with a million events in the store against one with only the session read (p50 of listing calls and of a session's events, SQLite and PostgreSQL; about 2 minutes, most of it filling the stores)" ./services/brain/internal/server '^BenchmarkGrowth$' 1x
 bench "brain: durable event writes (SQLite)" ./services/brain/internal/store/sqlite 'BenchmarkCallWrites' 2000x
 bench "pkg: result encoding, encoding/json vs AppendJSON" ./pkg/tool 'BenchmarkResultEncoding' 1s
 bench "local: 1,000 approval streams held open, peak memory" ./services/local/internal/e2e 'BenchmarkApprovalStreams' 1x

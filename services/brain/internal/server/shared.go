@@ -171,7 +171,7 @@ func (s *Server) renewLoop(ctx context.Context) {
 	for {
 		now := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, s.lease)
-		if err := s.shared.RenewLeases(rctx, now.Add(s.lease)); err != nil && ctx.Err() == nil {
+		if _, err := s.shared.RenewLeases(rctx, now.Add(s.lease), nil); err != nil && ctx.Err() == nil {
 			s.log.Error("renew call leases", "err", err)
 		}
 		cancel()

@@ -34,6 +34,7 @@ const (
 	answerExpired                     // response_expires_at passed with no answer
 	answerCancelled                   // the call was cancelled, or its session ended
 	answerParked                      // brain is shutting down: the call stays waiting, as stored
+	answerTakenOver                   // another replica took the call over (errTakenOver): left to it
 )
 
 // answer is what ended a call's wait for input: the first one offered
@@ -183,11 +184,13 @@ func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 	}
 	a, child := s.awaitAnswer(ctx, rc, c.ResponseExpiresAt, child, func() *running { return s.startApproval(ctx, rc, c) })
 	if child != nil {
-		if a.kind != answerParked {
+		if a.kind != answerParked && a.kind != answerTakenOver {
 			// Parked, the gated call leaves its approval call to the
-			// shutdown, which parks it too (sendApproval). Otherwise the
-			// approval call ends once the answer is stored; its approval
-			// is withdrawn first unless it was what decided.
+			// shutdown, which parks it too (sendApproval); taken over, to
+			// the replica that took both over (claimed together), which
+			// sends it again. Otherwise the approval call ends once the
+			// answer is stored; its approval is withdrawn first unless it
+			// was what decided.
 			ct := s.withdrawal(child, a)
 			defer s.endApproval(child, ct)
 		}
@@ -195,7 +198,7 @@ func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 	}
 	t := rc.t
 	switch a.kind {
-	case answerParked:
+	case answerParked, answerTakenOver:
 		return ended{park: true}, false
 	case answerCancelled:
 		return ended{out: invoke.Cancelled(t, false, context.Cause(ctx))}, false
@@ -226,6 +229,7 @@ func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 	}
 	err := s.store.UpdateCall(context.WithoutCancel(ctx), &next, []string{store.CallRequiresInput}, a.event(&c))
 	if err != nil {
+		s.takenOver(rc, err)
 		a.recorded(nil, err)
 		return ended{out: storeRefusal(t, err)}, false
 	}
@@ -255,8 +259,11 @@ func (s *Server) awaitAnswer(ctx context.Context, rc *running, expires time.Time
 			rc.offer(newAnswer(answerExpired))
 		case <-ctx.Done():
 			kind := answerCancelled
-			if errors.Is(context.Cause(ctx), errShutdown) {
+			switch cause := context.Cause(ctx); {
+			case errors.Is(cause, errShutdown):
 				kind = answerParked
+			case errors.Is(cause, errTakenOver):
+				kind = answerTakenOver
 			}
 			rc.offer(newAnswer(kind))
 		case <-childDone:
@@ -675,7 +682,7 @@ func resendable(o invoke.Outcome) bool {
 func (s *Server) awaitFunction(ctx context.Context, rc *running) ended {
 	a, _ := s.awaitAnswer(ctx, rc, rc.snapshot().ResponseExpiresAt, nil, nil)
 	switch a.kind {
-	case answerParked:
+	case answerParked, answerTakenOver:
 		return ended{park: true}
 	case answerCancelled:
 		return s.stopWaiting(ctx, rc, true)
@@ -743,6 +750,11 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 		return r.Context().Err()
 	}
 	if a.err != nil {
+		if errors.Is(a.err, store.ErrNotOwner) || errors.Is(a.err, errTakenOver) {
+			// Nothing was recorded; the replica that took the call over
+			// takes the answer given again (respondRemote).
+			return httpapi.Unavailable("tool call %q was taken over by another brain replica before the answer was recorded; answer again", id)
+		}
 		return fmt.Errorf("record the answer of tool call %s: %w", id, a.err)
 	}
 	writeCall(w, a.call, s.queuePosition(a.call))
@@ -781,6 +793,8 @@ func (a *answer) why() string {
 		return "is no longer waiting for input: it was cancelled"
 	case answerParked:
 		return "is no longer waiting for input here: brain is shutting down; answer again once it is back"
+	case answerTakenOver:
+		return "is no longer waiting for input here: another brain replica took it over; answer again"
 	}
 	return "was already answered by " + a.by.String()
 }

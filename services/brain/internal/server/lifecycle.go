@@ -89,6 +89,10 @@ type running struct {
 	// decided, made for an approval call, is closed once its gated call
 	// has decided whether it withdraws the approval (awaitApproval).
 	decided chan struct{}
+	// takenOver is set once another replica owns the call (takeOver): it
+	// stops here and nothing more is recorded or sent for it. finishing
+	// is set once its run is over and execute records how it ended.
+	takenOver, finishing atomic.Bool
 
 	mu       sync.Mutex
 	call     store.Call // as last stored
@@ -388,13 +392,18 @@ type ended struct {
 func (s *Server) execute(ctx context.Context, rc *running) {
 	defer s.calls.Done()
 	e := s.run(ctx, rc)
+	rc.finishing.Store(true)
 	c := rc.snapshot()
 	var final *store.Call
-	if e.park {
+	if e.park || rc.takenOver.Load() {
 		// Only a parked call's answer is this copy; finishWith returns
-		// its own, so c stays off the heap.
+		// its own, so c stays off the heap. A call another replica took
+		// over is that replica's to record: it ends here as last stored.
 		final = new(store.Call)
 		*final = c
+		if e.answer != nil {
+			e.answer.recorded(final, errTakenOver)
+		}
 	} else {
 		var evs []*store.Event
 		if e.answer != nil && e.answer.given() {
@@ -405,7 +414,14 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 		}
 		var err error
 		final, err = s.finishWith(context.WithoutCancel(ctx), rc.t, &c, e.out, evs...)
-		if err != nil {
+		switch {
+		case err == nil:
+		case s.takenOver(rc, err):
+			// Not this replica's result to record: the call ends as its
+			// new owner records it.
+			final = new(store.Call)
+			*final = rc.snapshot()
+		default:
 			// The store refused the result; the call stays unfinished on
 			// disk and a restart ends it as brain_restarted. Waiters still
 			// get the outcome.
@@ -525,6 +541,7 @@ func (s *Server) admit(ctx context.Context, rc *running) (ended, bool) {
 		// Approved: the call joins the queue now, in its stored order.
 		c.Status, c.StartedAt = store.CallQueued, time.Time{}
 		if err := s.store.UpdateCall(context.WithoutCancel(ctx), &c, []string{from}); err != nil {
+			s.takenOver(rc, err)
 			return ended{out: storeRefusal(rc.t, err)}, false
 		}
 		rc.set(c)
@@ -564,6 +581,7 @@ func (s *Server) begin(ctx context.Context, rc *running) (ended, bool) {
 		c.Status = store.CallRunning
 	}
 	if err := s.store.UpdateCall(context.WithoutCancel(ctx), &c, []string{store.CallQueued}, evs...); err != nil {
+		s.takenOver(rc, err)
 		return ended{out: storeRefusal(rc.t, err)}, false
 	}
 	rc.set(c)
@@ -576,7 +594,7 @@ func (s *Server) begin(ctx context.Context, rc *running) (ended, bool) {
 // function tool in requires_input) or not.
 func (s *Server) stopWaiting(ctx context.Context, rc *running, sent bool) ended {
 	cause := context.Cause(ctx)
-	if errors.Is(cause, errShutdown) {
+	if errors.Is(cause, errShutdown) || errors.Is(cause, errTakenOver) {
 		return ended{park: true}
 	}
 	return ended{out: invoke.Cancelled(rc.t, sent, cause)}
@@ -1034,7 +1052,9 @@ func (s *Server) resumeWithdrawal(c *store.Call) {
 func (s *Server) clearWithdrawal(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeWait)
 	defer cancel()
-	if err := s.store.ClearWithdrawal(ctx, id); err != nil {
+	if err := s.store.ClearWithdrawal(ctx, id); errors.Is(err, store.ErrNotOwner) {
+		s.log.Info("a pending withdrawal not cleared: another brain replica took it over and sends it", "approval_call_id", id)
+	} else if err != nil {
 		s.log.Warn("clear a pending withdrawal; it is sent again after a restart", "approval_call_id", id, "err", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -625,5 +627,155 @@ func TestTakeUpGoesOnPastAFailedCall(t *testing.T) {
 	defer mu.Unlock()
 	if failed == "" {
 		t.Fatal("b took up no call")
+	}
+}
+
+// TestPausedReplicaFenced: on PostgreSQL a replica paused past its lease
+// (its renewals and take-ups held back in-process, as SIGSTOP would) has
+// its calls taken over by another: a gated call with the approval call
+// whose stream the approval tool holds, a function call waiting for its
+// answer, and a running call. When the operator's decision then reaches
+// the paused replica's stale approval stream, the store refuses to record
+// it (the writes are fenced by owner): it records no decision and does not
+// send the gated call. Once it renews again it stops its taken-over calls
+// at once, each with a WARN, and its stream to the running call's tool
+// ends; the new owner's outcome stands, with no ERROR from it (found by a
+// tester with three replicas, BRAIN_LEASE=5s and kill -STOP for 9 s: the
+// resumed replica recorded the decision and sent the gated call itself,
+// and the owner logged ERROR record tool result).
+func TestPausedReplicaFenced(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres")
+	}
+	t.Parallel()
+	const lease = time.Second
+	ct := newCountingTools(t)
+	cfg := waitingConfig(t, ct.URL, true, 60)
+	var (
+		held              atomic.Bool
+		resume            = make(chan struct{})
+		pausedLog, ownLog syncBuffer
+	)
+	paused := startBrain(t, func(o *Options) {
+		o.Config, o.Lease = cfg, lease
+		o.Logger = slog.New(slog.NewJSONHandler(&pausedLog, nil))
+		o.leaseHook = func(ctx context.Context) {
+			if held.Load() {
+				select {
+				case <-resume:
+				case <-ctx.Done():
+				}
+			}
+		}
+	})
+	owner := startBrain(t, sameStore(paused), func(o *Options) {
+		o.Config, o.Lease = cfg, lease
+		o.Logger = slog.New(slog.NewJSONHandler(&ownLog, nil))
+	})
+	waitUntil := func(what string, within time.Duration, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %s", what, within)
+			}
+		}
+	}
+	runsOn := func(b *brain, id string) bool { _, ok := b.srv.lookupRunning(id); return ok }
+
+	s := paused.session("t1", "gated", "lookup", "held")
+	_, run := paused.call("t1", s.ID, "held", map[string]any{}, 0)
+	receive(t, ct.arrived, 5*time.Second, "the held call did not reach its tool")
+	_, fn := paused.call("t1", s.ID, "lookup", map[string]string{"order_id": "A-1"}, 0)
+	_, gate := paused.call("t1", s.ID, "gated", map[string]any{}, 0)
+	if run.Status != "running" || fn.Status != "requires_input" || gate.Status != "requires_input" {
+		t.Fatalf("calls before the pause: %s %s %s", run.Status, fn.Status, gate.Status)
+	}
+	stale := nextApprovalReq(t, ct, 5*time.Second)
+	approval := stale.req.CallID
+
+	// The pause: the other replica takes the calls over once the lease ran
+	// out, and sends the approval call again with its ID.
+	held.Store(true)
+	again := nextApprovalReq(t, ct, 3*lease+10*time.Second)
+	if again.req.CallID != approval {
+		t.Fatalf("after the takeover the approval tool got call %s, want the approval call %s again", again.req.CallID, approval)
+	}
+	if _, c := owner.getCall("t1", run.ID, 10); c.Status != "failed" || deref(c.ErrorCode) != "brain_restarted" {
+		t.Fatalf("the running call after the takeover: %s %s", c.Status, deref(c.ErrorCode))
+	}
+	waitUntil("the function call taken up", 10*time.Second, func() bool { return runsOn(owner, fn.ID) && runsOn(owner, gate.ID) })
+
+	// The operator's decision reaches the paused replica's stale stream
+	// while it has not noticed anything: the store refuses its writes.
+	stale.decide <- "approved|alice|"
+	waitUntil("the approval call to end on the paused replica", 10*time.Second, func() bool { return !runsOn(paused, approval) })
+	if _, c := owner.getCall("t1", approval, 0); c.Status != "running" {
+		t.Errorf("the approval call after the paused replica got the decision: %s, want running on its new owner", c.Status)
+	}
+	time.Sleep(lease / 2) // time for a gated call sent by the paused replica to arrive
+	if n := ct.count(gate.ID); n != 0 {
+		t.Errorf("the gated call was sent %d times by the replica that lost it", n)
+	}
+	if _, c := owner.getCall("t1", gate.ID, 0); c.Status != "requires_input" {
+		t.Errorf("the gated call after the paused replica got the decision: %s, want requires_input", c.Status)
+	}
+
+	// The paused replica goes on: its renewal finds its calls taken over,
+	// and it stops them, streams included.
+	close(resume)
+	waitUntil("the paused replica to stop its taken-over calls", 10*time.Second, func() bool {
+		return !runsOn(paused, gate.ID) && !runsOn(paused, fn.ID) && !runsOn(paused, run.ID)
+	})
+	waitUntil("the held tool's request from the paused replica to end", 10*time.Second, func() bool {
+		ct.mu.Lock()
+		defer ct.mu.Unlock()
+		return ct.inflight == 1 // the owner's approval stream
+	})
+
+	// The owner decides the calls.
+	again.decide <- "approved|alice|"
+	if _, c := owner.getCall("t1", gate.ID, 10); c.Status != "succeeded" || ct.count(gate.ID) != 1 {
+		t.Errorf("the gated call: %s, sent %d times; want succeeded, once", c.Status, ct.count(gate.ID))
+	}
+	// An answer through the paused replica goes to the owner.
+	r := paused.respond("t1", fn.ID, map[string]any{"structured_content": map[string]string{"status": "shipped"}})
+	var done CallJSON
+	r.json(t, &done)
+	if r.status != http.StatusOK || done.Status != "succeeded" {
+		t.Errorf("answer through the paused replica: %d %s", r.status, r.body)
+	}
+	var responded []string
+	for _, e := range owner.events("t1", s.ID) {
+		if e.Type == "tool.responded" {
+			responded = append(responded, e.CallID)
+		}
+	}
+	slices.Sort(responded)
+	want := []string{fn.ID, gate.ID}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, responded); diff != "" {
+		t.Errorf("tool.responded events, one per answered call (-want +got):\n%s", diff)
+	}
+
+	for _, l := range []struct {
+		name string
+		log  *syncBuffer
+	}{{"owner", &ownLog}, {"paused replica", &pausedLog}} {
+		for line := range strings.Lines(l.log.String()) {
+			if strings.Contains(line, `"level":"ERROR"`) {
+				t.Errorf("%s logged an ERROR: %s", l.name, line)
+			}
+		}
+	}
+	for _, id := range []string{approval, gate.ID, fn.ID, run.ID} {
+		n := 0
+		for line := range strings.Lines(pausedLog.String()) {
+			if strings.Contains(line, `"level":"WARN"`) && strings.Contains(line, "another brain replica took it over") && strings.Contains(line, `"call_id":"`+id+`"`) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("the paused replica logged %d WARNs that call %s was taken over, want 1", n, id)
+		}
 	}
 }

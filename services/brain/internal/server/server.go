@@ -106,6 +106,10 @@ type Options struct {
 	// loop claimed from stopped replicas before it takes them up: a test
 	// makes a take-up as slow as it likes with it.
 	takeUpHook func(ctx context.Context, calls []*store.Call)
+	// leaseHook, when set (tests only), is called before each renewal of
+	// this replica's leases and each pass that takes up other replicas'
+	// calls: a test holds them back in it, as a paused process would.
+	leaseHook func(ctx context.Context)
 }
 
 // Limits are the most custom tools, secrets and toolsets one tenant
@@ -161,8 +165,13 @@ type Server struct {
 	shared    store.Shared // the store, when replicas share it; nil on SQLite
 	lease     time.Duration
 	retention time.Duration
-	// takeUpHook is Options.takeUpHook.
+	// takeUpHook and leaseHook are Options'.
 	takeUpHook func(ctx context.Context, calls []*store.Call)
+	leaseHook  func(ctx context.Context)
+	// renewNow asks the renewal loop to renew at once: a write was refused
+	// because another replica owns its call, and the others that replica
+	// took with it are to be stopped here too.
+	renewNow chan struct{}
 	// retentionEvery is Options.RetentionInterval.
 	retentionEvery time.Duration
 	// background is the lease and retention loops; Close stops them.
@@ -249,6 +258,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 
 		retentionEvery: o.RetentionInterval,
 		takeUpHook:     o.takeUpHook,
+		leaseHook:      o.leaseHook,
+		renewNow:       make(chan struct{}, 1),
 
 		remoteEnding: map[string]time.Time{},
 		settled:      map[string]chan struct{}{},

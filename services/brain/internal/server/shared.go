@@ -35,6 +35,12 @@ import (
 //     on the replica that took them; the withdrawals it had pending on
 //     approval calls that ended (store.Call.WithdrawUntil) are sent by the
 //     replica that took them;
+//   - a replica that was only paused (SIGSTOP, a VM stall, cut off from
+//     the database) past its lease finds its calls taken over when it goes
+//     on: the store refuses each of its writes for them (store.ErrNotOwner:
+//     they are fenced by the owner column), and its next renewal names
+//     them; either way it stops them here at once (takeOver), recording
+//     and sending nothing more for them;
 //   - an answer (respond) through a replica that does not run the call is
 //     stored and signalled; the call's replica offers it to the call and
 //     settles it (see respondRemote);
@@ -131,6 +137,40 @@ func (s *Server) notify(ctx context.Context, sig store.Signal) {
 	}
 }
 
+// errTakenOver is the cancel cause of a call another replica took over.
+var errTakenOver = errors.New("another brain replica took the call over: this replica's lease on it ran out")
+
+// takenOver reports whether err, a store's refusal of a write for rc, says
+// that another replica owns rc's call now, and then stops rc here
+// (takeOver).
+func (s *Server) takenOver(rc *running, err error) bool {
+	if !errors.Is(err, store.ErrNotOwner) {
+		return false
+	}
+	s.takeOver(rc, "the store refused a write for it")
+	return true
+}
+
+// takeOver stops call rc here, once: another replica owns it now (it
+// claimed the call once this replica's lease on it ran out, and took it
+// up or ended it). Its goroutine and its request to the tool are
+// cancelled, and nothing more is recorded or sent for it (execute). It
+// asks for a renewal at once, which finds the other calls taken over with
+// it.
+func (s *Server) takeOver(rc *running, how string) {
+	if rc.takenOver.Swap(true) {
+		return
+	}
+	c := rc.snapshot()
+	s.log.Warn("stopped a call here without recording or sending anything more for it: another brain replica took it over once this replica's lease on it ran out (this replica was paused or cut off from the database for longer than the lease)",
+		"call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID, "status", c.Status, "found", how)
+	rc.cancel(errTakenOver)
+	select {
+	case s.renewNow <- struct{}{}:
+	default:
+	}
+}
+
 // leaseLoop renews this replica's leases (renewLoop, on a goroutine of its
 // own) and takes up the calls of replicas whose lease ran out (running ones
 // end brain_restarted, waiting ones wait again here), every third of a
@@ -150,6 +190,9 @@ func (s *Server) leaseLoop(ctx context.Context) {
 	// The claims of calls not taken up that a release has yet to give up.
 	var unreleased []string
 	for {
+		if s.leaseHook != nil {
+			s.leaseHook(ctx)
+		}
 		unreleased = s.releaseClaims(ctx, append(unreleased, s.takeUpExpired(ctx)...))
 		// Signals lost on the way are made up here.
 		s.takePendingAnswers(ctx)
@@ -162,25 +205,51 @@ func (s *Server) leaseLoop(ctx context.Context) {
 	}
 }
 
-// renewLoop extends this replica's leases by a lease every third of one,
-// until ctx ends. A renewal that takes longer than a lease is given up (the
-// next one tries again): a lease it did not extend in time is lost anyway.
+// renewLoop extends this replica's leases by a lease every third of one
+// (and at once when asked on s.renewNow), until ctx ends, and stops here
+// the calls it runs that another replica owns now (takeOver). A renewal
+// that takes longer than a lease is given up (the next one tries again): a
+// lease it did not extend in time is lost anyway.
 func (s *Server) renewLoop(ctx context.Context) {
 	t := time.NewTicker(s.lease / 3)
 	defer t.Stop()
 	for {
+		if s.leaseHook != nil {
+			s.leaseHook(ctx)
+		}
 		now := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, s.lease)
-		if err := s.shared.RenewLeases(rctx, now.Add(s.lease)); err != nil && ctx.Err() == nil {
+		lost, err := s.shared.RenewLeases(rctx, now.Add(s.lease), s.inflightIDs())
+		if err != nil && ctx.Err() == nil {
 			s.log.Error("renew call leases", "err", err)
 		}
 		cancel()
+		for _, id := range lost {
+			// A call that finished here a moment ago is no longer owned
+			// either; one whose result is being recorded finds out there.
+			if rc, ok := s.lookupRunning(id); ok && !rc.finishing.Load() {
+				s.takeOver(rc, "the renewal of its lease")
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.renewNow:
 		}
 	}
+}
+
+// inflightIDs lists the calls in flight here (some perhaps not stored
+// yet, which the store leaves out).
+func (s *Server) inflightIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.inflight))
+	for id := range s.inflight {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // takeUpExpired claims the calls whose lease ran out, a hundred at a time,

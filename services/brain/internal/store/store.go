@@ -187,11 +187,28 @@ var ErrCallsInFlight = errors.New("session has calls in flight")
 type StateError struct {
 	What   string // "session" or "tool call"
 	Status string
+	// NotOwner, in a Shared store, says that the write was refused because
+	// the call is not this replica's any more (errors.Is ErrNotOwner).
+	NotOwner bool
 }
 
 func (e *StateError) Error() string {
+	if e.NotOwner {
+		return fmt.Sprintf("%s is %s and no longer this brain replica's: its lease ran out and another replica took it over", e.What, e.Status)
+	}
 	return fmt.Sprintf("%s is %s", e.What, e.Status)
 }
+
+// Is makes a StateError with NotOwner match ErrNotOwner.
+func (e *StateError) Is(target error) bool { return target == ErrNotOwner && e.NotOwner }
+
+// ErrNotOwner is the refusal, in a Shared store, of a replica's write to a
+// call it does not own (any more): its lease on the call ran out and
+// another replica claimed the call (ClaimExpired), and took it up or ended
+// it. The write changed nothing; the replica is to stop the call here
+// without recording anything for it. Returned as a *StateError with
+// NotOwner set, naming the call's status.
+var ErrNotOwner = errors.New("tool call owned by another brain replica")
 
 // Signal kinds: what one brain replica tells the others through a shared
 // store (PostgreSQL's LISTEN/NOTIFY). A signal is a hint; the database
@@ -240,15 +257,26 @@ type Signal struct {
 // Shared is a Store that several brain replicas use at once (PostgreSQL).
 // Each replica opens it with an ID of its own; calls it creates are owned by
 // it under a lease that it renews, and a call whose lease ran out belongs to
-// a replica that died.
+// a replica that died. Ownership fences the writes: UpdateCall, FinishCall
+// and ClearWithdrawal of a call, CreateCall of an approval call for its
+// gated call (ParentID), and the slot a call gives back (Admit's release)
+// change nothing unless this replica owns the call (the parent) when the
+// statement runs, and are refused with ErrNotOwner; so a replica paused
+// past its lease, whose calls another one took over, cannot write for
+// them, however long it was paused between a check and its write.
 type Shared interface {
 	Store
 	// Replica is this replica's ID, the owner of the calls it creates.
 	Replica() string
 	// RenewLeases extends to until the lease of every unfinished call this
 	// replica owns, and of every finished one with a pending withdrawal
-	// (Call.WithdrawUntil), which its owner is sending.
-	RenewLeases(ctx context.Context, until time.Time) error
+	// (Call.WithdrawUntil), which its owner is sending, and returns those
+	// of calls running (the calls this replica runs) that are stored and
+	// not owned by it: another replica claimed them once their lease ran
+	// out (the replica was paused, or cut off from the database, for
+	// longer than a lease), or they finished (a call this replica just
+	// finished is among them: the caller tells them apart).
+	RenewLeases(ctx context.Context, until time.Time, running []string) (notOwned []string, err error)
 	// ClaimExpired takes over up to limit unfinished calls, or finished
 	// ones with a pending withdrawal, whose lease ran out before now (their
 	// replica died), leasing them to this replica until `until` so that no
@@ -277,8 +305,8 @@ type Shared interface {
 	// ErrNotFound when there is no call a.CallID.
 	PutAnswer(ctx context.Context, a *Answer) error
 	// TakeAnswers moves the pending answers of call callID to taken and
-	// returns them, oldest first: the replica running the call offers
-	// them to it.
+	// returns them, oldest first, when this replica owns the call (none
+	// otherwise): the replica running the call offers them to it.
 	TakeAnswers(ctx context.Context, callID string) ([]*Answer, error)
 	// PendingAnswers lists the calls that have pending answers.
 	PendingAnswers(ctx context.Context) ([]string, error)

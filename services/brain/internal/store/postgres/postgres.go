@@ -14,6 +14,9 @@
 // renews (RenewLeases); a replica that dies stops renewing, and another
 // takes its calls over (ClaimExpired) to end them, and to send the
 // withdrawals left pending on calls it had finished (Call.WithdrawUntil).
+// The owner column fences every write for a call (see store.Shared): its
+// statement matches the row only while owner is this replica, so a replica
+// that lost its calls while paused cannot write for them when it resumes.
 package postgres
 
 import (
@@ -396,9 +399,12 @@ func setIDs(evs []*store.Event, session string, first int64) {
 // A queued call first takes its queue's lock (the one Admit takes), so the
 // queue's calls get their ord in the order they commit: otherwise a call
 // could commit, and be admitted, while one with a lower ord is still
-// being written, and the slot would go out of order.
+// being written, and the slot would go out of order. A call with a parent
+// (an approval call) is made only while this replica owns the parent,
+// whose row it locks (FOR SHARE) against a claim until it commits.
 var createCallSQL = `WITH s AS (
 	UPDATE sessions SET last_seq = last_seq + cardinality($3::text[]) WHERE id = $1 AND tenant_id = $2 AND status = 'active'
+		AND ($14::text = '' OR EXISTS (SELECT 1 FROM tool_calls p WHERE p.id = $14 AND p.owner = $7 FOR SHARE))
 		AND CASE WHEN $10::text = 'queued' THEN (SELECT true FROM ` + slotLock("$2", "$9::text") + `) ELSE true END
 	RETURNING id, last_seq
 ), c AS (
@@ -427,6 +433,11 @@ func (db *DB) CreateCall(ctx context.Context, c *store.Call, evs ...*store.Event
 		c.InputKind, c.Prompt, nullText(c.ResponseSchema), unixNano(c.ResponseExpiresAt),
 		time.Now().Add(db.o.Lease).UnixNano(), c.RevisionID, c.SpanID).Scan(&session, &first, &notified, &ord)
 	if errors.Is(err, pgx.ErrNoRows) {
+		if c.ParentID != "" {
+			if err := db.ownedRefusal(ctx, "create tool call", c.ParentID); errors.Is(err, store.ErrNotOwner) {
+				return err
+			}
+		}
 		return db.sessionRefusal(ctx, c.TenantID, c.SessionID)
 	}
 	if err != nil {
@@ -466,11 +477,29 @@ func (db *DB) callRefusal(ctx context.Context, op, id string) error {
 	return &store.StateError{What: "tool call", Status: cur}
 }
 
+// ownedRefusal says why a write of this replica to call id, fenced by its
+// owner, was refused: store.ErrNotFound; *store.StateError naming its
+// status, with NotOwner when the call is not this replica's (another
+// replica claimed it, or it finished: a write refused so was this
+// replica's, for a call it runs, so someone else ended it).
+func (db *DB) ownedRefusal(ctx context.Context, op, id string) error {
+	var cur, owner string
+	err := db.pool.QueryRow(ctx, `SELECT status, owner FROM tool_calls WHERE id = $1`, id).Scan(&cur, &owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return &store.StateError{What: "tool call", Status: cur, NotOwner: owner != db.o.Replica}
+}
+
 // updateCallSQL is UpdateCall in one statement: the call moves on only
-// from one of the statuses $2 (its row lock first, then its session's).
+// from one of the statuses $2, and only while this replica ($13) owns it
+// (its row lock first, then its session's).
 var updateCallSQL = `WITH c AS (
 	UPDATE tool_calls SET status = $3, started_at = $4, input_kind = $5, prompt = $6, response_schema = $7, response_expires_at = $8
-	WHERE id = $1 AND status = ANY($2::text[]) RETURNING session_id
+	WHERE id = $1 AND status = ANY($2::text[]) AND owner = $13 RETURNING session_id
 ), s AS (
 	UPDATE sessions SET last_seq = last_seq + cardinality($9::text[]) WHERE id = (SELECT session_id FROM c) RETURNING id, last_seq
 )` + fmt.Sprintf(appendEventsSQL, "$9", "$10", "$11", "$12", "$13", "", "")
@@ -488,7 +517,7 @@ func (db *DB) UpdateCall(ctx context.Context, c *store.Call, from []string, evs 
 	err := db.pool.QueryRow(ctx, updateCallSQL, c.ID, from, c.Status, unixNano(c.StartedAt), c.InputKind, c.Prompt,
 		nullText(c.ResponseSchema), unixNano(c.ResponseExpiresAt), types, times, datas, calls, db.o.Replica).Scan(&session, &first, &notified)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return db.callRefusal(ctx, "update tool call", c.ID)
+		return db.ownedRefusal(ctx, "update tool call", c.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("update tool call: %w", err)
@@ -499,9 +528,9 @@ func (db *DB) UpdateCall(ctx context.Context, c *store.Call, from []string, evs 
 }
 
 // finishCallSQL is FinishCall in one statement: the call moves to its
-// final state only while unfinished (its row lock first, then its
-// session's), its events take the next IDs, and the other replicas are
-// told. No row back: refused. A call finished with a pending withdrawal
+// final state only while unfinished and this replica's ($16; its row lock
+// first, then its session's), its events take the next IDs, and the other
+// replicas are told. No row back: refused. A call finished with a pending withdrawal
 // ($17) keeps its owner and lease: the owner is sending the withdrawal,
 // and another replica takes it over should the owner die.
 var finishCallSQL = `WITH c AS (
@@ -509,7 +538,7 @@ var finishCallSQL = `WITH c AS (
 		result = $7, retryable = $8, prompt = $9, response_schema = $10, response_expires_at = $11, withdraw_until = $17::bigint,
 		owner = CASE WHEN $17::bigint = 0 THEN '' ELSE owner END, lease_until = CASE WHEN $17::bigint = 0 THEN 0 ELSE lease_until END,
 		holds_slot = false
-	WHERE id = $1 AND status IN ('queued', 'running', 'requires_input') RETURNING session_id
+	WHERE id = $1 AND status IN ('queued', 'running', 'requires_input') AND owner = $16 RETURNING session_id
 ), s AS (
 	UPDATE sessions SET last_seq = last_seq + cardinality($12::text[]) WHERE id = (SELECT session_id FROM c) RETURNING id, last_seq
 )` + fmt.Sprintf(appendEventsSQL, "$12", "$13", "$14", "$15", "$16", "", "")
@@ -528,7 +557,7 @@ func (db *DB) FinishCall(ctx context.Context, c *store.Call, evs ...*store.Event
 		c.UnknownOutcome, nullText(c.Result), c.Retryable, c.Prompt, nullText(c.ResponseSchema), unixNano(c.ResponseExpiresAt),
 		types, times, datas, calls, db.o.Replica, unixNano(c.WithdrawUntil)).Scan(&session, &first, &notified)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return db.callRefusal(ctx, "finish tool call", c.ID)
+		return db.ownedRefusal(ctx, "finish tool call", c.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("finish tool call: %w", err)
@@ -663,13 +692,22 @@ func (db *DB) PendingWithdrawals(ctx context.Context) ([]*store.Call, error) {
 }
 
 // ClearWithdrawal implements store.Store: a finished call without a
-// pending withdrawal is leased to nobody.
+// pending withdrawal is leased to nobody. Only the call's owner clears it:
+// a withdrawal another replica took over is that replica's to clear.
 func (db *DB) ClearWithdrawal(ctx context.Context, id string) error {
-	if _, err := db.pool.Exec(ctx, `UPDATE tool_calls SET withdraw_until = 0,
+	tag, err := db.pool.Exec(ctx, `UPDATE tool_calls SET withdraw_until = 0,
 			owner = CASE WHEN status IN ('queued', 'running', 'requires_input') THEN owner ELSE '' END,
 			lease_until = CASE WHEN status IN ('queued', 'running', 'requires_input') THEN lease_until ELSE 0 END
-		WHERE id = $1 AND withdraw_until <> 0`, id); err != nil {
+		WHERE id = $1 AND withdraw_until <> 0 AND owner = $2`, id, db.o.Replica)
+	if err != nil {
 		return fmt.Errorf("clear withdrawal of tool call %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		var owner string
+		err := db.pool.QueryRow(ctx, `SELECT owner FROM tool_calls WHERE id = $1 AND withdraw_until <> 0`, id).Scan(&owner)
+		if err == nil && owner != db.o.Replica {
+			return fmt.Errorf("clear withdrawal of tool call %s: %w", id, &store.StateError{What: "tool call", Status: "withdrawing", NotOwner: true})
+		}
 	}
 	return nil
 }
@@ -694,13 +732,24 @@ func (db *DB) queryCalls(ctx context.Context, op, q string, args ...any) ([]*sto
 	return out, nil
 }
 
-// RenewLeases implements store.Shared.
-func (db *DB) RenewLeases(ctx context.Context, until time.Time) error {
-	if _, err := db.pool.Exec(ctx, `UPDATE tool_calls SET lease_until = $2
-		WHERE owner = $1 AND `+leased, db.o.Replica, until.UnixNano()); err != nil {
-		return fmt.Errorf("renew leases: %w", err)
+// RenewLeases implements store.Shared: one statement renews, and reads
+// which of running are not this replica's (as they were when it began; a
+// claim that commits meanwhile shows at the next renewal, and the writes
+// are fenced anyway).
+func (db *DB) RenewLeases(ctx context.Context, until time.Time, running []string) ([]string, error) {
+	if running == nil {
+		running = []string{} // a nil slice is SQL NULL
 	}
-	return nil
+	rows, err := db.pool.Query(ctx, `WITH r AS (UPDATE tool_calls SET lease_until = $2 WHERE owner = $1 AND `+leased+`)
+		SELECT id FROM tool_calls WHERE id = ANY($3) AND owner <> $1`, db.o.Replica, until.UnixNano(), running)
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	lost, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	return lost, nil
 }
 
 // ClaimExpired implements store.Shared. SKIP LOCKED: two replicas claiming

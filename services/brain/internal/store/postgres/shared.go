@@ -50,12 +50,15 @@ func scanAnswer(row pgx.Row) (*store.Answer, error) {
 	return &a, nil
 }
 
-// TakeAnswers implements store.Shared.
+// TakeAnswers implements store.Shared: only the call's owner takes its
+// answers (a replica that lost the call leaves them to the one that took
+// it over).
 func (db *DB) TakeAnswers(ctx context.Context, callID string) ([]*store.Answer, error) {
 	// The first answer stored is offered first.
 	rows, err := db.pool.Query(ctx, `WITH t AS (UPDATE call_answers SET status = 'taken'
 		WHERE id IN (SELECT id FROM call_answers WHERE call_id = $1 AND status = 'pending' FOR UPDATE SKIP LOCKED)
-		RETURNING `+answerColumns+`) SELECT `+answerColumns+` FROM t ORDER BY created_at, id`, callID)
+			AND EXISTS (SELECT 1 FROM tool_calls WHERE id = $1 AND owner = $2)
+		RETURNING `+answerColumns+`) SELECT `+answerColumns+` FROM t ORDER BY created_at, id`, callID, db.o.Replica)
 	if err != nil {
 		return nil, fmt.Errorf("take answers: %w", err)
 	}
@@ -143,7 +146,10 @@ func (db *DB) Admit(ctx context.Context, q store.Queue, release string) ([]strin
 			return err
 		}
 		if release != "" {
-			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET holds_slot = false WHERE id = $1 AND holds_slot`, release); err != nil {
+			// Only the call's owner gives its slot back: a call another
+			// replica took over holds its slot there.
+			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET holds_slot = false WHERE id = $1 AND holds_slot AND owner = $2`,
+				release, db.o.Replica); err != nil {
 				return err
 			}
 		}

@@ -108,12 +108,17 @@ func TestSignalsBetweenReplicas(t *testing.T) {
 	if err := a.CreateSession(ctx, s, ev); err != nil {
 		t.Fatal(err)
 	}
+	// A call's writes are its owner's: a creates it, and b, once it took
+	// it over, finishes it.
 	c, cev := storetest.NewCall("call_1", "ses_1", "t1")
-	if err := b.CreateCall(ctx, c, cev); err != nil {
+	if err := a.CreateCall(ctx, c, cev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.pool.Exec(ctx, `UPDATE tool_calls SET owner = 'rb' WHERE id = 'call_1'`); err != nil {
 		t.Fatal(err)
 	}
 	f, fev := storetest.Finish(c, store.CallSucceeded, storetest.T0)
-	if err := a.FinishCall(ctx, f, fev); err != nil {
+	if err := b.FinishCall(ctx, f, fev); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Notify(ctx, store.Signal{Kind: store.SignalCancel, CallID: "call_1", Data: json.RawMessage(`"stop"`)}); err != nil {
@@ -121,13 +126,13 @@ func TestSignalsBetweenReplicas(t *testing.T) {
 	}
 	want := []store.Signal{
 		{Kind: store.SignalEvent, From: "ra", SessionID: "ses_1", Seq: 1},
-		{Kind: store.SignalEvent, From: "ra", SessionID: "ses_1", Seq: 3},
+		{Kind: store.SignalEvent, From: "ra", SessionID: "ses_1", Seq: 2},
 		{Kind: store.SignalCancel, From: "ra", CallID: "call_1", Data: json.RawMessage(`"stop"`)},
 	}
 	if diff := cmp.Diff(want, sb.wait(t, 3)); diff != "" {
 		t.Errorf("B heard (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]store.Signal{{Kind: store.SignalEvent, From: "rb", SessionID: "ses_1", Seq: 2}}, sa.wait(t, 1)); diff != "" {
+	if diff := cmp.Diff([]store.Signal{{Kind: store.SignalEvent, From: "rb", SessionID: "ses_1", Seq: 3}}, sa.wait(t, 1)); diff != "" {
 		t.Errorf("A heard (-want +got):\n%s", diff)
 	}
 	big := store.Signal{Kind: store.SignalProgress, CallID: "call_1", Data: json.RawMessage(`"` + strings.Repeat("x", 8000) + `"`)}
@@ -200,7 +205,7 @@ func TestLeaseTakeover(t *testing.T) {
 		t.Fatalf("claim before the leases ran out: %d calls, %v", len(got), err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if err := live.RenewLeases(ctx, time.Now().Add(time.Minute)); err != nil {
+	if _, err := live.RenewLeases(ctx, time.Now().Add(time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -221,7 +226,7 @@ func TestReleaseClaims(t *testing.T) {
 	url, dead, live := leaseReplicas(t)
 	createCalls(t, dead, "call_a", "call_b")
 	createCalls(t, live, "call_live")
-	if err := live.RenewLeases(ctx, time.Now().Add(time.Minute)); err != nil {
+	if _, err := live.RenewLeases(ctx, time.Now().Add(time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -237,7 +242,7 @@ func TestReleaseClaims(t *testing.T) {
 	if err := claimer.ReleaseClaims(ctx, []string{"call_a", "call_live", "call_unknown"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := claimer.RenewLeases(ctx, time.Now().Add(time.Minute)); err != nil {
+	if _, err := claimer.RenewLeases(ctx, time.Now().Add(time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	var claimed []string
@@ -280,7 +285,7 @@ func TestLeaseTakesPendingWithdrawals(t *testing.T) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	if err := live.RenewLeases(ctx, time.Now().Add(time.Minute)); err != nil {
+	if _, err := live.RenewLeases(ctx, time.Now().Add(time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -294,7 +299,8 @@ func TestLeaseTakesPendingWithdrawals(t *testing.T) {
 	if diff := cmp.Diff([]string{"call_dead"}, claimed); diff != "" {
 		t.Errorf("claimed (-want +got):\n%s", diff)
 	}
-	if err := live.ClearWithdrawal(ctx, "call_dead"); err != nil {
+	// The replica that claimed it clears it.
+	if err := openDB(t, url, "claimer", Options{}).ClearWithdrawal(ctx, "call_dead"); err != nil {
 		t.Fatal(err)
 	}
 	var owner string
@@ -573,5 +579,152 @@ func TestAnswersAcrossReplicas(t *testing.T) {
 	must(other.DeleteAnswer(ctx, "ans_1"))
 	if _, err := other.GetAnswer(ctx, "ans_1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleted answer: %v, want ErrNotFound", err)
+	}
+}
+
+// TestWritesFencedByOwner: once another replica claimed a paused
+// replica's calls, every write of the paused one for them is refused with
+// store.ErrNotOwner and changes nothing — its step, its result, its
+// answers, a new approval call for its gated call, its slot, its pending
+// withdrawal — while the new owner's go through; and its next renewal
+// reports them as no longer its own (found by a tester: a replica resumed
+// after SIGSTOP recorded an operator's decision and sent a gated call that
+// another replica had taken over).
+func TestWritesFencedByOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, paused, _ := leaseReplicas(t)
+	create := func(id, status, parent string) *store.Call {
+		t.Helper()
+		c, cev := storetest.NewCall(id, "ses_1", "t1")
+		c.Status, c.ParentID = status, parent
+		if status == store.CallRequiresInput {
+			c.InputKind, c.Prompt, c.ResponseExpiresAt = store.InputApproval, "approve?", time.Now().Add(time.Hour)
+		}
+		if parent != "" {
+			c.CallerType = store.CallerSystem
+		}
+		if err := paused.CreateCall(ctx, c, cev); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	gate := create("call_gate", store.CallRequiresInput, "")
+	approval := create("call_approval", store.CallRunning, "call_gate")
+	running := create("call_running", store.CallRunning, "")
+	withdrawing := create("call_withdrawing", store.CallRunning, "")
+	f, fev := storetest.Finish(withdrawing, store.CallCancelled, storetest.T0)
+	f.WithdrawUntil = time.Now().Add(time.Hour)
+	if err := paused.FinishCall(ctx, f, fev); err != nil {
+		t.Fatal(err)
+	}
+	mine := []string{"call_gate", "call_approval", "call_running", "call_withdrawing", "call_unstored"}
+	if lost, err := paused.RenewLeases(ctx, time.Now().Add(200*time.Millisecond), mine); err != nil || len(lost) != 0 {
+		t.Fatalf("renewal while it owns its calls: lost %v, %v", lost, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	taker := openDB(t, url, "taker", Options{})
+	claimed, err := taker.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10)
+	if err != nil || len(claimed) != 4 {
+		t.Fatalf("claim: %d calls, %v; want 4", len(claimed), err)
+	}
+
+	wantNotOwner := func(what string, err error) {
+		t.Helper()
+		var se *store.StateError
+		if !errors.Is(err, store.ErrNotOwner) || !errors.As(err, &se) {
+			t.Errorf("%s by the replica that lost the call: %v, want ErrNotOwner", what, err)
+		}
+	}
+	approved := *gate
+	approved.Status, approved.StartedAt = store.CallRunning, time.Now()
+	responded := &store.Event{Type: store.EventToolResponded, SessionID: "ses_1", CallID: gate.ID, Time: time.Now(), Data: json.RawMessage(`{}`)}
+	wantNotOwner("UpdateCall", paused.UpdateCall(ctx, &approved, []string{store.CallRequiresInput}, responded))
+	done, dev := storetest.Finish(approval, store.CallSucceeded, storetest.T0)
+	wantNotOwner("FinishCall", paused.FinishCall(ctx, done, dev))
+	ended, eev := storetest.Finish(running, store.CallSucceeded, storetest.T0)
+	wantNotOwner("FinishCall", paused.FinishCall(ctx, ended, eev))
+	again, aev := storetest.NewCall("call_approval_again", "ses_1", "t1")
+	again.ParentID, again.CallerType = gate.ID, store.CallerSystem
+	wantNotOwner("CreateCall of an approval call", paused.CreateCall(ctx, again, aev))
+	wantNotOwner("ClearWithdrawal", paused.ClearWithdrawal(ctx, withdrawing.ID))
+	if err := paused.PutAnswer(ctx, &store.Answer{ID: "ans_1", CallID: gate.ID, Body: json.RawMessage(`{"approved":true}`),
+		APIKey: "KEY", CreatedAt: time.Now()}); err != nil {
+		t.Fatalf("an answer stored through any replica: %v", err)
+	}
+	if got, err := paused.TakeAnswers(ctx, gate.ID); err != nil || len(got) != 0 {
+		t.Errorf("answers taken by the replica that lost the call: %d, %v; want none", len(got), err)
+	}
+	lost, err := paused.RenewLeases(ctx, time.Now().Add(time.Minute), mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(lost)
+	if diff := cmp.Diff([]string{"call_approval", "call_gate", "call_running", "call_withdrawing"}, lost); diff != "" {
+		t.Errorf("calls the renewal reports as not its own (-want +got):\n%s", diff)
+	}
+
+	// Nothing of it was written; the new owner writes.
+	for _, id := range []string{gate.ID, approval.ID, running.ID} {
+		if c, err := taker.Call(ctx, "t1", id); err != nil || store.Terminal(c.Status) || c.Status == store.CallRunning && id == gate.ID {
+			t.Errorf("call %s after the refused writes: %+v, %v", id, c, err)
+		}
+	}
+	if _, err := taker.Call(ctx, "t1", again.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the refused approval call was stored: %v", err)
+	}
+	if p, _ := taker.PendingWithdrawals(ctx); len(p) != 1 {
+		t.Errorf("pending withdrawals after the refused clear: %d, want 1", len(p))
+	}
+	evs, err := taker.Events(ctx, "ses_1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Type == store.EventToolResponded || ev.Type == store.EventToolResult && ev.CallID != withdrawing.ID {
+			t.Errorf("event %s of %s stored by the replica that lost the call", ev.Type, ev.CallID)
+		}
+	}
+	if err := taker.UpdateCall(ctx, &approved, []string{store.CallRequiresInput}, responded); err != nil {
+		t.Errorf("UpdateCall by the new owner: %v", err)
+	}
+	if got, err := taker.TakeAnswers(ctx, gate.ID); err != nil || len(got) != 1 {
+		t.Errorf("answers taken by the new owner: %d, %v; want 1", len(got), err)
+	}
+	if err := taker.FinishCall(ctx, done, dev); err != nil {
+		t.Errorf("FinishCall by the new owner: %v", err)
+	}
+	if err := taker.ClearWithdrawal(ctx, withdrawing.ID); err != nil {
+		t.Errorf("ClearWithdrawal by the new owner: %v", err)
+	}
+}
+
+// TestSlotReleaseFencedByOwner: a capped call a replica lost keeps its
+// slot: the lost replica's release (Admit) gives back nothing.
+func TestSlotReleaseFencedByOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, paused, _ := leaseReplicas(t)
+	q := store.Queue{TenantID: "t1", Tool: "echo", Max: 1}
+	for _, id := range []string{"call_1", "call_2"} {
+		c, cev := storetest.NewCall(id, "ses_1", "t1")
+		c.Status = store.CallQueued
+		if err := paused.CreateCall(ctx, c, cev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if holding, err := paused.Admit(ctx, q, ""); err != nil || !cmp.Equal(holding, []string{"call_1"}) {
+		t.Fatalf("admit: %v, %v", holding, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	taker := openDB(t, url, "taker", Options{})
+	if claimed, err := taker.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10); err != nil || len(claimed) != 2 {
+		t.Fatalf("claim: %d calls, %v", len(claimed), err)
+	}
+	if holding, err := paused.Admit(ctx, q, "call_1"); err != nil || !cmp.Equal(holding, []string{"call_1"}) {
+		t.Errorf("after the lost replica's release: holding %v, %v; want call_1 still", holding, err)
+	}
+	if holding, err := taker.Admit(ctx, q, "call_1"); err != nil || !cmp.Equal(holding, []string{"call_2"}) {
+		t.Errorf("after the owner's release: holding %v, %v; want call_2", holding, err)
 	}
 }

@@ -716,7 +716,8 @@ func testPendingWithdrawal(t *testing.T, open func(func(store.Event)) store.Stor
 		if got := claim(now.Add(time.Hour)); !cmp.Equal(got, []string{"call_a"}) {
 			t.Errorf("claimed %v once the lease ran out, want [call_a]", got)
 		}
-		must(t, sh.RenewLeases(ctx, now.Add(2*time.Hour)))
+		_, err := sh.RenewLeases(ctx, now.Add(2*time.Hour), nil)
+		must(t, err)
 		if got := claim(now.Add(time.Hour + 30*time.Minute)); len(got) != 0 {
 			t.Errorf("claimed %v before the renewed lease ran out", got)
 		}
@@ -735,7 +736,8 @@ func testPendingWithdrawal(t *testing.T, open func(func(store.Event)) store.Stor
 		t.Errorf("PendingWithdrawals after ClearWithdrawal = %v, want none", got)
 	}
 	if shared {
-		must(t, sh.RenewLeases(ctx, time.Now().Add(time.Hour)))
+		_, err := sh.RenewLeases(ctx, time.Now().Add(time.Hour), nil)
+		must(t, err)
 		if got := claim(time.Now().Add(100 * time.Hour)); len(got) != 0 {
 			t.Errorf("claimed %v after ClearWithdrawal", got)
 		}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/httpapi"
@@ -245,11 +247,7 @@ func (s *Server) renewLoop(ctx context.Context) {
 func (s *Server) inflightIDs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.inflight))
-	for id := range s.inflight {
-		ids = append(ids, id)
-	}
-	return ids
+	return slices.Collect(maps.Keys(s.inflight))
 }
 
 // takeUpExpired claims the calls whose lease ran out, a hundred at a time,

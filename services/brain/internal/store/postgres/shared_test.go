@@ -331,20 +331,7 @@ func TestClaimTakesApprovalCallsWithTheirGate(t *testing.T) {
 	if err := short.CreateSession(ctx, s, ev); err != nil {
 		t.Fatal(err)
 	}
-	create := func(db *DB, id, status, parent string) {
-		t.Helper()
-		c, cev := storetest.NewCall(id, "ses_1", "t1")
-		c.Status, c.ParentID = status, parent
-		if status == store.CallRequiresInput {
-			c.InputKind, c.Prompt, c.ResponseExpiresAt = store.InputApproval, "approve?", time.Now().Add(time.Hour)
-		}
-		if parent != "" {
-			c.CallerType = store.CallerSystem
-		}
-		if err := db.CreateCall(ctx, c, cev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	create := func(db *DB, id, status, parent string) { createCallAs(t, db, id, status, parent) }
 	create(short, "call_gate", store.CallRequiresInput, "")
 	create(long, "call_approval", store.CallRunning, "call_gate") // its lease runs for an hour
 	create(long, "call_gate2", store.CallRequiresInput, "")
@@ -594,21 +581,7 @@ func TestWritesFencedByOwner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, paused, _ := leaseReplicas(t)
-	create := func(id, status, parent string) *store.Call {
-		t.Helper()
-		c, cev := storetest.NewCall(id, "ses_1", "t1")
-		c.Status, c.ParentID = status, parent
-		if status == store.CallRequiresInput {
-			c.InputKind, c.Prompt, c.ResponseExpiresAt = store.InputApproval, "approve?", time.Now().Add(time.Hour)
-		}
-		if parent != "" {
-			c.CallerType = store.CallerSystem
-		}
-		if err := paused.CreateCall(ctx, c, cev); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	create := func(id, status, parent string) *store.Call { return createCallAs(t, paused, id, status, parent) }
 	gate := create("call_gate", store.CallRequiresInput, "")
 	approval := create("call_approval", store.CallRunning, "call_gate")
 	running := create("call_running", store.CallRunning, "")
@@ -727,4 +700,23 @@ func TestSlotReleaseFencedByOwner(t *testing.T) {
 	if holding, err := taker.Admit(ctx, q, "call_1"); err != nil || !cmp.Equal(holding, []string{"call_2"}) {
 		t.Errorf("after the owner's release: holding %v, %v; want call_2", holding, err)
 	}
+}
+
+// createCallAs stores, through db (as its replica), call id of session
+// ses_1 of t1 with status: requires_input waits for an approval; with
+// parent it is that gated call's approval call.
+func createCallAs(t *testing.T, db *DB, id, status, parent string) *store.Call {
+	t.Helper()
+	c, cev := storetest.NewCall(id, "ses_1", "t1")
+	c.Status, c.ParentID = status, parent
+	if status == store.CallRequiresInput {
+		c.InputKind, c.Prompt, c.ResponseExpiresAt = store.InputApproval, "approve?", time.Now().Add(time.Hour)
+	}
+	if parent != "" {
+		c.CallerType = store.CallerSystem
+	}
+	if err := db.CreateCall(context.Background(), c, cev); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

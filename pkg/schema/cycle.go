@@ -266,16 +266,22 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 	n := 0
 	var visit func(s *jsonschema.Schema, v any) bool // false once past limit
 	visit = func(s *jsonschema.Schema, v any) bool {
-		switch v := v.(type) {
-		case map[string]any:
-			if n++; n > limit {
+		switch v.(type) {
+		case map[string]any, []any:
+		default: // no properties or items: worked out once
+			n += c.scalar[s]
+			return n <= limit
+		}
+		if n++; n > limit {
+			return false
+		}
+		for _, d := range c.same[s] {
+			if !visit(d, v) {
 				return false
 			}
-			for _, d := range c.same[s] {
-				if !visit(d, v) {
-					return false
-				}
-			}
+		}
+		switch v := v.(type) {
+		case map[string]any:
 			for name, pv := range v {
 				if s.PropertyNames != nil {
 					if n += c.scalar[s.PropertyNames]; n > limit {
@@ -298,14 +304,6 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 				}
 			}
 		case []any:
-			if n++; n > limit {
-				return false
-			}
-			for _, d := range c.same[s] {
-				if !visit(d, v) {
-					return false
-				}
-			}
 			for i, item := range v {
 				if i < len(s.PrefixItems) && !visit(s.PrefixItems[i], item) {
 					return false
@@ -329,10 +327,8 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 					}
 				}
 			}
-		default:
-			n += c.scalar[s]
 		}
-		return n <= limit
+		return true
 	}
 	visit(s, v)
 	return n

@@ -234,6 +234,11 @@ func (s *Server) awaitApproval(ctx context.Context, rc *running) (ended, bool) {
 		return ended{out: storeRefusal(t, err)}, false
 	}
 	rc.set(next)
+	if rc.q != nil {
+		// Stored queued: it waits for a slot in its stored order, as a
+		// call queued at start does (admit then waits for it).
+		rc.q.join(rc, false)
+	}
 	a.recorded(&next, nil)
 	return ended{}, true
 }

@@ -626,6 +626,46 @@ func TestSessionRequireApproval(t *testing.T) {
 	}
 }
 
+// TestApprovedCallWaitsForASlot: an approved call of a gated tool with
+// max_concurrency is stored queued and goes on once a slot is free (it
+// stayed queued for ever, never joining its queue: found by a tester with
+// the demo's sandbox_exec), in turn with the calls queued before it.
+func TestApprovedCallWaitsForASlot(t *testing.T) {
+	t.Parallel()
+	b, ct := startWaitingBrain(t, false, 300)
+	r := b.do("POST", "/sessions", "t1", map[string]any{"config": map[string]any{"tools": []string{"held"}, "require_approval": map[string]any{"held": "always"}}})
+	var s SessionJSON
+	if r.json(t, &s); r.status != 201 {
+		t.Fatalf("session: %d %s", r.status, r.body)
+	}
+	var ids []string
+	for i := range 3 {
+		_, c := b.call("t1", s.ID, "held", map[string]int{"i": i}, 0)
+		if c.Status != "requires_input" {
+			t.Fatalf("call %d: %+v", i, c)
+		}
+		ids = append(ids, c.ID)
+	}
+	for range ids {
+		ct.release <- struct{}{} // each held request answers at once
+	}
+	for _, id := range ids {
+		if r := b.respond("t1", id, map[string]any{"approved": true}); r.status != 200 && r.status != 202 {
+			t.Fatalf("approve %s: %d %s", id, r.status, r.body)
+		}
+	}
+	for _, id := range ids {
+		if _, c := b.getCall("t1", id, 10); c.Status != "succeeded" || ct.count(id) != 1 {
+			t.Errorf("approved call %s: %s, sent %d times", id, c.Status, ct.count(id))
+		}
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.peak > 2 {
+		t.Errorf("%d calls at once, over max_concurrency 2", ct.peak)
+	}
+}
+
 // TestGatedToolTurnedFunction: a host config reloaded with a tool a
 // session gates now a function tool; a call of it is refused, 409, naming
 // the gate, not started waiting for both an approval and an answer.

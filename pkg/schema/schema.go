@@ -41,10 +41,12 @@ const (
 	MaxNodes = 1024
 )
 
-// MaxApplied is the most subschemas one schema may apply to a value,
-// counted along every path its references lead (applied): 16 times
-// MaxNodes, for schemas that share parts through $ref. Validating a small
-// value against a schema at the limit takes about BenchmarkValidateAtLimit.
+// MaxApplied is the most steps checking one value against a schema may
+// take, counted along every path its references lead (applied): each
+// subschema applied is a step, as is each of its enum values and required
+// names (work). 16 times MaxNodes, for schemas that share parts through
+// $ref. Validating a small value against a schema at the limit takes about
+// BenchmarkValidateAtLimit.
 const MaxApplied = 16 * MaxNodes
 
 // Schema is a compiled schema, safe for concurrent use.
@@ -96,8 +98,9 @@ func Compile(field string, doc []byte) (*Schema, error) {
 		return nil, cycleError(field, loc, cycle)
 	}
 	if applied(s, MaxApplied) > MaxApplied {
-		return nil, fmt.Errorf("%s: applies more than %d subschemas to a value once its references are followed, the limit "+
-			"(a part reached along n paths, through $ref, allOf, anyOf or oneOf, is applied n times): refer to shared parts from fewer places", field, MaxApplied)
+		return nil, fmt.Errorf("%s: checking one value against it would take more than %d steps once its references are followed, the limit "+
+			"(each subschema applied is a step, as is each of its enum values and required names; a part reached along n paths, "+
+			"through $ref, allOf, anyOf or oneOf, is applied n times): make it smaller, or refer to shared parts from fewer places", field, MaxApplied)
 	}
 	return &Schema{s: s, doc: v, plan: newPlan(v), count: newCounter(s)}, nil
 }
@@ -175,18 +178,19 @@ func (s *Schema) full(what string, doc []byte, object bool) error {
 		return fmt.Errorf("%s: nests objects and arrays more than %d levels deep, the most the validator takes", what, MaxValueDepth)
 	}
 	if s.count.steps(s.s, v, MaxSteps) > MaxSteps {
-		return fmt.Errorf("%s: checking it would apply the schema's parts more than %d times (once for each of its values and each part that applies to it), "+
+		return fmt.Errorf("%s: checking it would take more than %d steps (each of its values times the subschemas, enum values and required names it meets), "+
 			"the most the validator takes: send fewer values", what, MaxSteps)
 	}
 	return s.validate(what, v)
 }
 
-// MaxSteps is the most subschema applications the full validator makes
-// for one document (steps): about a second of CPU here (~220 ns each).
-// Its time is the document's values times the subschemas each one meets,
-// and both are the caller's to choose: 10,000 items against an allOf of
-// 1,000 parts took 2 s, 300,000 would take a minute, and against a schema
-// at MaxApplied 10,000 took 40 s.
+// MaxSteps is the most steps (work) the full validator takes for one
+// document (steps): about a second of CPU here (~220 ns a subschema
+// applied; an enum value or a required name costs less). Its time is the
+// document's values times the subschemas each one meets, and both are the
+// caller's to choose: 10,000 items against an allOf of 1,000 parts took
+// 2 s, 300,000 would take a minute, and against a schema at MaxApplied
+// 10,000 took 40 s.
 const MaxSteps = 1 << 22
 
 // MaxValueDepth is how deeply a document the full validator checks may

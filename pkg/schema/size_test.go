@@ -49,6 +49,29 @@ func doubling(levels, pad int) string {
 	return b.String()
 }
 
+// names is `,"p1","p2",…,"pn"`.
+func names(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, `,"p%d"`, i)
+	}
+	return b.String()
+}
+
+// enumOf is {"enum":[0, 1, …, n-1]}: one step, and n more.
+func enumOf(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"enum":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprint(&b, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
 // TestCompileSizeLimits: the schema compiler's time grows faster than a
 // schema's size (with its nesting and, past some thousands, with the
 // square of its subschemas), and a schema is any tenant's input, so
@@ -69,8 +92,14 @@ func TestCompileSizeLimits(t *testing.T) {
 		// Validation applies a part once per path that reaches it: a
 		// small schema can make every call take minutes.
 		{"applied at the limit", doubling(12, MaxApplied-(1<<14)+1), ""},
-		{"one applied more", doubling(12, MaxApplied-(1<<14)+2), fmt.Sprintf("input_schema: applies more than %d subschemas to a value once its references are followed, the limit", MaxApplied)},
-		{"2 KB, 2^32 applied", doubling(30, 0), fmt.Sprintf("applies more than %d subschemas", MaxApplied)},
+		{"one applied more", doubling(12, MaxApplied-(1<<14)+2), fmt.Sprintf("input_schema: checking one value against it would take more than %d steps once its references are followed, the limit", MaxApplied)},
+		{"2 KB, 2^32 applied", doubling(30, 0), fmt.Sprintf("would take more than %d steps", MaxApplied)},
+		// Each enum value and required name is a step of its own: the
+		// validator goes through them one by one.
+		{"an enum at the limit", enumOf(MaxApplied - 1), ""},
+		{"an enum one value longer", enumOf(MaxApplied), fmt.Sprintf("would take more than %d steps", MaxApplied)},
+		{"required names along 900 paths", `{"$defs":{"r":{"required":["p0"` + names(49) + `]}},"allOf":[` +
+			strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/r"},`, 900), ",") + `]}`, fmt.Sprintf("would take more than %d steps", MaxApplied)},
 		{"a recursive tree is counted once a level", `{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#"}},"n":{"allOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}},"$defs":{"n":{"type":"integer"}}}`, ""},
 	}
 	for _, tt := range tests {
@@ -140,8 +169,9 @@ func TestValidateStepLimit(t *testing.T) {
 	doc := func(items int) string {
 		return `{"b":1,"a":[` + strings.TrimSuffix(strings.Repeat(`{},`, items), ",") + `]}`
 	}
-	// The root, the array, "b" (1), then each item.
-	count := func(items int) int { return 3 + items*perItem }
+	// The root, the array, "b" (its enum's one value a step more), then
+	// each item.
+	count := func(items int) int { return 4 + items*perItem }
 	for _, items := range []int{0, 1, 7, 100} {
 		v, err := decodeJSON([]byte(doc(items)))
 		if err != nil {
@@ -155,8 +185,8 @@ func TestValidateStepLimit(t *testing.T) {
 			t.Errorf("%d items, limit %d: steps = %d, want %d (one past it)", items, n-1, got, n)
 		}
 	}
-	under := (MaxSteps - 3) / perItem
-	tooMany := fmt.Sprintf("arguments: checking it would apply the schema's parts more than %d times", MaxSteps)
+	under := (MaxSteps - 4) / perItem
+	tooMany := fmt.Sprintf("arguments: checking it would take more than %d steps", MaxSteps)
 	for _, tt := range []struct {
 		name  string
 		items int
@@ -178,6 +208,39 @@ func TestValidateStepLimit(t *testing.T) {
 				t.Fatalf("err = %.300v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestLongEnum: a string enum of 10,000 values against 20,000 items (a
+// tester's; a minute of CPU before). Valid items are looked up in the
+// plan's set; invalid ones are refused by the step count, before the full
+// validator scans the enum for each.
+func TestLongEnum(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{"a":{"type":"array","items":{"enum":[`)
+	for i := range 10000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%d"`, i)
+	}
+	b.WriteString(`]}}}}`)
+	s, err := Compile("input_schema", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := func(v string) string {
+		return `{"a":[` + strings.TrimSuffix(strings.Repeat(`"`+v+`",`, 20000), ",") + `]}`
+	}
+	if err := s.Validate("arguments", []byte(items("9999"))); err != nil {
+		t.Errorf("valid items: %.300v", err)
+	}
+	want := fmt.Sprintf("arguments: checking it would take more than %d steps", MaxSteps)
+	if err := s.Validate("arguments", []byte(items("x"))); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("invalid items: err = %.300v, want %q", err, want)
+	}
+	if err := s.Validate("arguments", []byte(`{"a":["1","x"]}`)); err == nil || !strings.Contains(err.Error(), `at "/a/1"`) {
+		t.Errorf("one invalid item: err = %.300v, want it named", err)
 	}
 }
 

@@ -32,7 +32,7 @@ func TestSchemaSizeLimits(t *testing.T) {
 		defs[fmt.Sprintf("d%d", i)] = map[string]any{"allOf": []any{ref, ref}}
 	}
 	doubling, _ := json.Marshal(map[string]any{"$defs": defs, "$ref": "#/$defs/d0"})
-	wantApplied := fmt.Sprintf("applies more than %d subschemas to a value once its references are followed, the limit", schema.MaxApplied)
+	wantApplied := fmt.Sprintf("checking one value against it would take more than %d steps once its references are followed, the limit", schema.MaxApplied)
 	wantDeep := fmt.Sprintf("nests objects and arrays more than %d levels deep, the limit", schema.MaxDepth)
 	wantBig := fmt.Sprintf("has more than %d objects and arrays, the limit", schema.MaxNodes)
 	custom := func(name string, in, out json.RawMessage) map[string]any {

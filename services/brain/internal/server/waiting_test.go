@@ -1077,6 +1077,20 @@ func TestShutdownLeavesWaitingCalls(t *testing.T) {
 		_, got := b.getCall("t1", held[2].ID, 0)
 		t.Fatalf("the queued call did not run after the restart: %+v", got)
 	}
+	// The held requests cancelled at shutdown leave the tool once it sees
+	// their connections close; a release sent before could go to one of
+	// them, not to the queued call's.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ct.mu.Lock()
+		n := ct.inflight
+		ct.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still at the tool, want only the queued call's", n)
+		}
+	}
 	ct.release <- struct{}{}
 	r := b.respond("t1", fn.ID, `{"structured_content":{"status":"shipped"}}`)
 	if r.status != 200 {

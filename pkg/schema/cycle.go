@@ -3,6 +3,7 @@ package schema
 import (
 	"fmt"
 	"maps"
+	"regexp/syntax"
 	"slices"
 	"strings"
 
@@ -27,36 +28,25 @@ const maxCycleSteps = 8
 // $dynamicRef and $recursiveRef are followed to the schema they name where
 // they stand (their static target), which is where they lead when
 // validation starts there, and a $dynamicRef also to every schema of the
-// document with its dynamic anchor, where it leads during validation from
+// document with its dynamic anchor (anchors), where it leads during validation from
 // an outer schema that has that anchor. So a loop at the static target
 // that only such an outer schema breaks would be refused although
 // validation from the outside ends; the metaschemas have none (their
 // $dynamicRef steps into a property or an item), and a schema that relies
 // on one fails every validation that starts at its static target.
-func refCycle(root *jsonschema.Schema) []*jsonschema.Schema {
+func refCycle(root *jsonschema.Schema, anchors anchorIndex) []*jsonschema.Schema {
 	const (
 		unseen = iota
 		onPath
 		done
 	)
-	anchors := map[string][]*jsonschema.Schema{}
-	walk(root, map[*jsonschema.Schema]bool{}, func(s *jsonschema.Schema) bool {
-		if s.DynamicAnchor != "" {
-			anchors[s.DynamicAnchor] = append(anchors[s.DynamicAnchor], s)
-		}
-		return true
-	})
 	state := map[*jsonschema.Schema]int{}
 	var path, cycle []*jsonschema.Schema
 	var visit func(s *jsonschema.Schema) bool
 	visit = func(s *jsonschema.Schema) bool {
 		state[s] = onPath
 		path = append(path, s)
-		next := sameValue(s)
-		if s.DynamicRef != nil && s.DynamicRef.Anchor != "" {
-			next = append(next, anchors[s.DynamicRef.Anchor]...)
-		}
-		for _, n := range next {
+		for _, n := range anchors.sameValue(s) {
 			switch state[n] {
 			case onPath:
 				i := slices.Index(path, n)
@@ -153,11 +143,68 @@ func walk(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool, f func(*jsonsc
 	return true
 }
 
+// anchorIndex is the schemas of a document by their $dynamicAnchor,
+// where a $dynamicRef to it may lead at run time (from an outer resource
+// that has one), whether or not any keyword reaches them otherwise.
+type anchorIndex map[string][]*jsonschema.Schema
+
+// dynamicAnchors indexes the schemas with a $dynamicAnchor: those
+// reachable from root, and those doc (decoded, compiled at loc by c) has
+// anywhere else, such as in $defs nothing refers to.
+func dynamicAnchors(c *jsonschema.Compiler, loc string, doc any, root *jsonschema.Schema) anchorIndex {
+	a := anchorIndex{}
+	seen := map[*jsonschema.Schema]bool{}
+	add := func(s *jsonschema.Schema) bool {
+		if s.DynamicAnchor != "" && !seen[s] {
+			seen[s] = true
+			a[s.DynamicAnchor] = append(a[s.DynamicAnchor], s)
+		}
+		return true
+	}
+	walk(root, map[*jsonschema.Schema]bool{}, add)
+	var find func(v any, ptr string)
+	find = func(v any, ptr string) {
+		switch v := v.(type) {
+		case map[string]any:
+			if _, ok := v["$dynamicAnchor"].(string); ok {
+				if s, err := c.Compile(loc + "#" + ptr); err == nil {
+					add(s)
+				}
+			}
+			for k, e := range v {
+				find(e, ptr+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k))
+			}
+		case []any:
+			for i, e := range v {
+				find(e, fmt.Sprintf("%s/%d", ptr, i))
+			}
+		}
+	}
+	find(doc, "")
+	return a
+}
+
+// sameValue is sameValue(s), and for a $dynamicRef every schema with its
+// anchor too.
+func (a anchorIndex) sameValue(s *jsonschema.Schema) []*jsonschema.Schema {
+	next := sameValue(s)
+	if s.DynamicRef != nil && s.DynamicRef.Anchor != "" {
+		next = append(next, a[s.DynamicRef.Anchor]...)
+	}
+	return next
+}
+
 // subschemas returns the schemas s applies through any keyword: to the
 // value it checks itself (sameValue), then to the value's properties and
 // items, in a fixed order; nil ones left out.
 func subschemas(s *jsonschema.Schema) []*jsonschema.Schema {
-	next := sameValue(s)
+	return append(sameValue(s), children(s)...)
+}
+
+// children returns the schemas s applies to the properties and items of
+// the value it checks, in a fixed order.
+func children(s *jsonschema.Schema) []*jsonschema.Schema {
+	var next []*jsonschema.Schema
 	for _, c := range []*jsonschema.Schema{s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema} {
 		if c != nil {
 			next = append(next, c)
@@ -190,7 +237,17 @@ func subschemas(s *jsonschema.Schema) []*jsonschema.Schema {
 func work(s *jsonschema.Schema) int {
 	n := 1 + len(s.Required)
 	if s.Enum != nil {
-		n += len(s.Enum.Values)
+		for _, v := range s.Enum.Values {
+			n += valueWork(v)
+		}
+	}
+	if s.Const != nil {
+		n += valueWork(*s.Const)
+	}
+	if s.Format != nil && s.Format.Name == "regex" {
+		// Each string is compiled: a 24-byte one with nested repeats
+		// takes ~0.3 ms (a tester's 30,000 such items, 10 s).
+		n += formatRegexWork
 	}
 	for _, names := range s.DependentRequired {
 		n += len(names)
@@ -203,91 +260,138 @@ func work(s *jsonschema.Schema) int {
 	return n
 }
 
-// applied counts the steps (work) validating a value against root takes,
-// root included, along every path: a subschema reached along two paths (a
-// $ref from two places, an allOf naming the same $ref twice) counts twice,
-// as the validator runs it twice. That count is what a validation costs,
-// and it can grow as two to the power of the schema's size: thirty $defs,
-// each an allOf of two $refs to the next, make a 2 KB schema whose every
-// validation takes minutes. A reference back to a schema being counted (a
-// recursive tree: refCycle refused every other loop, so it stepped into a
-// property or an item on its way round) counts once: what it applies is
-// applied to a value one level deeper, which MaxValueDepth bounds. The
-// count stops past limit (it returns limit+1), so its cost is bounded by
-// the schema's size, not by the count.
-func applied(root *jsonschema.Schema, limit int) int {
-	counted := map[*jsonschema.Schema]int{}
-	onPath := map[*jsonschema.Schema]bool{}
-	var count func(s *jsonschema.Schema) int
-	count = func(s *jsonschema.Schema) int {
-		if n, ok := counted[s]; ok {
-			return n
-		}
-		if onPath[s] {
-			return 1
-		}
-		onPath[s] = true
-		n := min(work(s), limit+1)
-		for _, c := range subschemas(s) {
-			if n += count(c); n > limit {
-				n = limit + 1
-				break
-			}
-		}
-		delete(onPath, s)
-		counted[s] = n
-		return n
+// formatRegexWork is what checking one string against format "regex"
+// costs, in steps: compiling it.
+const formatRegexWork = 1024
+
+// valueWork is what comparing a value with an enum value or const v costs,
+// in steps: 1 for a string, a boolean or null; 32 for a number (compared
+// as exact rationals after printing, ~7 µs) or an object or array.
+func valueWork(v any) int {
+	switch v.(type) {
+	case string, bool, nil:
+		return 1
 	}
-	return count(root)
+	return 32
 }
+
+// regexCost is the size of pattern's compiled program: Go's regexp matches
+// in time proportional to it times the length of the string (a tester's
+// a{0,1000}b, ~2,000 instructions, took 23 s on a 1 MB string).
+func regexCost(pattern string) int {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return 1
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 1
+	}
+	return len(prog.Inst)
+}
+
+// stringWork is what matching a string of n bytes against a pattern of
+// cost instructions costs, in steps (a step is ~220 ns, an instruction on
+// a byte a few).
+func stringWork(n, cost int) int { return 1 + n*cost/32 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // counter counts the steps of a validation (steps), with what it needs
 // of each schema reachable from the root worked out once, at Compile.
 type counter struct {
-	same map[*jsonschema.Schema][]*jsonschema.Schema // sameValue
+	same map[*jsonschema.Schema][]*jsonschema.Schema // anchorIndex.sameValue
 	// scalar is the steps for a value with no properties or items (a
-	// string, a number, ...): the schema's work and, along every path,
+	// number, a boolean, ...): the schema's work and, along every path,
 	// that of what it applies to the same value. Saturated at MaxSteps+1.
 	scalar map[*jsonschema.Schema]int
+	// patterns is, along the same paths, the cost (regexCost) of the
+	// patterns a string meets: it is paid per byte of the string.
+	patterns map[*jsonschema.Schema]int
+	// keyCost is the cost of each patternProperties key's regex.
+	keyCost map[jsonschema.Regexp]int
+	// most is the greatest scalar: the most steps checking one value
+	// against one schema of the document takes, along every path its
+	// references lead, before the value's own properties or items.
+	most int
 }
 
-func newCounter(root *jsonschema.Schema) *counter {
-	c := &counter{same: map[*jsonschema.Schema][]*jsonschema.Schema{}, scalar: map[*jsonschema.Schema]int{}}
-	walk(root, map[*jsonschema.Schema]bool{}, func(s *jsonschema.Schema) bool {
-		c.same[s] = sameValue(s)
+func newCounter(root *jsonschema.Schema, anchors anchorIndex) *counter {
+	c := &counter{same: map[*jsonschema.Schema][]*jsonschema.Schema{}, scalar: map[*jsonschema.Schema]int{},
+		patterns: map[*jsonschema.Schema]int{}, keyCost: map[jsonschema.Regexp]int{}}
+	var all []*jsonschema.Schema
+	add := func(s *jsonschema.Schema) bool {
+		if _, ok := c.same[s]; !ok {
+			all = append(all, s)
+			c.same[s] = anchors.sameValue(s)
+		}
 		return true
-	})
-	var scalar func(s *jsonschema.Schema) int
-	scalar = func(s *jsonschema.Schema) int { // no loop: refCycle refused them
-		if n, ok := c.scalar[s]; ok {
-			return n
-		}
-		n := min(work(s), MaxSteps+1)
-		for _, d := range c.same[s] {
-			n = min(n+scalar(d), MaxSteps+1)
-		}
-		c.scalar[s] = n
-		return n
 	}
-	for s := range c.same {
-		scalar(s)
+	walk(root, map[*jsonschema.Schema]bool{}, add)
+	for _, ss := range anchors { // targets no keyword reaches but a $dynamicRef
+		for _, s := range ss {
+			walk(s, map[*jsonschema.Schema]bool{}, add)
+		}
+	}
+	for _, s := range all {
+		for re := range s.PatternProperties {
+			c.keyCost[re] = regexCost(re.String())
+		}
+	}
+	var scalar func(s *jsonschema.Schema) (int, int)
+	scalar = func(s *jsonschema.Schema) (int, int) { // no loop: refCycle refused them
+		if n, ok := c.scalar[s]; ok {
+			return n, c.patterns[s]
+		}
+		n, p := min(work(s), MaxSteps+1), 0
+		if s.Pattern != nil {
+			p = regexCost(s.Pattern.String())
+		}
+		for _, d := range c.same[s] {
+			dn, dp := scalar(d)
+			n, p = min(n+dn, MaxSteps+1), min(p+dp, MaxSteps+1)
+		}
+		c.scalar[s], c.patterns[s] = n, p
+		return n, p
+	}
+	for _, s := range all {
+		n, _ := scalar(s)
+		c.most = max(c.most, n)
 	}
 	return c
+}
+
+// str is the steps checking string v against s takes: its scalar steps
+// and its patterns' cost over its bytes.
+func (c *counter) str(s *jsonschema.Schema, v string) int {
+	return c.scalar[s] + stringWork(len(v), c.patterns[s]) - 1
 }
 
 // steps counts, up to limit+1, the steps (work) validating value v
 // against s takes, or more: every subschema that may apply to a value
 // counts, whether or not it does (each patternProperties schema for every
-// property, then and else both, every branch of anyOf). It stops past
-// limit, so its cost is bounded by limit, not by the count.
+// property, then and else both, every branch of anyOf), and a string pays
+// for the patterns it meets by its length. An object or array checked for
+// unevaluatedProperties or unevaluatedItems pays its size again for each
+// schema applied to it (the validator copies its names or indexes each
+// time). It stops past limit, so its cost is bounded by limit, not by the
+// count.
 func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 	n := 0
 	var visit func(s *jsonschema.Schema, v any) bool // false once past limit
 	visit = func(s *jsonschema.Schema, v any) bool {
-		switch v.(type) {
-		case map[string]any, []any:
+		switch v := v.(type) {
+		case map[string]any:
+			if s.UnevaluatedProperties != nil {
+				n += len(v) * c.scalar[s]
+			}
+		case []any:
+			if s.UnevaluatedItems != nil {
+				n += len(v) * c.scalar[s]
+			}
+		case string:
+			n += c.str(s, v)
+			return n <= limit
 		default: // no properties or items: worked out once
 			n += c.scalar[s]
 			return n <= limit
@@ -304,15 +408,15 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 		case map[string]any:
 			for name, pv := range v {
 				if s.PropertyNames != nil {
-					if n += c.scalar[s.PropertyNames]; n > limit {
+					if n += c.str(s.PropertyNames, name); n > limit {
 						return false
 					}
 				}
 				if d := s.Properties[name]; d != nil && !visit(d, pv) {
 					return false
 				}
-				for _, d := range s.PatternProperties {
-					if !visit(d, pv) {
+				for re, d := range s.PatternProperties {
+					if n += stringWork(len(name), c.keyCost[re]); !visit(d, pv) {
 						return false
 					}
 				}
@@ -348,7 +452,7 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 				}
 			}
 		}
-		return true
+		return n <= limit
 	}
 	visit(s, v)
 	return n

@@ -41,6 +41,7 @@ type node struct {
 	// strings
 	minLen, maxLen int // -1: no bound
 	pattern        *regexp.Regexp
+	patternCost    int                // regexCost of pattern
 	format         *jsonschema.Schema // {"type":"string","format":F}, or nil
 	enum           map[string]bool    // nil: no enum; only enums of strings have a plan
 
@@ -147,6 +148,7 @@ func planNode(doc any, root bool) (*node, error) {
 			if n.pattern, err = regexp.Compile(s); err != nil {
 				return nil, errNoPlan
 			}
+			n.patternCost = regexCost(s)
 		case k == "format":
 			s, ok := v.(string)
 			if !ok {
@@ -353,6 +355,10 @@ type planDecoder struct {
 	buf     bytes.Buffer
 	dec     jsontext.Decoder
 	scratch []byte // unquoted strings with escapes
+	// budget is the steps left for patterns and formats (MaxSteps a
+	// document, as the full validator's count): past it the plan stops
+	// and the full path refuses the document.
+	budget int
 }
 
 // valid reports whether the plan accepts doc, read as one JSON value
@@ -361,6 +367,7 @@ func (p *plan) valid(doc []byte, object bool) bool {
 	d := decoders.Get().(*planDecoder)
 	d.buf = *bytes.NewBuffer(doc)
 	d.dec.Reset(&d.buf)
+	d.budget = MaxSteps
 	ok := (!object || d.dec.PeekKind() == '{') && d.value(p.root)
 	if ok {
 		_, err := d.dec.ReadToken()
@@ -420,12 +427,12 @@ func (d *planDecoder) strValue() ([]byte, bool) {
 
 func (d *planDecoder) str(n *node) bool {
 	s, ok := d.strValue()
-	return ok && n.validString(s)
+	return ok && n.validString(s, &d.budget)
 }
 
 // validString checks the string s (a value, or a name under
-// propertyNames) against n.
-func (n *node) validString(s []byte) bool {
+// propertyNames) against n, its pattern and format paid from budget.
+func (n *node) validString(s []byte, budget *int) bool {
 	if !n.allows(tString) || n != nil && n.enum != nil && !n.inEnum(s) {
 		return false
 	}
@@ -438,11 +445,15 @@ func (n *node) validString(s []byte) bool {
 			return false
 		}
 	}
-	if n.pattern != nil && !n.pattern.Match(s) {
-		return false
+	if n.pattern != nil {
+		if *budget -= stringWork(len(s), n.patternCost); *budget < 0 || !n.pattern.Match(s) {
+			return false
+		}
 	}
-	if n.format != nil && n.format.Validate(string(s)) != nil {
-		return false
+	if n.format != nil {
+		if *budget -= work(n.format) - 1; *budget < 0 || n.format.Validate(string(s)) != nil {
+			return false
+		}
 	}
 	return true
 }
@@ -484,7 +495,7 @@ func (d *planDecoder) object(n *node) bool {
 			return false
 		}
 		var child *node
-		if n != nil && n.names != nil && !n.names.validString(name) {
+		if n != nil && n.names != nil && !n.names.validString(name, &d.budget) {
 			return false
 		}
 		if n != nil {

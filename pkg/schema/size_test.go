@@ -58,7 +58,7 @@ func names(n int) string {
 	return b.String()
 }
 
-// enumOf is {"enum":[0, 1, …, n-1]}: one step, and n more.
+// enumOf is {"enum":["0", "1", …, "n-1"]}: one step, and n more.
 func enumOf(n int) string {
 	var b strings.Builder
 	b.WriteString(`{"enum":[`)
@@ -66,7 +66,7 @@ func enumOf(n int) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprint(&b, i)
+		fmt.Fprintf(&b, `"%d"`, i)
 	}
 	b.WriteString(`]}`)
 	return b.String()
@@ -161,13 +161,13 @@ func TestValidateStepLimit(t *testing.T) {
 	// An array's items each meet a $ref and what it leads to: l8 of the
 	// doubling chain, 2^10-3 = 1021 applications, 1022 with the $ref.
 	const perItem = 1022
-	s, err := Compile("input_schema", []byte(`{"type":"object","properties":{"a":{"type":"array","items":{"$ref":"#/$defs/l8"}},"b":{"enum":[1]}},"$defs":`+
+	s, err := Compile("input_schema", []byte(`{"type":"object","properties":{"a":{"type":"array","items":{"$ref":"#/$defs/l8"}},"b":{"enum":["x"]}},"$defs":`+
 		doubling(8, 0)[strings.Index(doubling(8, 0), `"$defs":`)+len(`"$defs":`):]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := func(items int) string {
-		return `{"b":1,"a":[` + strings.TrimSuffix(strings.Repeat(`{},`, items), ",") + `]}`
+		return `{"b":"x","a":[` + strings.TrimSuffix(strings.Repeat(`{},`, items), ",") + `]}`
 	}
 	// The root, the array, "b" (its enum's one value a step more), then
 	// each item.
@@ -280,5 +280,96 @@ func BenchmarkValidateAtLimit(b *testing.B) {
 		if err := s.Validate("arguments", []byte(`{"a":1}`)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCostsCounted: what a tester found each keyword costs beyond one
+// step is counted, so that a schema or a document that would cost seconds
+// to minutes is refused, at compile or before the full validator (and the
+// fast path stops when a pattern would cost more than the whole budget).
+func TestCostsCounted(t *testing.T) {
+	tooMuch := fmt.Sprintf("checking it would take more than %d steps", MaxSteps)
+	tooBig := fmt.Sprintf("would take more than %d steps once its references are followed", MaxApplied)
+	var dyn strings.Builder // a $dynamicRef whose static target is trivial, its outer anchor an enum of 15,000
+	dyn.WriteString(`{"type":"object","properties":{"x":{"type":"array","items":{"$ref":"b"}}},"$defs":{"big":{"$dynamicAnchor":"T","enum":[`)
+	for i := range 15000 {
+		if i > 0 {
+			dyn.WriteByte(',')
+		}
+		fmt.Fprintf(&dyn, `"v%d"`, i)
+	}
+	dyn.WriteString(`]},"b":{"$id":"b","$defs":{"t":{"$dynamicAnchor":"T"}},"allOf":[` + strings.TrimSuffix(strings.Repeat(`{"$dynamicRef":"#T"},`, 400), ",") + `]}}}`)
+	var nums strings.Builder
+	nums.WriteString(`{"enum":[`)
+	for i := range 1000 {
+		if i > 0 {
+			nums.WriteByte(',')
+		}
+		fmt.Fprintf(&nums, `%de-400`, i)
+	}
+	nums.WriteString(`]}`)
+	props := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"p%d":1`, i)
+		}
+		return b.String() + `}`
+	}
+	for _, tt := range []struct {
+		name, schema, doc string
+		compileErr, err   string // "" to pass
+	}{
+		{"a pattern of 2,000 instructions on 200 KB", `{"type":"object","properties":{"x":{"type":"string","pattern":"a{0,1000}b"}}}`,
+			`{"x":"` + strings.Repeat("a", 200000) + `b"}`, "", tooMuch},
+		{"a plain pattern on 200 KB", `{"type":"object","properties":{"x":{"type":"string","pattern":"^[a-z]+$"}}}`,
+			`{"x":"` + strings.Repeat("a", 200000) + `"}`, "", ""},
+		{"unevaluatedProperties copied for each of 1,000 schemas", `{"type":"object","unevaluatedProperties":{"type":"integer"},"allOf":[` +
+			strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/a"},`, 1000), ",") + `],"$defs":{"a":{"minProperties":1}}}`, props(5000), "", tooMuch},
+		{"unevaluatedProperties, a few schemas", `{"type":"object","unevaluatedProperties":{"type":"integer"},"allOf":[{"minProperties":1}]}`, props(5000), "", ""},
+		{"a $dynamicRef to an outer anchor's long enum", dyn.String(), `{"x":[]}`, tooBig, ""},
+		{"1,000 numbers in an enum", nums.String(), `1`, tooBig, ""},
+		{"format regex on 5,000 strings", `{"type":"array","items":{"type":"string","format":"regex"}}`,
+			`[` + strings.TrimSuffix(strings.Repeat(`"(?:a{1000}){1}b{1000}",`, 5000), ",") + `]`, "", tooMuch},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Compile("input_schema", []byte(tt.schema))
+			if tt.compileErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.compileErr) {
+					t.Fatalf("Compile: err = %.300v, want %q", err, tt.compileErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Validate("arguments", []byte(tt.doc))
+			if tt.err == "" {
+				if err != nil {
+					t.Fatalf("Validate: %.300v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("Validate: err = %.300v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// TestFailuresWordedOnce: only the first MaxErrors failing values are
+// worded (a failing value against a long enum is worded with every
+// value); the rest are counted.
+func TestFailuresWordedOnce(t *testing.T) {
+	s, err := Compile("input_schema", []byte(`{"type":"array","items":{"$ref":"#/$defs/e"},"$defs":{"e":{"enum":["a","b"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Validate("arguments", []byte(`["a","x","y","z","w","v","u","t"]`))
+	if err == nil || strings.Count(err.Error(), "at ") != MaxErrors || !strings.HasSuffix(err.Error(), "; and 2 more") {
+		t.Fatalf("err = %v", err)
 	}
 }

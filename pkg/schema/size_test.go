@@ -49,28 +49,20 @@ func doubling(levels, pad int) string {
 	return b.String()
 }
 
-// names is `,"p1","p2",…,"pn"`.
-func names(n int) string {
+// list is format written with 0, 1, …, n-1, joined by commas.
+func list(n int, format string) string {
 	var b strings.Builder
-	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&b, `,"p%d"`, i)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, format, i)
 	}
 	return b.String()
 }
 
 // enumOf is {"enum":["0", "1", …, "n-1"]}: one step, and n more.
-func enumOf(n int) string {
-	var b strings.Builder
-	b.WriteString(`{"enum":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"%d"`, i)
-	}
-	b.WriteString(`]}`)
-	return b.String()
-}
+func enumOf(n int) string { return `{"enum":[` + list(n, `"%d"`) + `]}` }
 
 // TestCompileSizeLimits: the schema compiler's time grows faster than a
 // schema's size (with its nesting and, past some thousands, with the
@@ -98,7 +90,7 @@ func TestCompileSizeLimits(t *testing.T) {
 		// validator goes through them one by one.
 		{"an enum at the limit", enumOf(MaxApplied - 1), ""},
 		{"an enum one value longer", enumOf(MaxApplied), fmt.Sprintf("would take more than %d steps", MaxApplied)},
-		{"required names along 900 paths", `{"$defs":{"r":{"required":["p0"` + names(49) + `]}},"allOf":[` +
+		{"required names along 900 paths", `{"$defs":{"r":{"required":[` + list(50, `"p%d"`) + `]}},"allOf":[` +
 			strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/r"},`, 900), ",") + `]}`, fmt.Sprintf("would take more than %d steps", MaxApplied)},
 		{"a recursive tree is counted once a level", `{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#"}},"n":{"allOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}},"$defs":{"n":{"type":"integer"}}}`, ""},
 	}
@@ -216,16 +208,8 @@ func TestValidateStepLimit(t *testing.T) {
 // plan's set; invalid ones are refused by the step count, before the full
 // validator scans the enum for each.
 func TestLongEnum(t *testing.T) {
-	var b strings.Builder
-	b.WriteString(`{"type":"object","properties":{"a":{"type":"array","items":{"enum":[`)
-	for i := range 10000 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"%d"`, i)
-	}
-	b.WriteString(`]}}}}`)
-	s, err := Compile("input_schema", []byte(b.String()))
+	doc := `{"type":"object","properties":{"a":{"type":"array","items":{"enum":[` + list(10000, `"%d"`) + `]}}}}`
+	s, err := Compile("input_schema", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,35 +274,12 @@ func BenchmarkValidateAtLimit(b *testing.B) {
 func TestCostsCounted(t *testing.T) {
 	tooMuch := fmt.Sprintf("checking it would take more than %d steps", MaxSteps)
 	tooBig := fmt.Sprintf("would take more than %d steps once its references are followed", MaxApplied)
-	var dyn strings.Builder // a $dynamicRef whose static target is trivial, its outer anchor an enum of 15,000
-	dyn.WriteString(`{"type":"object","properties":{"x":{"type":"array","items":{"$ref":"b"}}},"$defs":{"big":{"$dynamicAnchor":"T","enum":[`)
-	for i := range 15000 {
-		if i > 0 {
-			dyn.WriteByte(',')
-		}
-		fmt.Fprintf(&dyn, `"v%d"`, i)
-	}
-	dyn.WriteString(`]},"b":{"$id":"b","$defs":{"t":{"$dynamicAnchor":"T"}},"allOf":[` + strings.TrimSuffix(strings.Repeat(`{"$dynamicRef":"#T"},`, 400), ",") + `]}}}`)
-	var nums strings.Builder
-	nums.WriteString(`{"enum":[`)
-	for i := range 1000 {
-		if i > 0 {
-			nums.WriteByte(',')
-		}
-		fmt.Fprintf(&nums, `%de-400`, i)
-	}
-	nums.WriteString(`]}`)
-	props := func(n int) string {
-		var b strings.Builder
-		b.WriteString(`{`)
-		for i := range n {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, `"p%d":1`, i)
-		}
-		return b.String() + `}`
-	}
+	// A $dynamicRef whose static target is trivial, its outer anchor an
+	// enum of 15,000.
+	dyn := `{"type":"object","properties":{"x":{"type":"array","items":{"$ref":"b"}}},"$defs":{"big":{"$dynamicAnchor":"T","enum":[` +
+		list(15000, `"v%d"`) + `]},"b":{"$id":"b","$defs":{"t":{"$dynamicAnchor":"T"}},"allOf":[` + strings.TrimSuffix(strings.Repeat(`{"$dynamicRef":"#T"},`, 400), ",") + `]}}}`
+	nums := `{"enum":[` + list(1000, `%de-400`) + `]}`
+	props := func(n int) string { return `{` + list(n, `"p%d":1`) + `}` }
 	for _, tt := range []struct {
 		name, schema, doc string
 		compileErr, err   string // "" to pass
@@ -330,8 +291,8 @@ func TestCostsCounted(t *testing.T) {
 		{"unevaluatedProperties copied for each of 1,000 schemas", `{"type":"object","unevaluatedProperties":{"type":"integer"},"allOf":[` +
 			strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/a"},`, 1000), ",") + `],"$defs":{"a":{"minProperties":1}}}`, props(5000), "", tooMuch},
 		{"unevaluatedProperties, a few schemas", `{"type":"object","unevaluatedProperties":{"type":"integer"},"allOf":[{"minProperties":1}]}`, props(5000), "", ""},
-		{"a $dynamicRef to an outer anchor's long enum", dyn.String(), `{"x":[]}`, tooBig, ""},
-		{"1,000 numbers in an enum", nums.String(), `1`, tooBig, ""},
+		{"a $dynamicRef to an outer anchor's long enum", dyn, `{"x":[]}`, tooBig, ""},
+		{"1,000 numbers in an enum", nums, `1`, tooBig, ""},
 		{"format regex on 5,000 strings", `{"type":"array","items":{"type":"string","format":"regex"}}`,
 			`[` + strings.TrimSuffix(strings.Repeat(`"(?:a{1000}){1}b{1000}",`, 5000), ",") + `]`, "", tooMuch},
 	} {

@@ -740,16 +740,24 @@ func (db *DB) RenewLeases(ctx context.Context, until time.Time, running []string
 	if running == nil {
 		running = []string{} // a nil slice is SQL NULL
 	}
-	rows, err := db.pool.Query(ctx, `WITH r AS (UPDATE tool_calls SET lease_until = $2 WHERE owner = $1 AND `+leased+`)
+	lost, err := queryIDs(ctx, db.pool, `WITH r AS (UPDATE tool_calls SET lease_until = $2 WHERE owner = $1 AND `+leased+`)
 		SELECT id FROM tool_calls WHERE id = ANY($3) AND owner <> $1`, db.o.Replica, until.UnixNano(), running)
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
 	}
-	lost, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("renew leases: %w", err)
-	}
 	return lost, nil
+}
+
+// queryIDs runs q, a query of one text column (IDs), on the pool or in a
+// transaction, and returns its values.
+func queryIDs(ctx context.Context, on interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, q string, args ...any) ([]string, error) {
+	rows, err := on.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // ClaimExpired implements store.Shared. SKIP LOCKED: two replicas claiming
@@ -854,13 +862,9 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 	var rm store.Removed
 	err := db.tx(ctx, "delete ended sessions", func(tx pgx.Tx) ([]*store.Event, error) {
 		rm = store.Removed{}
-		rows, err := tx.Query(ctx, `SELECT id FROM sessions s WHERE status IN ('interrupted', 'closed') AND updated_at < $1
+		ids, err := queryIDs(ctx, tx, `SELECT id FROM sessions s WHERE status IN ('interrupted', 'closed') AND updated_at < $1
 			AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.session_id = s.id AND c.withdraw_until <> 0)
 			ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`, before.UnixNano(), limit)
-		if err != nil {
-			return nil, err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return nil, err
 		}

@@ -71,11 +71,7 @@ func (db *DB) TakeAnswers(ctx context.Context, callID string) ([]*store.Answer, 
 
 // PendingAnswers implements store.Shared.
 func (db *DB) PendingAnswers(ctx context.Context) ([]string, error) {
-	rows, err := db.pool.Query(ctx, `SELECT DISTINCT call_id FROM call_answers WHERE status = 'pending'`)
-	if err != nil {
-		return nil, fmt.Errorf("list pending answers: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := queryIDs(ctx, db.pool, `SELECT DISTINCT call_id FROM call_answers WHERE status = 'pending'`)
 	if err != nil {
 		return nil, fmt.Errorf("list pending answers: %w", err)
 	}
@@ -153,22 +149,15 @@ func (db *DB) Admit(ctx context.Context, q store.Queue, release string) ([]strin
 				return err
 			}
 		}
-		rows, err := tx.Query(ctx, `WITH held AS (SELECT count(*) AS n FROM tool_calls WHERE `+queueFilter+` AND holds_slot)
+		var err error
+		if admitted, err = queryIDs(ctx, tx, `WITH held AS (SELECT count(*) AS n FROM tool_calls WHERE `+queueFilter+` AND holds_slot)
 			UPDATE tool_calls SET holds_slot = true WHERE id IN (
 				SELECT id FROM tool_calls WHERE `+queueFilter+` AND status = 'queued' AND NOT holds_slot AND id <> $4
 				ORDER BY ord LIMIT greatest($3 - (SELECT n FROM held), 0))
-			RETURNING id`, q.TenantID, q.Tool, q.Max, release)
-		if err != nil {
+			RETURNING id`, q.TenantID, q.Tool, q.Max, release); err != nil {
 			return err
 		}
-		if admitted, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, `SELECT id FROM tool_calls WHERE `+queueFilter+` AND status = 'queued' AND holds_slot ORDER BY ord`, q.TenantID, q.Tool)
-		if err != nil {
-			return err
-		}
-		if holding, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		if holding, err = queryIDs(ctx, tx, `SELECT id FROM tool_calls WHERE `+queueFilter+` AND status = 'queued' AND holds_slot ORDER BY ord`, q.TenantID, q.Tool); err != nil {
 			return err
 		}
 		if len(admitted) == 0 {

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"regexp/syntax"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -162,25 +163,25 @@ func dynamicAnchors(c *jsonschema.Compiler, loc string, doc any, root *jsonschem
 		return true
 	}
 	walk(root, map[*jsonschema.Schema]bool{}, add)
-	var find func(v any, ptr string)
-	find = func(v any, ptr string) {
+	var find func(v any, at []string)
+	find = func(v any, at []string) {
 		switch v := v.(type) {
 		case map[string]any:
 			if _, ok := v["$dynamicAnchor"].(string); ok {
-				if s, err := c.Compile(loc + "#" + ptr); err == nil {
+				if s, err := c.Compile(loc + "#" + jsonPointer(at)); err == nil {
 					add(s)
 				}
 			}
 			for k, e := range v {
-				find(e, ptr+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k))
+				find(e, append(at, k))
 			}
 		case []any:
 			for i, e := range v {
-				find(e, fmt.Sprintf("%s/%d", ptr, i))
+				find(e, append(at, strconv.Itoa(i)))
 			}
 		}
 	}
-	find(doc, "")
+	find(doc, nil)
 	return a
 }
 

@@ -535,18 +535,8 @@ func (s *Server) admit(ctx context.Context, rc *running) (ended, bool) {
 		}
 		return ended{}, true
 	}
-	c := rc.snapshot()
-	from := c.Status
-	if c.Status != store.CallQueued {
-		// Approved: the call joins the queue now, in its stored order.
-		c.Status, c.StartedAt = store.CallQueued, time.Time{}
-		if err := s.store.UpdateCall(context.WithoutCancel(ctx), &c, []string{from}); err != nil {
-			s.takenOver(rc, err)
-			return ended{out: storeRefusal(rc.t, err)}, false
-		}
-		rc.set(c)
-		rc.q.join(rc, false)
-	}
+	// Stored queued and among its queue's waiting calls: by start, by a
+	// take-up, or, approved, by awaitApproval.
 	select {
 	case <-rc.admitted:
 	case <-ctx.Done():

@@ -184,3 +184,17 @@ func Classify(r *http.Request, err error) *Error {
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// PanicHandler wraps a router's panic handler (httprouter.Router's) so
+// that http.ErrAbortHandler, the panic a handler breaks its response off
+// with, reaches net/http, which closes the connection without logging,
+// instead of being answered as a 500 on a response already under way.
+// Every other panic goes to answer.
+func PanicHandler(answer func(w http.ResponseWriter, r *http.Request, v any)) func(http.ResponseWriter, *http.Request, any) {
+	return func(w http.ResponseWriter, r *http.Request, v any) {
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		answer(w, r, v)
+	}
+}

@@ -116,10 +116,10 @@ func (s *Server) build() {
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, httpapi.Errorf(http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow")))
 	})
-	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+	r.PanicHandler = httpapi.PanicHandler(func(w http.ResponseWriter, r *http.Request, v any) {
 		s.Logger.ErrorContext(r.Context(), "panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 		httpapi.WriteError(w, httpapi.Internal(nil))
-	}
+	})
 	byName := make(map[string]*toolEntry, len(s.Tools))
 	var faults []error
 	for i := range s.Tools {

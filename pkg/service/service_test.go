@@ -2,16 +2,20 @@ package service
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/julienschmidt/httprouter"
 
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -685,5 +689,65 @@ func TestTooLargeAnsweredByTool(t *testing.T) {
 	}
 	if len(heads) != 3 || heads[0] != head[:20] {
 		t.Fatalf("TooLarge saw heads %q", heads)
+	}
+}
+
+// TestRoutePanics: a service route that breaks its response off with
+// http.ErrAbortHandler reaches its client as a cut connection, not as a
+// 500 appended to what it sent, and is not logged as a panic; any other
+// panic is a 500 with the JSON error body, logged.
+func TestRoutePanics(t *testing.T) {
+	cfg, err := ParseEnv[Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	srv := &Server{Name: "test", Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Tools: []Tool{NewTool(echoBinding, func(ctx context.Context, c *Call, a echoArgs) (*tool.Result, error) {
+			return tool.TextResult("%s", a.Text), nil
+		})},
+		Routes: func(r *httprouter.Router) {
+			r.GET("/abort", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+				_, _ = io.WriteString(w, "first row\n")
+				_ = http.NewResponseController(w).Flush()
+				panic(http.ErrAbortHandler)
+			})
+			r.GET("/boom", func(http.ResponseWriter, *http.Request, httprouter.Params) { panic("boom") })
+		}}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+
+	tests := []struct {
+		path    string
+		status  int
+		body    string
+		readErr bool
+		logged  bool
+	}{
+		{path: "/abort", status: http.StatusOK, body: "first row\n", readErr: true},
+		{path: "/boom", status: http.StatusInternalServerError, body: `"code":"internal_error"`, logged: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			logs.Reset()
+			resp, err := http.Get(ts.URL + tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.body) {
+				t.Errorf("got %d %q, want %d with %q", resp.StatusCode, body, tt.status, tt.body)
+			}
+			if (err != nil) != tt.readErr {
+				t.Errorf("reading the body: %v, want an error: %v", err, tt.readErr)
+			}
+			if tt.readErr && strings.Contains(string(body), "internal_error") {
+				t.Errorf("an aborted response got an error body appended: %q", body)
+			}
+			if got := strings.Contains(logs.String(), "panic"); got != tt.logged {
+				t.Errorf("logged as a panic: %v, want %v; log:\n%s", got, tt.logged, logs.String())
+			}
+		})
 	}
 }

@@ -400,9 +400,9 @@ func (s *Server) routes() http.Handler {
 		s.writeError(w, req, httpapi.Errorf(http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed,
 			"method %s not allowed on %s (allowed: %s)", req.Method, req.URL.Path, w.Header().Get("Allow")))
 	})
-	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+	r.PanicHandler = httpapi.PanicHandler(func(w http.ResponseWriter, req *http.Request, v any) {
 		s.writeError(w, req, fmt.Errorf("panic: %v", v))
-	}
+	})
 	// Every route is registered under its pattern, which names it in the
 	// metrics, the access log and its span (httpapi.Observe).
 	handle := func(method, path string, h httprouter.Handle) {

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -519,6 +520,14 @@ func (s *Server) drain(d time.Duration) {
 	s.draining = true
 	s.mu.Unlock()
 	s.cancelCalls(errShutdown)
+	if !s.waitCalls(d) {
+		s.log.Warn("calls still in flight after the shutdown grace period", "grace", d.String())
+	}
+}
+
+// waitCalls waits up to d for every call goroutine to return, and reports
+// whether they all did.
+func (s *Server) waitCalls(d time.Duration) bool {
 	done := make(chan struct{})
 	go func() {
 		s.calls.Wait()
@@ -528,9 +537,23 @@ func (s *Server) drain(d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-done:
+		return true
 	case <-t.C:
-		s.log.Warn("calls still in flight after the shutdown grace period", "grace", d.String())
+		return false
 	}
+}
+
+// stuckCalls names the calls still in flight, for the error of a Close
+// that could not wait for them.
+func (s *Server) stuckCalls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.inflight))
+	for id := range s.inflight {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func (s *Server) isDraining() bool {
@@ -542,11 +565,21 @@ func (s *Server) isDraining() bool {
 // Close refuses new calls, cancels the calls still in flight (each ends
 // cancelled, with an unknown outcome when its request was sent, and its
 // tool.result event) and waits for them, then ends open requests and closes
-// the store.
+// the store. The wait is bounded: a call that has not returned two grace
+// periods after it was cancelled (its final write hanging on an
+// unreachable database, say) is left as last stored, for the lease
+// (PostgreSQL) or the next start (SQLite) to end brain_restarted, and
+// Close's error names it; the process can then exit instead of hanging
+// until it is killed.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		var stuckErr error
 		s.drain(s.grace)
-		s.calls.Wait()
+		if !s.waitCalls(s.grace) {
+			ids := s.stuckCalls()
+			stuckErr = fmt.Errorf("close: %d call(s) still in flight %s after they were cancelled, left as stored for recovery: %s",
+				len(ids), 2*s.grace, strings.Join(ids, ", "))
+		}
 		s.cancelReqs()
 		s.stopBackground()
 		s.background.Wait()
@@ -562,7 +595,7 @@ func (s *Server) Close() error {
 		if s.lock != nil {
 			lockErr = s.lock.Close()
 		}
-		s.closeErr = errors.Join(s.store.Close(), lockErr, mcpErr)
+		s.closeErr = errors.Join(stuckErr, s.store.Close(), lockErr, mcpErr)
 	})
 	return s.closeErr
 }

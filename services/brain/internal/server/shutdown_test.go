@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,4 +140,53 @@ func TestShutdownRefusals(t *testing.T) {
 		go b.stop()
 		wantRefusal(t, <-waiter, http.StatusServiceUnavailable, httpapi.CodeUnavailable, "shutting down", "final state")
 	})
+}
+
+// TestCloseBounded: a call goroutine that does not return after it was
+// cancelled (stuckInvoker ignores its context, as a final write hanging
+// on an unreachable database would) holds Close up for two grace periods,
+// not for ever: Close returns an error naming the call, and the call,
+// left as stored, is ended brain_restarted by the next brain on the store.
+func TestCloseBounded(t *testing.T) {
+	t.Parallel()
+	if testStore == storeReplicas {
+		t.Skip("drives one brain's Close in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	si := &stuckInvoker{started: make(chan struct{}, 1), release: make(chan struct{})}
+	ts := newToolServer(t)
+	dir := t.TempDir()
+	srv, err := New(context.Background(), Options{Config: hostConfig(t, ts.URL), DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.invoker, srv.grace = si, 100*time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	b := &brain{t: t, url: "http://" + ln.Addr().String(), srv: srv, tools: ts, dir: dir}
+	s := b.session("t1", "slow")
+	var c CallJSON
+	r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "slow"})
+	r.json(t, &c)
+	<-si.started
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	err = srv.Close()
+	if err == nil || !strings.Contains(err.Error(), c.ID) || !strings.Contains(err.Error(), "left as stored") {
+		t.Errorf("close with a stuck call: %v, want an error naming %s", err, c.ID)
+	}
+	close(si.release) // the call returns, onto a closed store
+	srv.calls.Wait()
+
+	next := startBrain(t, func(o *Options) { o.DataDir, o.DatabaseURL = dir, "" })
+	status, got := next.getCall("t1", c.ID, 0)
+	if status != http.StatusOK || got.Status != "failed" || deref(got.ErrorCode) != "brain_restarted" {
+		t.Errorf("the stuck call after a restart: %d %s %s, want failed brain_restarted", status, got.Status, deref(got.ErrorCode))
+	}
 }

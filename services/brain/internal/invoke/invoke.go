@@ -192,6 +192,11 @@ var (
 	// ErrOutputTooLarge is a CapReader's read past max_output_bytes.
 	ErrOutputTooLarge = errors.New("response larger than max_output_bytes")
 	errAfterResult    = errors.New("the event stream stayed open after its result")
+	// ErrTakenOver ends a call another brain replica took over once this
+	// replica's lease on it ran out: the call is that replica's to record,
+	// so its request here ends without a warning of its own (the server
+	// warns once, for the call).
+	ErrTakenOver = errors.New("another brain replica took the call over: this replica's lease on it ran out")
 )
 
 // ResultGrace is how long brain reads an SSE stream on after its result
@@ -225,7 +230,7 @@ func (c *Caller) Call(ctx context.Context, t *config.Tool, req tool.Request, onP
 // (the MCP caller adds the server and remote tool).
 func LogOutcome(ctx context.Context, logger *slog.Logger, msg string, t *config.Tool, req tool.Request, o Outcome, start time.Time, extra ...slog.Attr) {
 	level := slog.LevelInfo
-	if o.Result.UnknownOutcome {
+	if o.Result.UnknownOutcome && !errors.Is(context.Cause(ctx), ErrTakenOver) {
 		level = slog.LevelWarn
 	}
 	if !logger.Enabled(ctx, level) {

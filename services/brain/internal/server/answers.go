@@ -34,7 +34,7 @@ const (
 	answerExpired                     // response_expires_at passed with no answer
 	answerCancelled                   // the call was cancelled, or its session ended
 	answerParked                      // brain is shutting down: the call stays waiting, as stored
-	answerTakenOver                   // another replica took the call over (errTakenOver): left to it
+	answerTakenOver                   // another replica took the call over (invoke.ErrTakenOver): left to it
 )
 
 // answer is what ended a call's wait for input: the first one offered
@@ -267,7 +267,7 @@ func (s *Server) awaitAnswer(ctx context.Context, rc *running, expires time.Time
 			switch cause := context.Cause(ctx); {
 			case errors.Is(cause, errShutdown):
 				kind = answerParked
-			case errors.Is(cause, errTakenOver):
+			case errors.Is(cause, invoke.ErrTakenOver):
 				kind = answerTakenOver
 			}
 			rc.offer(newAnswer(kind))
@@ -755,7 +755,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 		return r.Context().Err()
 	}
 	if a.err != nil {
-		if errors.Is(a.err, store.ErrNotOwner) || errors.Is(a.err, errTakenOver) {
+		if errors.Is(a.err, store.ErrNotOwner) || errors.Is(a.err, invoke.ErrTakenOver) {
 			// Nothing was recorded; the replica that took the call over
 			// takes the answer given again (respondRemote).
 			return httpapi.Unavailable("tool call %q was taken over by another brain replica before the answer was recorded; answer again", id)

@@ -402,7 +402,7 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 		final = new(store.Call)
 		*final = c
 		if e.answer != nil {
-			e.answer.recorded(final, errTakenOver)
+			e.answer.recorded(final, invoke.ErrTakenOver)
 		}
 	} else {
 		var evs []*store.Event
@@ -584,7 +584,7 @@ func (s *Server) begin(ctx context.Context, rc *running) (ended, bool) {
 // function tool in requires_input) or not.
 func (s *Server) stopWaiting(ctx context.Context, rc *running, sent bool) ended {
 	cause := context.Cause(ctx)
-	if errors.Is(cause, errShutdown) || errors.Is(cause, errTakenOver) {
+	if errors.Is(cause, errShutdown) || errors.Is(cause, invoke.ErrTakenOver) {
 		return ended{park: true}
 	}
 	return ended{out: invoke.Cancelled(rc.t, sent, cause)}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/pkg/httpapi"
+	"github.com/brain-tools/suite/services/brain/internal/invoke"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 )
 
@@ -139,9 +140,6 @@ func (s *Server) notify(ctx context.Context, sig store.Signal) {
 	}
 }
 
-// errTakenOver is the cancel cause of a call another replica took over.
-var errTakenOver = errors.New("another brain replica took the call over: this replica's lease on it ran out")
-
 // takenOver reports whether err, a store's refusal of a write for rc, says
 // that another replica owns rc's call now, and then stops rc here
 // (takeOver).
@@ -166,7 +164,7 @@ func (s *Server) takeOver(rc *running, how string) {
 	c := rc.snapshot()
 	s.log.Warn("stopped a call here without recording or sending anything more for it: another brain replica took it over once this replica's lease on it ran out (this replica was paused or cut off from the database for longer than the lease)",
 		"call_id", c.ID, "tool", c.Tool, "session_id", c.SessionID, "status", c.Status, "found", how)
-	rc.cancel(errTakenOver)
+	rc.cancel(invoke.ErrTakenOver)
 	select {
 	case s.renewNow <- struct{}{}:
 	default:

@@ -659,7 +659,7 @@ func TestPausedReplicaFenced(t *testing.T) {
 	paused := startBrain(t, func(o *Options) {
 		o.Config, o.Lease = cfg, lease
 		o.Logger = slog.New(slog.NewJSONHandler(&pausedLog, nil))
-		o.leaseHook = func(ctx context.Context) {
+		o.leaseHook = func(ctx context.Context, _ bool) {
 			if held.Load() {
 				select {
 				case <-resume:
@@ -780,5 +780,80 @@ func TestPausedReplicaFenced(t *testing.T) {
 		if n != 1 {
 			t.Errorf("the paused replica logged %d WARNs for call %s, want 1: that it was taken over", n, id)
 		}
+	}
+}
+
+// TestStuckRenewalKeepsOwnCalls: a replica whose renewals are held up
+// past the lease (a renewal stuck on the database) while its claim pass
+// still runs does not claim its own calls as a stopped replica's: the
+// call it is running is not ended brain_restarted under it, the call
+// waiting for an answer is not taken up a second time; once the renewals
+// go on, both end as they would have.
+func TestStuckRenewalKeepsOwnCalls(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres")
+	}
+	t.Parallel()
+	const lease = 500 * time.Millisecond
+	ct := newCountingTools(t)
+	var held atomic.Bool
+	resume := make(chan struct{})
+	claims := make(chan struct{}, 100)
+	b := startBrain(t, func(o *Options) {
+		o.Config, o.Lease = waitingConfig(t, ct.URL, false, 60), lease
+		o.leaseHook = func(ctx context.Context, renewal bool) {
+			switch {
+			case !renewal:
+				select {
+				case claims <- struct{}{}:
+				default:
+				}
+			case held.Load():
+				select {
+				case <-resume:
+				case <-ctx.Done():
+				}
+			}
+		}
+	})
+	s := b.session("t1", "lookup", "held")
+	_, run := b.call("t1", s.ID, "held", map[string]any{}, 0)
+	receive(t, ct.arrived, 5*time.Second, "the held call did not reach its tool")
+	_, fn := b.call("t1", s.ID, "lookup", map[string]string{"order_id": "A-1"}, 0)
+	if run.Status != "running" || fn.Status != "requires_input" {
+		t.Fatalf("calls before the stuck renewal: %s %s", run.Status, fn.Status)
+	}
+
+	held.Store(true)
+	time.Sleep(2 * lease) // every lease ran out
+	for range 3 {         // claim passes after that
+		receive(t, claims, 5*time.Second, "no claim pass ran")
+	}
+	if _, c := b.getCall("t1", run.ID, 0); c.Status != "running" {
+		t.Errorf("the running call while its renewal was stuck: %s %s, want running", c.Status, deref(c.ErrorCode))
+	}
+	if n := ct.count(run.ID); n != 1 {
+		t.Errorf("the running call was sent %d times, want once", n)
+	}
+	close(resume)
+
+	ct.release <- struct{}{}
+	if _, c := b.getCall("t1", run.ID, 10); c.Status != "succeeded" {
+		t.Errorf("the running call once its tool answered: %s %s, want succeeded", c.Status, deref(c.ErrorCode))
+	}
+	r := b.respond("t1", fn.ID, map[string]any{"structured_content": map[string]string{"status": "shipped"}})
+	var done CallJSON
+	r.json(t, &done)
+	if r.status != http.StatusOK || done.Status != "succeeded" {
+		t.Errorf("answer to the waiting call: %d %s", r.status, r.body)
+	}
+	var responded int
+	for _, e := range b.events("t1", s.ID) {
+		if e.Type == "tool.responded" || e.Type == "tool.result" && e.CallID == fn.ID {
+			responded++
+		}
+	}
+	if responded != 2 {
+		t.Errorf("the waiting call recorded %d tool.responded/tool.result events, want one each", responded)
 	}
 }

@@ -108,9 +108,11 @@ type Options struct {
 	// makes a take-up as slow as it likes with it.
 	takeUpHook func(ctx context.Context, calls []*store.Call)
 	// leaseHook, when set (tests only), is called before each renewal of
-	// this replica's leases and each pass that takes up other replicas'
-	// calls: a test holds them back in it, as a paused process would.
-	leaseHook func(ctx context.Context)
+	// this replica's leases (renewal true) and each pass that takes up
+	// other replicas' calls (false): a test holds them back in it, as a
+	// paused process would, or only the renewals, as a renewal stuck on
+	// the database would.
+	leaseHook func(ctx context.Context, renewal bool)
 }
 
 // Limits are the most custom tools, secrets and toolsets one tenant
@@ -168,7 +170,7 @@ type Server struct {
 	retention time.Duration
 	// takeUpHook and leaseHook are Options'.
 	takeUpHook func(ctx context.Context, calls []*store.Call)
-	leaseHook  func(ctx context.Context)
+	leaseHook  func(ctx context.Context, renewal bool)
 	// renewNow asks the renewal loop to renew at once: a write was refused
 	// because another replica owns its call, and the others that replica
 	// took with it are to be stopped here too.

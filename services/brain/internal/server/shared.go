@@ -191,7 +191,7 @@ func (s *Server) leaseLoop(ctx context.Context) {
 	var unreleased []string
 	for {
 		if s.leaseHook != nil {
-			s.leaseHook(ctx)
+			s.leaseHook(ctx, false)
 		}
 		unreleased = s.releaseClaims(ctx, append(unreleased, s.takeUpExpired(ctx)...))
 		// Signals lost on the way are made up here.
@@ -215,7 +215,7 @@ func (s *Server) renewLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if s.leaseHook != nil {
-			s.leaseHook(ctx)
+			s.leaseHook(ctx, true)
 		}
 		now := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, s.lease)

@@ -768,11 +768,13 @@ func queryIDs(ctx context.Context, on interface {
 // without it: the replica that takes the gated call up sends its approval
 // call again (see the server's takeUp). A finished call with a pending
 // withdrawal is claimed as an unfinished one is: the replica that takes it
-// sends the withdrawal.
+// sends the withdrawal. A replica never claims its own calls (their
+// lease ran out while its renewal was held up: it is running them, and
+// its next renewal extends them).
 func (db *DB) ClaimExpired(ctx context.Context, now, until time.Time, limit int) ([]*store.Call, error) {
 	return db.queryCalls(ctx, "claim expired tool calls", `WITH picked AS (
 		SELECT id, owner, status FROM tool_calls c WHERE `+leased+`
-			AND lease_until < $2
+			AND lease_until < $2 AND owner <> $1
 			AND NOT (status = 'running' AND caller_type = 'system' AND EXISTS (SELECT 1 FROM tool_calls p
 				WHERE p.id = c.parent_id AND p.status = 'requires_input' AND p.owner = c.owner))
 			ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED)

@@ -194,7 +194,8 @@ func createCalls(t *testing.T, db *DB, ids ...string) {
 }
 
 // TestLeaseTakeover: a call whose owner stopped renewing is claimed by one
-// replica alone once its lease ran out; a renewed one is not.
+// replica alone once its lease ran out, never by its owner; a renewed one
+// is not.
 func TestLeaseTakeover(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -209,6 +210,11 @@ func TestLeaseTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
+	// A replica's own calls are its own to renew, however late: were it
+	// to claim them, it would take up calls it is running.
+	if got, err := dead.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10); err != nil || len(got) != 0 {
+		t.Fatalf("a replica claimed %d of its own calls (%v)", len(got), err)
+	}
 	var claimed []string
 	for _, c := range claimRace(t, url) {
 		claimed = append(claimed, c.ID)
@@ -289,6 +295,11 @@ func TestLeaseTakesPendingWithdrawals(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
+	// A replica's own calls are its own to renew, however late: were it
+	// to claim them, it would take up calls it is running.
+	if got, err := dead.ClaimExpired(ctx, time.Now(), time.Now().Add(time.Minute), 10); err != nil || len(got) != 0 {
+		t.Fatalf("a replica claimed %d of its own calls (%v)", len(got), err)
+	}
 	var claimed []string
 	for _, c := range claimRace(t, url) {
 		if c.WithdrawUntil.IsZero() {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -669,10 +670,50 @@ func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, 
 		Data: (&toolResultData{Tool: c.Tool, Status: status, ErrorCode: optString(out.ErrorCode),
 			Retryable: f.Retryable, Result: result, DurationMS: dur.Milliseconds()}).appendJSON(make([]byte, 0, 128+len(c.Tool)+len(result)))})
 	if err := s.store.FinishCall(ctx, &f, evs...); err != nil {
-		return &f, err
+		if err := s.retryFinish(ctx, &f, evs, err); err != nil {
+			return &f, err
+		}
 	}
 	s.metrics.Tool(metricToolOf(c, t, s.config()), transportOf(t)).Done(status, out.ErrorCode, dur)
 	return &f, nil
+}
+
+// finishRetry is how long a call's final write, failed for a reason of
+// the store's (the database unreachable for a moment, a failover, a full
+// disk), is tried again before the call is left as stored: on
+// PostgreSQL the replica would renew that unfinished call for as long as
+// it lives, on SQLite it stays running until the next start.
+const finishRetry = 30 * time.Second
+
+// retryFinish writes final state f of a call and its events again, the
+// first write having failed with err, with a jittered exponential backoff
+// (cenkalti/backoff) for up to finishRetry. A refusal that another try
+// would not change (store.StateError: the call ended already, or another
+// replica owns it) ends the tries; when the call ended as f says, an
+// earlier try that reported a failure did commit (a connection lost with
+// its commit), and the write is done.
+func (s *Server) retryFinish(ctx context.Context, f *store.Call, evs []*store.Event, err error) error {
+	var se *store.StateError
+	if errors.As(err, &se) {
+		return err
+	}
+	s.log.Warn("record tool result: the store failed; trying again", "call_id", f.ID, "tool", f.Tool, "err", err, "for", finishRetry.String())
+	tries := 1
+	_, err = backoff.Retry(ctx, func() (struct{}, error) {
+		tries++
+		err := s.store.FinishCall(ctx, f, evs...)
+		if errors.As(err, &se) {
+			if !se.NotOwner && se.Status == f.Status {
+				return struct{}{}, nil
+			}
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithMaxElapsedTime(finishRetry))
+	if err == nil {
+		s.log.Info("record tool result: recorded after the store failed", "call_id", f.ID, "tool", f.Tool, "tries", tries)
+	}
+	return err
 }
 
 // callTool is the binding call c runs with: its own while in flight, else

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// execSQL runs statements on b's store from outside brain, as an operator
+// or a failing database would: SQLite's file (its writes wait on brain's
+// for up to 5 s) or the PostgreSQL database.
+func execSQL(t *testing.T, b *brain, stmts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if b.dbURL != "" {
+		conn, err := pgx.Connect(ctx, b.dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		for _, q := range stmts {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		return
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(b.dir, "brain.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// TestFinalWriteRetried: a call's final write that the store fails (here a
+// trigger in the real database refuses it, as an unreachable database or
+// a full disk would) is tried again until the store takes it: the call
+// ends recorded as it ended, with one tool.result, not left running in
+// the store (on PostgreSQL its replica would renew it as long as it
+// lives).
+func TestFinalWriteRetried(t *testing.T) {
+	if testStore == storeReplicas {
+		t.Skip("changes the store under one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	t.Parallel()
+	ct := newCountingTools(t)
+	b := startBrain(t, func(o *Options) { o.Config = waitingConfig(t, ct.URL, false, 60) })
+	s := b.session("t1", "held")
+	_, run := b.call("t1", s.ID, "held", map[string]any{}, 0)
+	receive(t, ct.arrived, 5*time.Second, "the held call did not reach its tool")
+
+	if b.dbURL != "" {
+		execSQL(t, b, `CREATE TABLE zz_fail (on_ boolean)`, `INSERT INTO zz_fail VALUES (true)`,
+			`CREATE FUNCTION zz_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF EXISTS (SELECT 1 FROM zz_fail) THEN RAISE EXCEPTION 'injected: the disk is full'; END IF; RETURN NEW; END $$`,
+			`CREATE TRIGGER zz_refuse BEFORE UPDATE ON tool_calls FOR EACH ROW WHEN (NEW.status <> OLD.status) EXECUTE FUNCTION zz_refuse()`)
+	} else {
+		execSQL(t, b, `CREATE TABLE zz_fail (on_ INTEGER)`, `INSERT INTO zz_fail VALUES (1)`,
+			`CREATE TRIGGER zz_refuse BEFORE UPDATE ON tool_calls WHEN NEW.status <> OLD.status AND EXISTS (SELECT 1 FROM zz_fail)
+			BEGIN SELECT RAISE(ABORT, 'injected: the disk is full'); END`)
+	}
+	ct.release <- struct{}{}
+	// Until the store takes the result, the call is running, on every
+	// replica alike: a waiter is not told an end the store has not got.
+	if status, c := b.getCall("t1", run.ID, 1); status != http.StatusAccepted || c.Status != "running" {
+		t.Fatalf("the call while the store refused its result: %d %s %s, want 202 running", status, c.Status, deref(c.ErrorCode))
+	}
+	execSQL(t, b, `DELETE FROM zz_fail`)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, c := b.getCall("t1", run.ID, 0)
+		if c.Status == "succeeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call in the store 10 s after it took writes again: %s, want succeeded", c.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var results int
+	for _, e := range b.events("t1", s.ID) {
+		if e.Type == "tool.result" && e.CallID == run.ID {
+			results++
+		}
+	}
+	if results != 1 {
+		t.Errorf("%d tool.result events for the call, want 1", results)
+	}
+}

@@ -192,7 +192,7 @@ var discard = slog.New(slog.DiscardHandler)
 // Every other panic goes to answer.
 func PanicHandler(answer func(w http.ResponseWriter, r *http.Request, v any)) func(http.ResponseWriter, *http.Request, any) {
 	return func(w http.ResponseWriter, r *http.Request, v any) {
-		if v == http.ErrAbortHandler {
+		if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 			panic(v)
 		}
 		answer(w, r, v)

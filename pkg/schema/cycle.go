@@ -1,12 +1,16 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"math/big"
+	"reflect"
 	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -234,7 +238,10 @@ func children(s *jsonschema.Schema) []*jsonschema.Schema {
 // steps: one, and one more for each value of its enum and each name of its
 // required, dependentRequired and (draft-07) dependencies lists, which it
 // goes through one by one (a tester's enum of 10,000 strings made 20,000
-// items take a minute; required names reached along 900 paths, 25 s).
+// items take a minute; required names reached along 900 paths, 25 s); an
+// enum or const value costs by its size (valueWork); a bound or
+// multipleOf, numberWork for its own number (the number checked pays for
+// itself: numberKeywords).
 func work(s *jsonschema.Schema) int {
 	n := 1 + len(s.Required)
 	if s.Enum != nil {
@@ -245,10 +252,10 @@ func work(s *jsonschema.Schema) int {
 	if s.Const != nil {
 		n += valueWork(*s.Const)
 	}
-	if s.Format != nil && s.Format.Name == "regex" {
-		// Each string is compiled: a 24-byte one with nested repeats
-		// takes ~0.3 ms (a tester's 30,000 such items, 10 s).
-		n += formatRegexWork
+	for _, r := range []*big.Rat{s.Minimum, s.Maximum, s.ExclusiveMinimum, s.ExclusiveMaximum, s.MultipleOf} {
+		if r != nil {
+			n += numberWork + ratSize(r)/2
+		}
 	}
 	for _, names := range s.DependentRequired {
 		n += len(names)
@@ -261,17 +268,66 @@ func work(s *jsonschema.Schema) int {
 	return n
 }
 
-// formatRegexWork is what checking one string against format "regex"
-// costs, in steps: compiling it.
-const formatRegexWork = 1024
+// numberKeywords is how many of minimum, maximum, exclusiveMinimum,
+// exclusiveMaximum and multipleOf s has: each takes the number checked as
+// an exact rational and pays for its size (numberSize).
+func numberKeywords(s *jsonschema.Schema) int {
+	n := 0
+	for _, r := range []*big.Rat{s.Minimum, s.Maximum, s.ExclusiveMinimum, s.ExclusiveMaximum, s.MultipleOf} {
+		if r != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// numberWork is what a bound or multipleOf costs on a number of the usual
+// size, in steps: the validator prints the number and parses it into a
+// rational for each (~1-2 µs); a number with many digits or a large
+// exponent pays numberSize/2 more (1.5e-400 against multipleOf 1e-400
+// took up to 53 µs).
+const numberWork = 8
+
+// numberSize is the size of number literal v in decimal digits, as exact
+// arithmetic sees it: its length and its exponent's magnitude (1.5e-300
+// is a rational with a 300-digit denominator). Within MaxNumberLength and
+// MaxNumberExponent it is at most 800.
+func numberSize(v string) int {
+	n := len(v)
+	if i := strings.IndexAny(v, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(strings.TrimPrefix(v[i+1:], "+")); err == nil {
+			n += max(e, -e)
+		}
+	}
+	return n
+}
+
+// ratSize is numberSize for a schema's own number, compiled to r.
+func ratSize(r *big.Rat) int { return (r.Num().BitLen() + r.Denom().BitLen()) * 3 / 10 }
 
 // valueWork is what comparing a value with an enum value or const v costs,
-// in steps: 1 for a string, a boolean or null; 32 for a number (compared
-// as exact rationals after printing, ~7 µs) or an object or array.
+// in steps: 1 for each string, boolean, null, array or object in it, 32
+// for each number (compared as exact rationals after printing, ~7 µs, up
+// to 8.5 µs for 400 digits), and a string's bytes over 32 (a const array
+// of 200,000 zeros took 70 ms a comparison).
 func valueWork(v any) int {
-	switch v.(type) {
-	case string, bool, nil:
+	switch v := v.(type) {
+	case string:
+		return 1 + len(v)/32
+	case bool, nil:
 		return 1
+	case []any:
+		n := 1
+		for _, e := range v {
+			n += valueWork(e)
+		}
+		return n
+	case map[string]any:
+		n := 1
+		for k, e := range v {
+			n += len(k)/32 + valueWork(e)
+		}
+		return n
 	}
 	return 32
 }
@@ -291,10 +347,38 @@ func regexCost(pattern string) int {
 	return len(prog.Inst)
 }
 
-// stringWork is what matching a string of n bytes against a pattern of
-// cost instructions costs, in steps (a step is ~220 ns, an instruction on
-// a byte a few).
-func stringWork(n, cost int) int { return 1 + n*cost/32 }
+// byteCost is what applying s to a string costs per byte of it, in
+// 1/1024 steps (stringWork): the validator copies every string it applies
+// a schema to (for the content keywords: 1); minLength and maxLength count
+// its runes (8; a tester's 8,100 applications of maxLength to 1 MB took
+// 12 s); a format parses it (16: uri, the slowest, ~2.4 ms a megabyte),
+// format "regex" compiles it (65,536: up to 11 µs a byte, for a{1000};
+// Go's regexp allows no larger repeat); a pattern runs its program over
+// it (32 an instruction).
+func byteCost(s *jsonschema.Schema) int {
+	n := 1
+	if s.MinLength != nil || s.MaxLength != nil {
+		n += 8
+	}
+	if s.Format != nil {
+		if s.Format.Name == "regex" {
+			n += formatRegexCost
+		} else {
+			n += 16
+		}
+	}
+	if s.Pattern != nil {
+		n += 32 * regexCost(s.Pattern.String())
+	}
+	return n
+}
+
+// formatRegexCost is byteCost's charge for format "regex".
+const formatRegexCost = 64 << 10
+
+// stringWork is what a string of n bytes costs at cost (byteCost) a
+// byte, in steps.
+func stringWork(n, cost int) int { return 1 + n*cost/1024 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
@@ -306,9 +390,12 @@ type counter struct {
 	// number, a boolean, ...): the schema's work and, along every path,
 	// that of what it applies to the same value. Saturated at MaxSteps+1.
 	scalar map[*jsonschema.Schema]int
-	// patterns is, along the same paths, the cost (regexCost) of the
-	// patterns a string meets: it is paid per byte of the string.
-	patterns map[*jsonschema.Schema]int
+	// bytes is, along the same paths, the cost (byteCost) a string pays
+	// per byte.
+	bytes map[*jsonschema.Schema]int
+	// numbers is, along the same paths, how many bounds and multipleOf a
+	// number meets (numberKeywords): each pays for the number's size.
+	numbers map[*jsonschema.Schema]int
 	// keyCost is the cost of each patternProperties key's regex.
 	keyCost map[jsonschema.Regexp]int
 	// most is the greatest scalar: the most steps checking one value
@@ -319,7 +406,7 @@ type counter struct {
 
 func newCounter(root *jsonschema.Schema, anchors anchorIndex) *counter {
 	c := &counter{same: map[*jsonschema.Schema][]*jsonschema.Schema{}, scalar: map[*jsonschema.Schema]int{},
-		patterns: map[*jsonschema.Schema]int{}, keyCost: map[jsonschema.Regexp]int{}}
+		bytes: map[*jsonschema.Schema]int{}, numbers: map[*jsonschema.Schema]int{}, keyCost: map[jsonschema.Regexp]int{}}
 	var all []*jsonschema.Schema
 	add := func(s *jsonschema.Schema) bool {
 		if _, ok := c.same[s]; !ok {
@@ -336,49 +423,82 @@ func newCounter(root *jsonschema.Schema, anchors anchorIndex) *counter {
 	}
 	for _, s := range all {
 		for re := range s.PatternProperties {
-			c.keyCost[re] = regexCost(re.String())
+			c.keyCost[re] = 32 * regexCost(re.String())
 		}
 	}
-	var scalar func(s *jsonschema.Schema) (int, int)
-	scalar = func(s *jsonschema.Schema) (int, int) { // no loop: refCycle refused them
+	var scalar func(s *jsonschema.Schema) int
+	scalar = func(s *jsonschema.Schema) int { // no loop: refCycle refused them
 		if n, ok := c.scalar[s]; ok {
-			return n, c.patterns[s]
+			return n
 		}
-		n, p := min(work(s), MaxSteps+1), 0
-		if s.Pattern != nil {
-			p = regexCost(s.Pattern.String())
-		}
+		n, b, k := min(work(s), MaxSteps+1), byteCost(s), numberKeywords(s)
 		for _, d := range c.same[s] {
-			dn, dp := scalar(d)
-			n, p = min(n+dn, MaxSteps+1), min(p+dp, MaxSteps+1)
+			n = min(n+scalar(d), MaxSteps+1)
+			b, k = min(b+c.bytes[d], MaxSteps+1), min(k+c.numbers[d], MaxSteps+1)
 		}
-		c.scalar[s], c.patterns[s] = n, p
-		return n, p
+		c.scalar[s], c.bytes[s], c.numbers[s] = n, b, k
+		return n
 	}
 	for _, s := range all {
-		n, _ := scalar(s)
-		c.most = max(c.most, n)
+		c.most = max(c.most, scalar(s))
 	}
 	return c
 }
 
 // str is the steps checking string v against s takes: its scalar steps
-// and its patterns' cost over its bytes.
+// and its byte cost over its length.
 func (c *counter) str(s *jsonschema.Schema, v string) int {
-	return c.scalar[s] + stringWork(len(v), c.patterns[s]) - 1
+	return c.scalar[s] + stringWork(len(v), c.bytes[s]) - 1
 }
 
-// steps counts, up to limit+1, the steps (work) validating value v
-// against s takes, or more: every subschema that may apply to a value
-// counts, whether or not it does (each patternProperties schema for every
-// property, then and else both, every branch of anyOf), and a string pays
-// for the patterns it meets by its length. An object or array checked for
-// unevaluatedProperties or unevaluatedItems pays its size again for each
-// schema applied to it (the validator copies its names or indexes each
-// time). It stops past limit, so its cost is bounded by limit, not by the
-// count.
+// uniqueWork is what uniqueItems costs an array, in steps for each value
+// in it, nested ones too (valueSize): the validator hashes them all, each
+// number printed and parsed as a rational (150,000 numbers, 100 ms), every
+// time the keyword applies.
+const uniqueWork = 4
+
+// valueSizes memoizes valueSize for the arrays and objects of one
+// document, so that a value uniqueItems meets along many paths, or at
+// every level of a nesting, is measured once.
+type valueSizes map[unsafe.Pointer]int
+
+// of is the size of v: one for each value in it, nested ones too, and a
+// string's or a name's bytes over 32.
+func (m valueSizes) of(v any) int {
+	var p unsafe.Pointer
+	switch v := v.(type) {
+	case string:
+		return 1 + len(v)/32
+	case []any:
+		p = unsafe.Pointer(unsafe.SliceData(v))
+	case map[string]any:
+		p = reflect.ValueOf(v).UnsafePointer()
+	default:
+		return 1
+	}
+	if n, ok := m[p]; ok && p != nil {
+		return n
+	}
+	n := 1
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			n += m.of(e)
+		}
+	case map[string]any:
+		for k, e := range v {
+			n += len(k)/32 + m.of(e)
+		}
+	}
+	if p != nil {
+		m[p] = n
+	}
+	return n
+}
+
 func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 	n := 0
+	sizes := valueSizes{}
 	var visit func(s *jsonschema.Schema, v any) bool // false once past limit
 	visit = func(s *jsonschema.Schema, v any) bool {
 		switch v := v.(type) {
@@ -390,8 +510,14 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 			if s.UnevaluatedItems != nil {
 				n += len(v) * c.scalar[s]
 			}
+			if s.UniqueItems {
+				n += uniqueWork * sizes.of(v)
+			}
 		case string:
 			n += c.str(s, v)
+			return n <= limit
+		case json.Number:
+			n += c.scalar[s] + c.numbers[s]*numberSize(string(v))/2
 			return n <= limit
 		default: // no properties or items: worked out once
 			n += c.scalar[s]

@@ -41,8 +41,9 @@ type node struct {
 	// strings
 	minLen, maxLen int // -1: no bound
 	pattern        *regexp.Regexp
-	patternCost    int                // regexCost of pattern
+	patternCost    int                // byteCost of pattern: 32 an instruction (regexCost)
 	format         *jsonschema.Schema // {"type":"string","format":F}, or nil
+	formatCost     int                // byteCost of format
 	enum           map[string]bool    // nil: no enum; only enums of strings have a plan
 
 	// numbers, as integers: a bound that is not an integer has no plan
@@ -148,13 +149,15 @@ func planNode(doc any, root bool) (*node, error) {
 			if n.pattern, err = regexp.Compile(s); err != nil {
 				return nil, errNoPlan
 			}
-			n.patternCost = regexCost(s)
+			n.patternCost = 32 * regexCost(s)
 		case k == "format":
 			s, ok := v.(string)
 			if !ok {
 				return nil, errNoPlan
 			}
-			n.format, err = formatSchema(s)
+			if n.format, err = formatSchema(s); err == nil {
+				n.formatCost = byteCost(n.format)
+			}
 		case k == "enum":
 			n.enum, err = stringEnum(v)
 		case k == "minimum":
@@ -451,7 +454,7 @@ func (n *node) validString(s []byte, budget *int) bool {
 		}
 	}
 	if n.format != nil {
-		if *budget -= work(n.format) - 1; *budget < 0 || n.format.Validate(string(s)) != nil {
+		if *budget -= stringWork(len(s), n.formatCost); *budget < 0 || n.format.Validate(string(s)) != nil {
 			return false
 		}
 	}

@@ -87,6 +87,12 @@ func Compile(field string, doc []byte) (*Schema, error) {
 	case many:
 		return nil, fmt.Errorf("%s: has more than %d objects and arrays, the limit: split it, or refer to shared parts with $ref", field, MaxNodes)
 	}
+	// The schema's own numbers are held to the documents' limits: an
+	// enum value, a bound or a multipleOf of a million digits costs every
+	// value it meets milliseconds, and its compiling seconds.
+	if err := checkNumbers(field, v); err != nil {
+		return nil, err
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()

@@ -280,6 +280,17 @@ func TestCostsCounted(t *testing.T) {
 		list(15000, `"v%d"`) + `]},"b":{"$id":"b","$defs":{"t":{"$dynamicAnchor":"T"}},"allOf":[` + strings.TrimSuffix(strings.Repeat(`{"$dynamicRef":"#T"},`, 400), ",") + `]}}}`
 	nums := `{"enum":[` + list(1000, `%de-400`) + `]}`
 	props := func(n int) string { return `{` + list(n, `"p%d":1`) + `}` }
+	// dag applies leaf k*k times to property a, in 2k+1 schemas.
+	dag := func(k int, leaf string) string {
+		refs := func(to string) string {
+			return strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/`+to+`"},`, k), ",")
+		}
+		return `{"type":"object","properties":{"a":{"$ref":"#/$defs/l2"}},"$defs":{"leaf":` + leaf +
+			`,"l1":{"allOf":[` + refs("leaf") + `]},"l2":{"allOf":[` + refs("l1") + `]}}}`
+	}
+	megabyte := `{"a":"` + strings.Repeat("ü", 500000) + `"}`
+	numbers := func(n int, num string) string { return `[` + strings.TrimSuffix(strings.Repeat(num+",", n), ",") + `]` }
+	beyond := fmt.Sprintf("has an exponent beyond ±%d", MaxNumberExponent)
 	for _, tt := range []struct {
 		name, schema, doc string
 		compileErr, err   string // "" to pass
@@ -295,6 +306,29 @@ func TestCostsCounted(t *testing.T) {
 		{"1,000 numbers in an enum", nums, `1`, tooBig, ""},
 		{"format regex on 5,000 strings", `{"type":"array","items":{"type":"string","format":"regex"}}`,
 			`[` + strings.TrimSuffix(strings.Repeat(`"(?:a{1000}){1}b{1000}",`, 5000), ",") + `]`, "", tooMuch},
+		{"format regex on 5,000 short strings", `{"type":"array","items":{"type":"string","format":"regex"}}`,
+			`[` + strings.TrimSuffix(strings.Repeat(`"^a$",`, 5000), ",") + `]`, "", ""},
+		// The schema's numbers: a million digits cost each comparison
+		// 17 ms, each bound 0.1-9 ms, the compiling 20-50 ms.
+		{"an enum of million-digit numbers", `{"properties":{"a":{"enum":[1e999999,2]}}}`, `{"a":0}`, beyond, ""},
+		{"a million-digit maximum", `{"items":{"maximum":1e999999}}`, `[0]`, beyond, ""},
+		{"a million-digit multipleOf", `{"multipleOf":1e-999999}`, `0.5`, beyond, ""},
+		{"a million-digit minLength", `{"minLength":1e999999}`, `""`, beyond, ""},
+		{"a 401-character const", `{"const":` + strings.Repeat("1", 401) + `}`, `1`, "401 characters long", ""},
+		// A string pays by its length for every schema applied to it.
+		{"maxLength applied 8,100 times to 1 MB", dag(90, `{"maxLength":100000000}`), megabyte, "", tooMuch},
+		{"format uri-reference applied 8,100 times to 1 MB", dag(90, `{"format":"uri-reference"}`), megabyte, "", tooMuch},
+		{"applied 8,100 times to 1 MB", dag(90, `{}`), megabyte, "", tooMuch},
+		{"format uri on 200 KB", `{"format":"uri"}`, `"http://example.com/` + strings.Repeat("a", 200000) + `"`, "", ""},
+		// uniqueItems hashes the whole array each time it applies.
+		{"uniqueItems applied 400 times to 150,000 numbers", dag(20, `{"uniqueItems":true}`), `{"a":[` + list(150000, `%d`) + `]}`, "", tooMuch},
+		{"uniqueItems on 20,000 numbers", `{"uniqueItems":true}`, `[` + list(20000, `%d`) + `]`, "", ""},
+		// An enum or const value costs by its size.
+		{"a const of 200,000 zeros", `{"$defs":{"c":{"const":` + numbers(200000, "0") + `}},"allOf":[{"$ref":"#/$defs/c"}]}`, `1`, tooBig, ""},
+		{"an enum of 20 small objects", `{"enum":[` + list(20, `{"id":%d,"name":"n","tags":["a","b"]}`) + `]}`, `{"id":3,"name":"n","tags":["a","b"]}`, "", ""},
+		// Bounds and multipleOf pay for the number's size.
+		{"multipleOf on 100,000 numbers with 300-digit fractions", `{"type":"array","items":{"multipleOf":0.01}}`, numbers(100000, "1.5e-300"), "", tooMuch},
+		{"bounds on 100,000 fractions", `{"type":"array","items":{"minimum":0,"maximum":1}}`, numbers(100000, "0.5"), "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := Compile("input_schema", []byte(tt.schema))

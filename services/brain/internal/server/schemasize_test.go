@@ -63,6 +63,13 @@ func TestSchemaSizeLimits(t *testing.T) {
 		{"custom tool output_schema, too many nodes", func() resp {
 			return b.do("POST", "/custom_tools", "t1", custom("big", json.RawMessage(`{"type":"object"}`), big))
 		}, "output_schema: " + wantBig},
+		{"session function, a million-digit enum value", func() resp {
+			return b.putTools("t1", sess.ID, []any{map[string]any{"type": "function", "name": "f", "description": "d",
+				"parameters": json.RawMessage(`{"type":"object","properties":{"a":{"enum":[1,1e999999]}}}`)}})
+		}, "tools[0].parameters: at /properties/a/enum/1: number 1e999999 has an exponent beyond ±400"},
+		{"custom tool input_schema, a million-digit maximum", func() resp {
+			return b.do("POST", "/custom_tools", "t1", custom("num", json.RawMessage(`{"type":"object","properties":{"a":{"maximum":1e-999999}}}`), nil))
+		}, "input_schema: at /properties/a/maximum: number 1e-999999 has an exponent beyond ±400"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

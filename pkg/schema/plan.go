@@ -336,10 +336,7 @@ func stringEnum(v any) (map[string]bool, error) {
 // so that a string with a format is judged by the full validator's own
 // format check (and only the string, not the document).
 func formatSchema(name string) (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	c.UseLoader(refusingLoader{})
+	c := newCompiler()
 	if err := c.AddResource("mem:///format.json", map[string]any{"type": "string", "format": name}); err != nil {
 		return nil, errNoPlan
 	}

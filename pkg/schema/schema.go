@@ -93,10 +93,7 @@ func Compile(field string, doc []byte) (*Schema, error) {
 	if err := checkNumbers(field, v); err != nil {
 		return nil, err
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	c.UseLoader(refusingLoader{})
+	c := newCompiler()
 	loc := "mem:///" + field + ".json"
 	if err := c.AddResource(loc, v); err != nil {
 		return nil, fmt.Errorf("%s: %s", field, oneLine(err.Error()))
@@ -501,6 +498,14 @@ func kindMessage(k jsonschema.ErrorKind) string {
 		return counts("minProperties", k.Got, k.Want)
 	case *kind.MaxProperties:
 		return counts("maxProperties", k.Got, k.Want)
+	case *kind.Format:
+		// The value is cut short, so that why it is not valid shows.
+		if v, ok := k.Got.(string); ok && len(v) > maxFormatEcho {
+			cut := *k
+			cut.Got = strictjson.Clip(v, maxFormatEcho)
+			k = &cut
+		}
+		return ungroup(oneLine(k.LocalizedString(printer)))
 	}
 	return ungroup(oneLine(k.LocalizedString(printer)))
 }
@@ -523,6 +528,9 @@ func ratString(r *big.Rat) string {
 	}
 	return new(big.Float).SetPrec(64).SetRat(r).Text('g', 17)
 }
+
+// maxFormatEcho is the most bytes of a string a format failure repeats.
+const maxFormatEcho = 100
 
 // maxExactDigits is the longest number ratString writes out in full.
 const maxExactDigits = 40

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"database/sql"
+	"net"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -96,5 +97,52 @@ func TestFinalWriteRetried(t *testing.T) {
 	}
 	if results != 1 {
 		t.Errorf("%d tool.result events for the call, want 1", results)
+	}
+}
+
+// TestFinalWriteAtShutdown: brain stopping while the store refuses a
+// call's final write does not wait for the store: it tries once more,
+// closes without an error of the call's, and leaves the call running as
+// stored for the next brain, which ends it brain_restarted.
+func TestFinalWriteAtShutdown(t *testing.T) {
+	if testStore == storeReplicas {
+		t.Skip("stops one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	t.Parallel()
+	ct := newCountingTools(t)
+	cfg := waitingConfig(t, ct.URL, false, 60)
+	dir := t.TempDir()
+	srv, err := New(context.Background(), Options{Config: cfg, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	b := &brain{t: t, url: "http://" + ln.Addr().String(), srv: srv, dir: dir}
+	s := b.session("t1", "held")
+	_, run := b.call("t1", s.ID, "held", map[string]any{}, 0)
+	receive(t, ct.arrived, 5*time.Second, "the held call did not reach its tool")
+	execSQL(t, b, `CREATE TRIGGER zz_refuse BEFORE UPDATE ON tool_calls WHEN NEW.status <> OLD.status BEGIN SELECT RAISE(ABORT, 'injected: the disk is full'); END`)
+	ct.release <- struct{}{}
+	if status, c := b.getCall("t1", run.ID, 1); status != http.StatusAccepted || c.Status != "running" {
+		t.Fatalf("the call while the store refused its result: %d %s", status, c.Status)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Errorf("close: %v, want none: the call's goroutine ends at shutdown", err)
+	}
+	execSQL(t, b, `DROP TRIGGER zz_refuse`)
+
+	next := startBrain(t, func(o *Options) { o.DataDir, o.DatabaseURL = dir, "" })
+	if _, c := next.getCall("t1", run.ID, 0); c.Status != "failed" || deref(c.ErrorCode) != "brain_restarted" {
+		t.Errorf("the call after a restart: %s %s, want failed brain_restarted", c.Status, deref(c.ErrorCode))
 	}
 }

@@ -678,28 +678,28 @@ func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, 
 	return &f, nil
 }
 
-// finishRetry is how long a call's final write, failed for a reason of
-// the store's (the database unreachable for a moment, a failover, a full
-// disk), is tried again before the call is left as stored: on
-// PostgreSQL the replica would renew that unfinished call for as long as
-// it lives, on SQLite it stays running until the next start.
-const finishRetry = 30 * time.Second
-
 // retryFinish writes final state f of a call and its events again, the
-// first write having failed with err, with a jittered exponential backoff
-// (cenkalti/backoff) for up to finishRetry. A refusal that another try
-// would not change (store.StateError: the call ended already, or another
-// replica owns it) ends the tries; when the call ended as f says, an
-// earlier try that reported a failure did commit (a connection lost with
-// its commit), and the write is done.
+// first write having failed with err for a reason of the store's (the
+// database unreachable, a failover, a full disk), with a jittered
+// exponential backoff (cenkalti/backoff, every 10 s at most) until the
+// store takes it or brain shuts down: meanwhile the call is running, in
+// memory as in the store, so that no replica and no waiter is told an end
+// the store has not got; left unrecorded it would stay running in the
+// store, renewed by its replica on PostgreSQL as long as that lives. A
+// refusal that another try would not change (store.StateError: the call
+// ended already, or another replica owns it: its lease ran out in the
+// outage) ends the tries; when the call ended as f says, an earlier try
+// that reported a failure did commit (a connection lost with its commit),
+// and the write is done. At shutdown one more try is made, then the call
+// is left as stored for the next brain (brain_restarted).
 func (s *Server) retryFinish(ctx context.Context, f *store.Call, evs []*store.Event, err error) error {
 	var se *store.StateError
 	if errors.As(err, &se) {
 		return err
 	}
-	s.log.Warn("record tool result: the store failed; trying again", "call_id", f.ID, "tool", f.Tool, "err", err, "for", finishRetry.String())
+	s.log.Warn("record tool result: the store failed; trying again until it takes it", "call_id", f.ID, "tool", f.Tool, "err", err)
 	tries := 1
-	_, err = backoff.Retry(ctx, func() (struct{}, error) {
+	_, err = backoff.Retry(s.callsCtx, func() (struct{}, error) {
 		tries++
 		err := s.store.FinishCall(ctx, f, evs...)
 		if errors.As(err, &se) {
@@ -709,7 +709,8 @@ func (s *Server) retryFinish(ctx context.Context, f *store.Call, evs []*store.Ev
 			return struct{}{}, backoff.Permanent(err)
 		}
 		return struct{}{}, err
-	}, backoff.WithMaxElapsedTime(finishRetry))
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.5,
+		Multiplier: 1.5, MaxInterval: 10 * time.Second}), backoff.WithMaxElapsedTime(0))
 	if err == nil {
 		s.log.Info("record tool result: recorded after the store failed", "call_id", f.ID, "tool", f.Tool, "tries", tries)
 	}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -33,9 +34,13 @@ func openDB(t *testing.T, url, replica string, o Options) *DB {
 func TestSuite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) func(func(store.Event)) store.Store {
 		url := pg.NewDatabase(t)
+		// Each open is another replica, as each process is (brain names
+		// its replica anew at every start): a reopen is a restart.
+		opens := 0
 		return func(onCommit func(store.Event)) store.Store {
 			t.Helper()
-			return openDB(t, url, "r1", Options{OnCommit: onCommit})
+			opens++
+			return openDB(t, url, fmt.Sprintf("r%d", opens), Options{OnCommit: onCommit})
 		}
 	})
 }

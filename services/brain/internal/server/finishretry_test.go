@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,14 @@ func TestFinalWriteAtShutdown(t *testing.T) {
 	}
 	if err := srv.Close(); err != nil {
 		t.Errorf("close: %v, want none: the call's goroutine ends at shutdown", err)
+	}
+	// A brain starting on the store while it still refuses says so and
+	// does not start (nor wait for the store).
+	if again, err := New(context.Background(), Options{Config: cfg, DataDir: dir}); err == nil || !strings.Contains(err.Error(), run.ID) {
+		if again != nil {
+			again.Close()
+		}
+		t.Errorf("a start with the store refusing the recovery: %v, want an error naming %s", err, run.ID)
 	}
 	execSQL(t, b, `DROP TRIGGER zz_refuse`)
 

@@ -414,7 +414,7 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 			pendingWithdrawal(ctx, rc, &c)
 		}
 		var err error
-		final, err = s.finishWith(context.WithoutCancel(ctx), rc.t, &c, e.out, evs...)
+		final, err = s.finishWith(context.WithoutCancel(ctx), rc.t, &c, e.out, true, evs...)
 		switch {
 		case err == nil:
 		case s.takenOver(rc, err):
@@ -628,9 +628,11 @@ func (s *Server) send(ctx context.Context, rc *running) invoke.Outcome {
 
 // finish stores the outcome of call c with evs and its tool.result event,
 // and counts it in the metrics. It returns the finished call even when
-// storing failed.
+// storing failed, and does not try again: it ends the calls a stopped
+// brain left (takeUp), which are left for the next round when the store
+// fails.
 func (s *Server) finish(ctx context.Context, c *store.Call, out invoke.Outcome, evs ...*store.Event) (*store.Call, error) {
-	return s.finishWith(ctx, s.callTool(c), c, out, evs...)
+	return s.finishWith(ctx, s.callTool(c), c, out, false, evs...)
 }
 
 // escapeNUL writes each NUL (U+0000) of msg as the four characters \x00. An
@@ -643,8 +645,10 @@ func escapeNUL(msg string) string {
 	return strings.ReplaceAll(msg, "\x00", `\x00`)
 }
 
-// finishWith is finish of c, a call of binding t (nil when none has it).
-func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, out invoke.Outcome, evs ...*store.Event) (*store.Call, error) {
+// finishWith is finish of c, a call of binding t (nil when none has it);
+// with retry, the call's own goroutine ending it, a write the store fails
+// is tried again (retryFinish).
+func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, out invoke.Outcome, retry bool, evs ...*store.Event) (*store.Call, error) {
 	now := time.Now().UTC()
 	status := out.Status
 	if !store.Terminal(status) {
@@ -670,6 +674,9 @@ func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, 
 		Data: (&toolResultData{Tool: c.Tool, Status: status, ErrorCode: optString(out.ErrorCode),
 			Retryable: f.Retryable, Result: result, DurationMS: dur.Milliseconds()}).appendJSON(make([]byte, 0, 128+len(c.Tool)+len(result)))})
 	if err := s.store.FinishCall(ctx, &f, evs...); err != nil {
+		if !retry {
+			return &f, err
+		}
 		if err := s.retryFinish(ctx, &f, evs, err); err != nil {
 			return &f, err
 		}

@@ -245,9 +245,17 @@ func children(s *jsonschema.Schema) []*jsonschema.Schema {
 func work(s *jsonschema.Schema) int {
 	n := 1 + len(s.Required)
 	if s.Enum != nil {
+		// A short string, a boolean or null is compared in ~20-50 ns: four
+		// of them are a step.
+		short := 0
 		for _, v := range s.Enum.Values {
-			n += valueWork(v)
+			if w := valueWork(v); w == 1 {
+				short++
+			} else {
+				n += w
+			}
 		}
+		n += (short + 3) / 4
 	}
 	if s.Const != nil {
 		n += valueWork(*s.Const)
@@ -269,10 +277,15 @@ func work(s *jsonschema.Schema) int {
 }
 
 // numberKeywords is how many of minimum, maximum, exclusiveMinimum,
-// exclusiveMaximum and multipleOf s has: each takes the number checked as
-// an exact rational and pays for its size (numberSize).
+// exclusiveMaximum, multipleOf and type "integer" s has: each takes the
+// number checked as an exact rational and pays for its size (numberSize;
+// a tester's 400-digit numbers through 4,096 "integer" checks each took
+// 12 s a 91 KB document).
 func numberKeywords(s *jsonschema.Schema) int {
 	n := 0
+	if s.Types != nil && slices.Contains(s.Types.ToStrings(), "integer") {
+		n++
+	}
 	for _, r := range []*big.Rat{s.Minimum, s.Maximum, s.ExclusiveMinimum, s.ExclusiveMaximum, s.MultipleOf} {
 		if r != nil {
 			n++
@@ -351,7 +364,8 @@ func regexCost(pattern string) int {
 // 1/1024 steps (stringWork): the validator copies every string it applies
 // a schema to (for the content keywords: 1); minLength and maxLength count
 // its runes (8; a tester's 8,100 applications of maxLength to 1 MB took
-// 12 s); a format parses it (16: uri, the slowest, ~2.4 ms a megabyte),
+// 12 s); a format parses it (64: uri ~2.4 ms a megabyte; those that split
+// the string, json-pointer on "////…" and the like, ~15 ms),
 // format "regex" compiles it (65,536: up to 11 µs a byte, for a{1000};
 // Go's regexp allows no larger repeat); a pattern runs its program over
 // it (32 an instruction).
@@ -364,7 +378,7 @@ func byteCost(s *jsonschema.Schema) int {
 		if s.Format.Name == "regex" {
 			n += formatRegexCost
 		} else {
-			n += 16
+			n += 64
 		}
 	}
 	if s.Pattern != nil {
@@ -396,6 +410,10 @@ type counter struct {
 	// numbers is, along the same paths, how many bounds and multipleOf a
 	// number meets (numberKeywords): each pays for the number's size.
 	numbers map[*jsonschema.Schema]int
+	// apps is how many schemas applying s applies to the same value, s
+	// included, and chain the longest line of them: each application
+	// walks the validator's scopes above it (scopeWork).
+	apps, chain map[*jsonschema.Schema]int
 	// keyCost is the cost of each patternProperties key's regex.
 	keyCost map[jsonschema.Regexp]int
 	// most is the greatest scalar: the most steps checking one value
@@ -406,7 +424,8 @@ type counter struct {
 
 func newCounter(root *jsonschema.Schema, anchors anchorIndex) *counter {
 	c := &counter{same: map[*jsonschema.Schema][]*jsonschema.Schema{}, scalar: map[*jsonschema.Schema]int{},
-		bytes: map[*jsonschema.Schema]int{}, numbers: map[*jsonschema.Schema]int{}, keyCost: map[jsonschema.Regexp]int{}}
+		bytes: map[*jsonschema.Schema]int{}, numbers: map[*jsonschema.Schema]int{}, keyCost: map[jsonschema.Regexp]int{},
+		apps: map[*jsonschema.Schema]int{}, chain: map[*jsonschema.Schema]int{}}
 	var all []*jsonschema.Schema
 	add := func(s *jsonschema.Schema) bool {
 		if _, ok := c.same[s]; !ok {
@@ -431,12 +450,13 @@ func newCounter(root *jsonschema.Schema, anchors anchorIndex) *counter {
 		if n, ok := c.scalar[s]; ok {
 			return n
 		}
-		n, b, k := min(work(s), MaxSteps+1), byteCost(s), numberKeywords(s)
+		n, b, k, a, ch := min(work(s), MaxSteps+1), byteCost(s), numberKeywords(s), 1, 1
 		for _, d := range c.same[s] {
 			n = min(n+scalar(d), MaxSteps+1)
 			b, k = min(b+c.bytes[d], MaxSteps+1), min(k+c.numbers[d], MaxSteps+1)
+			a, ch = min(a+c.apps[d], MaxSteps+1), max(ch, 1+c.chain[d])
 		}
-		c.scalar[s], c.bytes[s], c.numbers[s] = n, b, k
+		c.scalar[s], c.bytes[s], c.numbers[s], c.apps[s], c.chain[s] = n, b, k, a, ch
 		return n
 	}
 	for _, s := range all {
@@ -451,24 +471,42 @@ func (c *counter) str(s *jsonschema.Schema, v string) int {
 	return c.scalar[s] + stringWork(len(v), c.bytes[s]) - 1
 }
 
-// uniqueWork is what uniqueItems costs an array, in steps for each value
-// in it, nested ones too (valueSize): the validator hashes them all, each
+// uniqueWork is what uniqueItems costs array v of the given size
+// (valueSizes), in steps: the validator hashes every value in it, each
 // number printed and parsed as a rational (150,000 numbers, 100 ms), every
-// time the keyword applies.
-const uniqueWork = 4
+// time the keyword applies; an array of 20 items or fewer it compares pair
+// by pair instead, each item with every later one (20 items alike but for
+// their last number, 3.3 s a megabyte).
+func uniqueWork(v []any, size int) int {
+	if len(v) <= 20 {
+		return 4 * (len(v) + 1) / 2 * size
+	}
+	return size
+}
+
+// scopeWork is what the validator's scope walks cost a schema applied
+// depth schemas deep (along its references, across the values above),
+// in steps: each application looks for a cycle among the scopes above it
+// on the same value and a $dynamicRef among all of them (a $ref chain of
+// 960 before 4,096 leaves, 3 µs an application); a failing one copies
+// its value's location.
+func scopeWork(depth int) int { return depth / 32 }
 
 // valueSizes memoizes valueSize for the arrays and objects of one
 // document, so that a value uniqueItems meets along many paths, or at
 // every level of a nesting, is measured once.
 type valueSizes map[unsafe.Pointer]int
 
-// of is the size of v: one for each value in it, nested ones too, and a
-// string's or a name's bytes over 32.
+// of is the size of v: one for each value in it, nested ones too, a
+// string's or a name's bytes over 32, and a number 8 and its numberSize
+// over 8 (printed and parsed to be hashed or compared).
 func (m valueSizes) of(v any) int {
 	var p unsafe.Pointer
 	switch v := v.(type) {
 	case string:
 		return 1 + len(v)/32
+	case json.Number:
+		return 8 + numberSize(string(v))/8
 	case []any:
 		p = unsafe.Pointer(unsafe.SliceData(v))
 	case map[string]any:
@@ -499,8 +537,14 @@ func (m valueSizes) of(v any) int {
 func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 	n := 0
 	sizes := valueSizes{}
-	var visit func(s *jsonschema.Schema, v any) bool // false once past limit
-	visit = func(s *jsonschema.Schema, v any) bool {
+	var visit func(s *jsonschema.Schema, v any, depth int) bool // false once past limit
+	visit = func(s *jsonschema.Schema, v any, depth int) bool {
+		switch v.(type) {
+		case map[string]any, []any:
+			n += scopeWork(depth)
+		default: // every schema applied to a scalar, worked out once
+			n += c.apps[s] * scopeWork(depth+c.chain[s])
+		}
 		switch v := v.(type) {
 		case map[string]any:
 			if s.UnevaluatedProperties != nil {
@@ -511,7 +555,7 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 				n += len(v) * c.scalar[s]
 			}
 			if s.UniqueItems {
-				n += uniqueWork * sizes.of(v)
+				n += uniqueWork(v, sizes.of(v))
 			}
 		case string:
 			n += c.str(s, v)
@@ -527,7 +571,7 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 			return false
 		}
 		for _, d := range c.same[s] {
-			if !visit(d, v) {
+			if !visit(d, v, depth+1) {
 				return false
 			}
 		}
@@ -539,41 +583,41 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 						return false
 					}
 				}
-				if d := s.Properties[name]; d != nil && !visit(d, pv) {
+				if d := s.Properties[name]; d != nil && !visit(d, pv, depth+1) {
 					return false
 				}
 				for re, d := range s.PatternProperties {
-					if n += stringWork(len(name), c.keyCost[re]); !visit(d, pv) {
+					if n += stringWork(len(name), c.keyCost[re]); !visit(d, pv, depth+1) {
 						return false
 					}
 				}
-				if d, ok := s.AdditionalProperties.(*jsonschema.Schema); ok && !visit(d, pv) {
+				if d, ok := s.AdditionalProperties.(*jsonschema.Schema); ok && !visit(d, pv, depth+1) {
 					return false
 				}
-				if d := s.UnevaluatedProperties; d != nil && !visit(d, pv) {
+				if d := s.UnevaluatedProperties; d != nil && !visit(d, pv, depth+1) {
 					return false
 				}
 			}
 		case []any:
 			for i, item := range v {
-				if i < len(s.PrefixItems) && !visit(s.PrefixItems[i], item) {
+				if i < len(s.PrefixItems) && !visit(s.PrefixItems[i], item, depth+1) {
 					return false
 				}
 				switch items := s.Items.(type) {
 				case *jsonschema.Schema:
-					if !visit(items, item) {
+					if !visit(items, item, depth+1) {
 						return false
 					}
 				case []*jsonschema.Schema:
-					if i < len(items) && !visit(items[i], item) {
+					if i < len(items) && !visit(items[i], item, depth+1) {
 						return false
 					}
 				}
-				if d, ok := s.AdditionalItems.(*jsonschema.Schema); ok && !visit(d, item) {
+				if d, ok := s.AdditionalItems.(*jsonschema.Schema); ok && !visit(d, item, depth+1) {
 					return false
 				}
 				for _, d := range []*jsonschema.Schema{s.Items2020, s.Contains, s.UnevaluatedItems} {
-					if d != nil && !visit(d, item) {
+					if d != nil && !visit(d, item, depth+1) {
 						return false
 					}
 				}
@@ -581,6 +625,6 @@ func (c *counter) steps(s *jsonschema.Schema, v any, limit int) int {
 		}
 		return n <= limit
 	}
-	visit(s, v)
+	visit(s, v, 0)
 	return n
 }

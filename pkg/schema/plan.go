@@ -400,9 +400,14 @@ func (d *planDecoder) value(n *node) bool {
 		return d.str(n)
 	case '0':
 		return d.number(n)
-	case '{':
-		return d.object(n)
-	case '[':
+	case '{', '[':
+		// Deeper than the full validator takes: it decides (refuses).
+		if d.dec.StackDepth() >= MaxValueDepth {
+			return false
+		}
+		if kind == '{' {
+			return d.object(n)
+		}
 		return d.array(n)
 	}
 	return false

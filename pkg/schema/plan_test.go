@@ -196,3 +196,22 @@ func FuzzPlan(f *testing.F) {
 		}
 	})
 }
+
+// TestPlanKeepsTheDepthLimit: a document deeper than MaxValueDepth is
+// refused whether the schema has a plan or not; the plan used to accept
+// what the full validator refuses.
+func TestPlanKeepsTheDepthLimit(t *testing.T) {
+	for _, schema := range []string{`{"type":"object"}`, `{"type":"object","$defs":{}}`} {
+		s, err := Compile("input_schema", []byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, levels := range []int{MaxValueDepth, MaxValueDepth + 1} {
+			doc := `{"a":` + strings.Repeat("[", levels-1) + "0" + strings.Repeat("]", levels-1) + `}`
+			err := s.ValidateObject("arguments", []byte(doc))
+			if want := levels <= MaxValueDepth; (err == nil) != want {
+				t.Errorf("%s, %d levels: err = %v, want valid = %v", schema, levels, err, want)
+			}
+		}
+	}
+}

@@ -195,13 +195,17 @@ func (s *Schema) full(what string, doc []byte, object bool) error {
 }
 
 // MaxSteps is the most steps (work) the full validator takes for one
-// document (steps): about a second of CPU here (~220 ns a subschema
-// applied; an enum value or a required name costs less). Its time is the
-// document's values times the subschemas each one meets, and both are the
-// caller's to choose: 10,000 items against an allOf of 1,000 parts took
-// 2 s, 300,000 would take a minute, and against a schema at MaxApplied
-// 10,000 took 40 s.
-const MaxSteps = 1 << 22
+// document (steps): about half a second of CPU here on a valid document
+// (~220 ns a subschema applied; an enum value or a required name costs
+// less), and up to ~1.3 s and ~400 MB on one that fails everywhere (the
+// validator keeps an error with its location for each failing
+// application: 3.3 million steps of failures took 2 s and 630 MB). Its
+// time is the document's values times the subschemas each one meets, and
+// both are the caller's to choose: 10,000 items against an allOf of 1,000
+// parts took 2 s, 300,000 would take a minute, and against a schema at
+// MaxApplied 10,000 took 40 s. 20,000 rows of a schema as pydantic writes
+// it (a $ref'd row, an enum of 250 codes) count 1.5 million.
+const MaxSteps = 1 << 21
 
 // MaxValueDepth is how deeply a document the full validator checks may
 // nest objects and arrays. Its time on a failing document grows with the

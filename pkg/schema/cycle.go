@@ -321,12 +321,12 @@ func ratSize(r *big.Rat) int { return (r.Num().BitLen() + r.Denom().BitLen()) * 
 // valueWork is what comparing a value with an enum value or const v costs,
 // in steps: 1 for each string, boolean, null, array or object in it, 32
 // for each number (compared as exact rationals after printing, ~7 µs, up
-// to 8.5 µs for 400 digits), and a string's bytes over 32 (a const array
-// of 200,000 zeros took 70 ms a comparison).
+// to 8.5 µs for 400 digits), and a string's bytes over 1024 (a const
+// array of 200,000 zeros took 70 ms a comparison).
 func valueWork(v any) int {
 	switch v := v.(type) {
 	case string:
-		return 1 + len(v)/32
+		return 1 + len(v)/1024 // Go compares lengths first, then ~32 bytes a ns
 	case bool, nil:
 		return 1
 	case []any:

@@ -348,6 +348,8 @@ func TestCostsCounted(t *testing.T) {
 		{"uniqueItems on 20,000 numbers", `{"uniqueItems":true}`, `[` + list(20000, `%d`) + `]`, "", ""},
 		// An enum or const value costs by its size.
 		{"a const of 200,000 zeros", `{"$defs":{"c":{"const":` + numbers(200000, "0") + `}},"allOf":[{"$ref":"#/$defs/c"}]}`, `1`, tooBig, ""},
+		{"an enum of 2,000 strings of 300 characters", `{"type":"array","items":{"enum":[` + list(2000, `"%0300d"`) + `]}}`,
+			`[` + list(100, `"%0300d"`) + `]`, "", ""},
 		{"an enum of 20 small objects", `{"enum":[` + list(20, `{"id":%d,"name":"n","tags":["a","b"]}`) + `]}`, `{"id":3,"name":"n","tags":["a","b"]}`, "", ""},
 		// Bounds and multipleOf pay for the number's size.
 		{"multipleOf on 100,000 numbers with 300-digit fractions", `{"type":"array","items":{"multipleOf":0.01}}`, numbers(100000, "1.5e-300"), "", tooMuch},

@@ -189,12 +189,18 @@ func dynamicAnchors(c *jsonschema.Compiler, loc string, doc any, root *jsonschem
 	return a
 }
 
-// sameValue is sameValue(s), and for a $dynamicRef every schema with its
-// anchor too.
+// sameValue is sameValue(s), and for a $dynamicRef every other schema
+// with its anchor too (its static target among them is counted once: the
+// spec's own tree, whose items $dynamicRef its root, doubled at each
+// level).
 func (a anchorIndex) sameValue(s *jsonschema.Schema) []*jsonschema.Schema {
 	next := sameValue(s)
 	if s.DynamicRef != nil && s.DynamicRef.Anchor != "" {
-		next = append(next, a[s.DynamicRef.Anchor]...)
+		for _, d := range a[s.DynamicRef.Anchor] {
+			if !slices.Contains(next, d) {
+				next = append(next, d)
+			}
+		}
 	}
 	return next
 }

@@ -62,6 +62,11 @@ type Schema struct {
 	// count counts a document's subschema applications before the full
 	// validator takes it (MaxSteps).
 	count *counter
+	// not is {"not":{"$ref": the schema}}: the validator checks what is
+	// under a "not" for a yes or no, stopping at the first failure and
+	// keeping no errors, so it says whether a document is valid at the
+	// cost of a valid one (valid).
+	not *jsonschema.Schema
 }
 
 // refusingLoader is the compiler's URL loader: every load is refused, so a
@@ -106,13 +111,21 @@ func Compile(field string, doc []byte) (*Schema, error) {
 	if cycle := refCycle(s, anchors); cycle != nil {
 		return nil, cycleError(field, loc, cycle)
 	}
+	notLoc := "mem:///" + field + ".not.json"
+	if err := c.AddResource(notLoc, map[string]any{"not": map[string]any{"$ref": loc}}); err != nil {
+		return nil, fmt.Errorf("%s: %s", field, oneLine(err.Error()))
+	}
+	not, err := c.Compile(notLoc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: does not compile as JSON Schema: %s", field, oneLine(err.Error()))
+	}
 	count := newCounter(s, anchors)
 	if count.most > MaxApplied {
 		return nil, fmt.Errorf("%s: checking one value against it would take more than %d steps once its references are followed, the limit "+
 			"(each subschema applied is a step, as is each of its enum values and required names; a part reached along n paths, "+
 			"through $ref, allOf, anyOf or oneOf, is applied n times): make it smaller, or refer to shared parts from fewer places", field, MaxApplied)
 	}
-	return &Schema{s: s, doc: v, plan: newPlan(v), count: count}, nil
+	return &Schema{s: s, doc: v, plan: newPlan(v), count: count, not: not}, nil
 }
 
 // beyond reports whether decoded JSON v nests objects and arrays more than
@@ -187,9 +200,21 @@ func (s *Schema) full(what string, doc []byte, object bool) error {
 	if deep, _ := beyond(v, MaxValueDepth, 0); deep {
 		return fmt.Errorf("%s: nests objects and arrays more than %d levels deep, the most the validator takes", what, MaxValueDepth)
 	}
-	if s.count.steps(s.s, v, MaxSteps) > MaxSteps {
+	steps := s.count.steps(s.s, v, MaxSteps)
+	if steps > MaxSteps {
 		return fmt.Errorf("%s: checking it would take more than %d steps (each of its values times the subschemas, enum values and required names it meets), "+
 			"the most the validator takes: send fewer values", what, MaxSteps)
+	}
+	// Yes or no first: a valid document is done; the errors of one that
+	// fails everywhere would cost ~2 KB a step (a tester's 224 KB held
+	// 4.6 GB), so only one within MaxWordSteps is checked again to say
+	// where it fails.
+	if s.not.Validate(v) != nil {
+		return nil
+	}
+	if steps > MaxWordSteps {
+		return fmt.Errorf("%s: does not match the schema; it is too large to say where (checking it takes %d steps, more than the %d within which "+
+			"the failures are named): check a smaller part of it against the schema", what, steps, MaxWordSteps)
 	}
 	return s.validate(what, v)
 }
@@ -206,6 +231,13 @@ func (s *Schema) full(what string, doc []byte, object bool) error {
 // MaxApplied 10,000 took 40 s. 20,000 rows of a schema as pydantic writes
 // it (a $ref'd row, an enum of 250 codes) count 1.5 million.
 const MaxSteps = 1 << 21
+
+// MaxWordSteps is the most steps (MaxSteps) a failing document may take
+// for its failures to be named: the validator keeps an error, with its
+// value's location, for every failing keyword it applies, up to ~2 KB a
+// step (~130 MB here); a larger failing document is refused without
+// them.
+const MaxWordSteps = 1 << 16
 
 // MaxValueDepth is how deeply a document the full validator checks may
 // nest objects and arrays. Its time on a failing document grows with the

@@ -369,6 +369,9 @@ func TestCostsCounted(t *testing.T) {
 		{"a chain of 960 $refs before 2,048 leaves", ladder(11, `{"type":"number"}`, `{"$ref":"#/$defs/c0"}`, chain), `{"a":` + numbers(455, "1") + `}`, "", tooMuch},
 		{"a format that splits, 64 times on 1 MB", `{"properties":{"a":{"allOf":[` + strings.TrimSuffix(strings.Repeat(`{"format":"json-pointer"},`, 64), ",") + `]}}}`,
 			`{"a":"` + strings.Repeat("/", 1<<20) + `"}`, "", tooMuch},
+		// The spec's tree: items $dynamicRef the root, once a level.
+		{"a $dynamicRef tree 40 deep", `{"$dynamicAnchor":"node","type":"object","properties":{"data":true,"children":{"type":"array","items":{"$dynamicRef":"#node"}}}}`,
+			strings.Repeat(`{"data":1,"children":[`, 40) + `{"data":1}` + strings.Repeat(`]}`, 40), "", ""},
 		// A schema as pydantic writes it: 20,000 rows take 80 ms.
 		{"20,000 rows of a pydantic-style schema", pydantic, rows(20000), "", ""},
 	} {

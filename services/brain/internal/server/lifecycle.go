@@ -423,10 +423,14 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 			final = new(store.Call)
 			*final = rc.snapshot()
 		default:
-			// The store refused the result; the call stays unfinished on
-			// disk and a restart ends it as brain_restarted. Waiters still
-			// get the outcome.
-			s.log.Error("record tool result", "call_id", c.ID, "tool", c.Tool, "err", err)
+			// The store did not take the result (brain is stopping with the
+			// store failing): the call stays unfinished on disk and the next
+			// brain, or replica, ends it brain_restarted. Waiters get it as
+			// stored, not an end the store has not got.
+			s.log.Error("record tool result: left as stored for the next brain", "call_id", c.ID, "tool", c.Tool, "err", err)
+			s.unrecorded.Add(1)
+			final = new(store.Call)
+			*final = rc.snapshot()
 		}
 		if e.answer != nil {
 			e.answer.recorded(final, err)
@@ -673,7 +677,15 @@ func (s *Server) finishWith(ctx context.Context, t *config.Tool, c *store.Call, 
 	evs = append(evs, &store.Event{Type: store.EventToolResult, SessionID: c.SessionID, CallID: c.ID, Time: now,
 		Data: (&toolResultData{Tool: c.Tool, Status: status, ErrorCode: optString(out.ErrorCode),
 			Retryable: f.Retryable, Result: result, DurationMS: dur.Milliseconds()}).appendJSON(make([]byte, 0, 128+len(c.Tool)+len(result)))})
-	if err := s.store.FinishCall(ctx, &f, evs...); err != nil {
+	wctx := ctx
+	if retry {
+		// A store that hangs (a database paused, a network cut) is a store
+		// that failed: the write is tried again.
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, storeWait)
+		defer cancel()
+	}
+	if err := s.store.FinishCall(wctx, &f, evs...); err != nil {
 		if !retry {
 			return &f, err
 		}
@@ -706,18 +718,28 @@ func (s *Server) retryFinish(ctx context.Context, f *store.Call, evs []*store.Ev
 	}
 	s.log.Warn("record tool result: the store failed; trying again until it takes it", "call_id", f.ID, "tool", f.Tool, "err", err)
 	tries := 1
-	_, err = backoff.Retry(s.callsCtx, func() (struct{}, error) {
+	try := func() error {
 		tries++
-		err := s.store.FinishCall(ctx, f, evs...)
+		tctx, cancel := context.WithTimeout(ctx, storeWait)
+		defer cancel()
+		err := s.store.FinishCall(tctx, f, evs...)
 		if errors.As(err, &se) {
-			if !se.NotOwner && se.Status == f.Status {
-				return struct{}{}, nil
+			// An earlier try may have committed and lost its answer: the
+			// call then reads as ended as f says, at f's time.
+			if got, rerr := s.store.Call(tctx, f.TenantID, f.ID); rerr == nil && got.Status == f.Status &&
+				got.FinishedAt.Sub(f.FinishedAt).Abs() < time.Millisecond && got.ErrorCode == f.ErrorCode {
+				return nil
 			}
-			return struct{}{}, backoff.Permanent(err)
+			return backoff.Permanent(err)
 		}
-		return struct{}{}, err
-	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.5,
-		Multiplier: 1.5, MaxInterval: 10 * time.Second}), backoff.WithMaxElapsedTime(0))
+		return err
+	}
+	_, err = backoff.Retry(s.callsCtx, func() (struct{}, error) { return struct{}{}, try() },
+		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.5,
+			Multiplier: 1.5, MaxInterval: 10 * time.Second}), backoff.WithMaxElapsedTime(0))
+	if err != nil && s.callsCtx.Err() != nil && errors.Is(err, context.Cause(s.callsCtx)) {
+		err = try() // brain is stopping: one more try, bounded by storeWait
+	}
 	if err == nil {
 		s.log.Info("record tool result: recorded after the store failed", "call_id", f.ID, "tool", f.Tool, "tries", tries)
 	}
@@ -766,6 +788,7 @@ func errShuttingDown() *httpapi.Error {
 // call outlasting the shutdown grace) does the wait end with 503 instead of
 // a call that only looks still running.
 func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store.Call, error) {
+	start := time.Now()
 	if d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -777,6 +800,11 @@ func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store
 	}
 	select {
 	case <-rc.done:
+		if rc.takenOver.Load() {
+			// Another replica owns the call: it is as that one records it.
+			c := rc.snapshot()
+			return s.waitStored(ctx, c.TenantID, c.ID, max(d-time.Since(start), 0))
+		}
 		return rc.final, nil
 	default:
 		if ctx.Err() != nil && s.isDraining() {

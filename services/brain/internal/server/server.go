@@ -207,11 +207,18 @@ type Server struct {
 	remoteEnding map[string]time.Time
 	// settled are this replica's answers stored for another replica's
 	// call, by answer ID, closed when the store says they were settled.
-	settled   map[string]chan struct{}
-	calls     sync.WaitGroup
-	work      chan func() // calls for idle call goroutines (spawn)
-	closeOnce sync.Once
-	closeErr  error
+	settled map[string]chan struct{}
+	calls   sync.WaitGroup
+	// healthySince is when this replica's renewals began to succeed again
+	// (UnixNano), 0 while the last one failed: it claims no other
+	// replica's calls before a lease has passed since (takeUpExpired).
+	healthySince atomic.Int64
+	// unrecorded counts the calls whose result the store did not take
+	// before brain stopped (execute): Close reports them.
+	unrecorded atomic.Int64
+	work       chan func() // calls for idle call goroutines (spawn)
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // errShutdown is the cancel cause of calls still in flight at Close.
@@ -522,17 +529,16 @@ func (s *Server) drain(d time.Duration) {
 	s.draining = true
 	s.mu.Unlock()
 	s.cancelCalls(errShutdown)
-	if !s.waitCalls(d) {
+	if !waitFor(&s.calls, d) {
 		s.log.Warn("calls still in flight after the shutdown grace period", "grace", d.String())
 	}
 }
 
-// waitCalls waits up to d for every call goroutine to return, and reports
-// whether they all did.
-func (s *Server) waitCalls(d time.Duration) bool {
+// waitFor waits up to d for wg, and reports whether it was done.
+func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() {
-		s.calls.Wait()
+		wg.Wait()
 		close(done)
 	}()
 	t := time.NewTimer(d)
@@ -572,19 +578,29 @@ func (s *Server) isDraining() bool {
 // unreachable database, say) is left as last stored, for the lease
 // (PostgreSQL) or the next start (SQLite) to end brain_restarted, and
 // Close's error names it; the process can then exit instead of hanging
-// until it is killed.
+// until it is killed. The store is then not closed (closing a pool waits
+// for the connections the stuck calls hold), nor is it when the
+// background work (the lease loop) does not end within a grace period.
+// Calls whose result the store did not take are counted in the error too.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var stuckErr error
 		s.drain(s.grace)
-		if !s.waitCalls(s.grace) {
+		stuck := !waitFor(&s.calls, s.grace)
+		if stuck {
 			ids := s.stuckCalls()
-			stuckErr = fmt.Errorf("close: %d call(s) still in flight %s after they were cancelled, left as stored for recovery: %s",
-				len(ids), 2*s.grace, strings.Join(ids, ", "))
+			stuckErr = fmt.Errorf("close: %d call(s) still in flight a grace period (%s) after they were cancelled, left as stored for recovery: %s",
+				len(ids), s.grace, strings.Join(ids, ", "))
 		}
 		s.cancelReqs()
 		s.stopBackground()
-		s.background.Wait()
+		if !waitFor(&s.background, s.grace) {
+			stuck = true
+			stuckErr = errors.Join(stuckErr, fmt.Errorf("close: background work (the lease loop, withdrawals) still running %s after it was stopped", s.grace))
+		}
+		if n := s.unrecorded.Load(); n > 0 {
+			stuckErr = errors.Join(stuckErr, fmt.Errorf("close: the store did not take the result of %d call(s), left as stored for recovery", n))
+		}
 		// Tenants' servers come and go on their own: a session that cannot
 		// be ended politely is the server's affair, not a failure to close.
 		if err := s.tenantMCP.Close(); err != nil {
@@ -597,7 +613,11 @@ func (s *Server) Close() error {
 		if s.lock != nil {
 			lockErr = s.lock.Close()
 		}
-		s.closeErr = errors.Join(stuckErr, s.store.Close(), lockErr, mcpErr)
+		var storeErr error
+		if !stuck {
+			storeErr = s.store.Close()
+		}
+		s.closeErr = errors.Join(stuckErr, storeErr, lockErr, mcpErr)
 	})
 	return s.closeErr
 }

@@ -220,8 +220,12 @@ func (s *Server) renewLoop(ctx context.Context) {
 		now := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, s.lease)
 		lost, err := s.shared.RenewLeases(rctx, now.Add(s.lease), s.inflightIDs())
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err != nil && ctx.Err() == nil:
 			s.log.Error("renew call leases", "err", err)
+			s.healthySince.Store(0)
+		case err == nil && s.healthySince.Load() == 0:
+			s.healthySince.Store(now.UnixNano())
 		}
 		cancel()
 		for _, id := range lost {
@@ -248,12 +252,21 @@ func (s *Server) inflightIDs() []string {
 	return slices.Collect(maps.Keys(s.inflight))
 }
 
-// takeUpExpired claims the calls whose lease ran out, a hundred at a time,
-// takes them up, and returns the IDs of those it could not take up, whose
+// takeUpExpired claims the calls whose lease ran out, a hundred at a time
+// (once this replica has renewed its own leases for a lease without a
+// failure), takes them up, and returns the IDs of those it could not take
+// up, whose
 // claims are to be given up once it is through (not before: the next batch
 // would claim them again), so that a later round, of this replica or
 // another, takes them up again.
 func (s *Server) takeUpExpired(ctx context.Context) (skipped []string) {
+	// A lease that ran out while this replica could not reach the store
+	// either may be a live replica's that could not renew: after an
+	// outage every replica gets a lease to renew before any claims
+	// (else the first back ends the others' calls brain_restarted).
+	if since := s.healthySince.Load(); since == 0 || time.Since(time.Unix(0, since)) < s.lease {
+		return nil
+	}
 	for ctx.Err() == nil {
 		now := time.Now()
 		calls, err := s.shared.ClaimExpired(ctx, now, now.Add(s.lease), 100)

@@ -693,6 +693,18 @@ func TestPausedReplicaFenced(t *testing.T) {
 	stale := nextApprovalReq(t, ct, 5*time.Second)
 	approval := stale.req.CallID
 
+	// A client waits on the running call through the replica about to
+	// be paused.
+	type waited struct {
+		status int
+		call   CallJSON
+	}
+	waiter := make(chan waited, 1)
+	go func() {
+		status, c := paused.getCall("t1", run.ID, 30)
+		waiter <- waited{status, c}
+	}()
+
 	// The pause: the other replica takes the calls over once the lease ran
 	// out, and sends the approval call again with its ID.
 	held.Store(true)
@@ -726,6 +738,15 @@ func TestPausedReplicaFenced(t *testing.T) {
 	waitUntil("the paused replica to stop its taken-over calls", 10*time.Second, func() bool {
 		return !runsOn(paused, gate.ID) && !runsOn(paused, fn.ID) && !runsOn(paused, run.ID)
 	})
+	// Its waiter gets the call as the owner recorded it, not running.
+	select {
+	case w := <-waiter:
+		if w.status != http.StatusOK || w.call.Status != "failed" || deref(w.call.ErrorCode) != "brain_restarted" {
+			t.Errorf("the waiter on the paused replica: %d %s %s, want 200 failed brain_restarted", w.status, w.call.Status, deref(w.call.ErrorCode))
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("the waiter on the paused replica did not return")
+	}
 	waitUntil("the held tool's request from the paused replica to end", 10*time.Second, func() bool {
 		ct.mu.Lock()
 		defer ct.mu.Unlock()
@@ -855,5 +876,39 @@ func TestStuckRenewalKeepsOwnCalls(t *testing.T) {
 	}
 	if responded != 2 {
 		t.Errorf("the waiting call recorded %d tool.responded/tool.result events, want one each", responded)
+	}
+}
+
+// TestNoClaimsUntilRenewed: a replica claims no other replica's calls
+// until its own renewals have succeeded for a lease (after an outage a
+// lease that ran out may be a live replica's that could not renew
+// either); then it does.
+func TestNoClaimsUntilRenewed(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres")
+	}
+	t.Parallel()
+	expires := time.Now().Add(time.Minute)
+	gate, _, opt := seedGate(t, expires, expires) // a dead replica's calls, their leases run out
+	b := startBrain(t, opt, func(o *Options) { o.Lease = time.Hour })
+	ctx := context.Background()
+	// Taken up: waiting here, or ended (the tool is not in this brain's
+	// config).
+	takenUp := func() bool {
+		_, here := b.srv.lookupRunning(gate)
+		_, c := b.getCall("t1", gate, 0)
+		return here || c.Status != "requires_input"
+	}
+	for _, since := range []int64{0, time.Now().UnixNano()} {
+		b.srv.healthySince.Store(since)
+		b.srv.takeUpExpired(ctx)
+		if takenUp() {
+			t.Fatalf("took the dead replica's calls up with renewals healthy since %d", since)
+		}
+	}
+	b.srv.healthySince.Store(time.Now().Add(-2 * time.Hour).UnixNano())
+	b.srv.takeUpExpired(ctx)
+	if !takenUp() {
+		t.Errorf("did not take the dead replica's calls up once its renewals held for a lease")
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -166,24 +165,11 @@ func TestCallSpans(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer a server's goroutines write to at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines parses the JSON log lines written so far.
+func logLines(t *testing.T, logs *servicetest.LogBuffer) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
@@ -199,7 +185,7 @@ func (b *syncBuffer) lines(t *testing.T) []map[string]any {
 // and its "tool panicked" line, and the access-log line of a 401. The ID
 // is the caller's X-Request-Id when it sent one.
 func TestLogLinesCarryRequestID(t *testing.T) {
-	buf := &syncBuffer{}
+	buf := &servicetest.LogBuffer{}
 	tools := append(observedTools(), service.Tool{
 		Binding: tool.Binding{Name: "chatty", Description: "Logs a line.", InputSchema: []byte(`{"type":"object"}`)},
 		Handler: func(_ context.Context, call *service.Call) *tool.Result {
@@ -240,7 +226,7 @@ func TestLogLinesCarryRequestID(t *testing.T) {
 		mcpRequests map[string]bool // the request IDs of the POSTs to /mcp
 	)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		lines, mcpRequests = buf.lines(t), map[string]bool{}
+		lines, mcpRequests = logLines(t, buf), map[string]bool{}
 		callID := ""
 		for _, l := range lines {
 			if l["msg"] == "request" && l["route"] == service.MCPPath {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -701,7 +702,7 @@ func TestRoutePanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs lockedLog
 	srv := &Server{Name: "test", Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Tools: []Tool{NewTool(echoBinding, func(ctx context.Context, c *Call, a echoArgs) (*tool.Result, error) {
 			return tool.TextResult("%s", a.Text), nil
@@ -729,7 +730,6 @@ func TestRoutePanics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
-			logs.Reset()
 			resp, err := http.Get(ts.URL + tt.path)
 			if err != nil {
 				t.Fatal(err)
@@ -745,9 +745,45 @@ func TestRoutePanics(t *testing.T) {
 			if tt.readErr && strings.Contains(string(body), "internal_error") {
 				t.Errorf("an aborted response got an error body appended: %q", body)
 			}
-			if got := strings.Contains(logs.String(), "panic"); got != tt.logged {
-				t.Errorf("logged as a panic: %v, want %v; log:\n%s", got, tt.logged, logs.String())
+			// The client may have its answer before the handler returns
+			// and logs: wait for the request's access-log line.
+			log := logs.await(t, "msg=request ")
+			if got := strings.Contains(log, "panic"); got != tt.logged {
+				t.Errorf("logged as a panic: %v, want %v; log:\n%s", got, tt.logged, log)
 			}
 		})
+	}
+}
+
+// lockedLog is a log sink the server's goroutines and the test share.
+// (servicetest.LogBuffer cannot be imported here: servicetest imports
+// this package.)
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// await returns what was logged since the last await once it holds want,
+// failing the test after ten seconds without it.
+func (l *lockedLog) await(t *testing.T, want string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		l.mu.Lock()
+		got := l.buf.String()
+		if strings.Contains(got, want) {
+			l.buf.Reset()
+			l.mu.Unlock()
+			return got
+		}
+		l.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q in ten seconds; log:\n%s", want, got)
+		}
 	}
 }

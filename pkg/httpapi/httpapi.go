@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 
 	"github.com/brain-tools/suite/pkg/strictjson"
@@ -146,7 +147,10 @@ func (rs Responder) Handle(h HandlerFunc) http.HandlerFunc {
 //   - the client went away (r's context is cancelled and err is, or wraps,
 //     context.Canceled): StatusClientClosedRequest, and nothing logged;
 //   - an *Error anywhere in err's chain: its status, code and message; a
-//     5xx one is logged with its cause;
+//     5xx one is logged with its cause (a 503 as a warning);
+//   - a dependency that did not answer (a connection refused or cut, a
+//     deadline exceeded while the client is there): 503, logged as a
+//     warning, the cause never sent;
 //   - anything else: 500 "internal error", the error logged, never sent.
 func (rs Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	e := Classify(r, err)
@@ -159,8 +163,14 @@ func (rs Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 		if cause == nil {
 			cause = errors.New(e.Message)
 		}
-		// request_id comes from the context (WithRequestID).
-		logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
+		// A 503 is a state the client is told to wait out (shutting
+		// down, a dependency not answering), a warning; any other 5xx is
+		// an error. request_id comes from the context (WithRequestID).
+		level := slog.LevelError
+		if e.Status == http.StatusServiceUnavailable {
+			level = slog.LevelWarn
+		}
+		logger.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path,
 			"status", e.Status, "err", cause)
 	}
 	if rs.Render != nil {
@@ -180,7 +190,20 @@ func Classify(r *http.Request, err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
+	if r != nil && r.Context().Err() == nil && unreachable(err) {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: "a database or service this one depends on did not answer; retry shortly", Cause: err}
+	}
 	return Internal(err)
+}
+
+// unreachable tells a dependency that could not be reached — a connection
+// refused or cut, a statement past its deadline (package pgbound) while
+// the request's own context is live — from one that failed: the first is
+// a 503 the client waits out, the second a 500.
+func unreachable(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr)
 }
 
 var discard = slog.New(slog.DiscardHandler)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -32,8 +33,9 @@ func decodeErr(t *testing.T, rec *httptest.ResponseRecorder) errBody {
 }
 
 // TestResponder: refusals are written as they are and not logged, an
-// unknown error is a 500 whose cause is logged and never sent, and a
-// client that went away gets 499 and no error log.
+// unknown error is a 500 whose cause is logged as an error and never
+// sent, a 503 (a state to wait out) is logged as a warning, and a client
+// that went away gets 499 and no log.
 func TestResponder(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -43,15 +45,18 @@ func TestResponder(t *testing.T) {
 		err       error
 		status    int
 		code, msg string
-		logged    bool
+		logged    string // the level of the "request failed" line; "" for none
 		notInBody string
 	}{
-		{"refusal", context.Background(), BadRequest("text: required"), 400, CodeInvalidRequest, "text: required", false, ""},
-		{"wrapped refusal", context.Background(), fmt.Errorf("decode: %w", NotFound("no session %q", "s1")), 404, CodeNotFound, `no session "s1"`, false, ""},
-		{"unknown error", context.Background(), errors.New("disk on fire at /var/secret"), 500, CodeInternal, "internal error", true, "secret"},
-		{"5xx with cause", context.Background(), &Error{Status: 503, Code: CodeUnavailable, Message: "store unavailable", Cause: errors.New("dial 10.0.0.5: refused")}, 503, CodeUnavailable, "store unavailable", true, "10.0.0.5"},
-		{"client went away", cancelled, fmt.Errorf("list events: %w", context.Canceled), StatusClientClosedRequest, CodeClientClosed, "the client closed the request", false, ""},
-		{"canceled, client still there", context.Background(), context.Canceled, 500, CodeInternal, "internal error", true, ""},
+		{"refusal", context.Background(), BadRequest("text: required"), 400, CodeInvalidRequest, "text: required", "", ""},
+		{"wrapped refusal", context.Background(), fmt.Errorf("decode: %w", NotFound("no session %q", "s1")), 404, CodeNotFound, `no session "s1"`, "", ""},
+		{"unknown error", context.Background(), errors.New("disk on fire at /var/secret"), 500, CodeInternal, "internal error", "ERROR", "secret"},
+		{"5xx with cause", context.Background(), &Error{Status: 503, Code: CodeUnavailable, Message: "store unavailable", Cause: errors.New("dial 10.0.0.5: refused")}, 503, CodeUnavailable, "store unavailable", "WARN", "10.0.0.5"},
+		{"dependency silent", context.Background(), fmt.Errorf("read call: %w", context.DeadlineExceeded), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "deadline"},
+		{"dependency refused", context.Background(), fmt.Errorf("create call: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused to 10.0.0.7")}), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "10.0.0.7"},
+		{"deadline, client gone", cancelled, context.DeadlineExceeded, 500, CodeInternal, "internal error", "ERROR", ""},
+		{"client went away", cancelled, fmt.Errorf("list events: %w", context.Canceled), StatusClientClosedRequest, CodeClientClosed, "the client closed the request", "", ""},
+		{"canceled, client still there", context.Background(), context.Canceled, 500, CodeInternal, "internal error", "ERROR", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,13 +72,19 @@ func TestResponder(t *testing.T) {
 			if b.Error.RequestID == "" || b.Error.RequestID != rec.Header().Get(HeaderRequestID) {
 				t.Errorf("request_id %q, header %q", b.Error.RequestID, rec.Header().Get(HeaderRequestID))
 			}
-			if got := strings.Contains(log.String(), `"level":"ERROR"`); got != tt.logged {
-				t.Errorf("logged %v, want %v: %s", got, tt.logged, log.String())
+			var line struct{ Level, Msg string }
+			if log.Len() > 0 {
+				if err := json.Unmarshal(log.Bytes(), &line); err != nil || line.Msg != "request failed" {
+					t.Errorf("log %s: %v", log.String(), err)
+				}
+			}
+			if line.Level != tt.logged {
+				t.Errorf("logged at %q, want %q: %s", line.Level, tt.logged, log.String())
 			}
 			if tt.notInBody != "" && strings.Contains(rec.Body.String(), tt.notInBody) {
 				t.Errorf("body leaks the cause: %s", rec.Body)
 			}
-			if tt.logged && tt.notInBody != "" && !strings.Contains(log.String(), tt.notInBody) {
+			if tt.logged != "" && tt.notInBody != "" && !strings.Contains(log.String(), tt.notInBody) {
 				t.Errorf("log lacks the cause: %s", log.String())
 			}
 		})

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/brain-tools/suite/pkg/httpapi"
@@ -19,7 +21,8 @@ import (
 // (its request context cancelled, the error wrapping context.Canceled) is
 // answered 499 and not logged, where brain used to log an ERROR 500; a
 // real failure is still a logged 500 whose cause is never sent, and a 401
-// carries brain's realm.
+// carries brain's realm. A database that did not answer is a 503, a
+// warning.
 func TestWriteErrorClientGone(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -33,6 +36,10 @@ func TestWriteErrorClientGone(t *testing.T) {
 		{"client gone, wrapped", true, fmt.Errorf("list calls: %w", context.Canceled), httpapi.StatusClientClosedRequest, false, ""},
 		{"canceled while the client is there", false, context.Canceled, http.StatusInternalServerError, true, "canceled"},
 		{"store failure", false, errors.New("database is locked"), http.StatusInternalServerError, true, "locked"},
+		// The database not answering is a 503 to wait out, a warning.
+		{"database silent", false, fmt.Errorf("read call: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, false, "deadline"},
+		{"database refused", false, fmt.Errorf("create call: %w", &net.OpError{Op: "dial", Net: "unix", Err: syscall.ECONNREFUSED}), http.StatusServiceUnavailable, false, "refused"},
+		{"database cut off", false, fmt.Errorf("create call: %w", &net.OpError{Op: "read", Net: "unix", Err: syscall.ECONNRESET}), http.StatusServiceUnavailable, false, "reset"},
 		{"refusal", true, httpapi.BadRequest("tool: required"), http.StatusBadRequest, false, ""},
 		{"unauthorized", false, httpapi.Errorf(http.StatusUnauthorized, httpapi.CodeUnauthorized, "authorization: unknown API key"), http.StatusUnauthorized, false, ""},
 	}

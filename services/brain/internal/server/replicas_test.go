@@ -912,3 +912,52 @@ func TestNoClaimsUntilRenewed(t *testing.T) {
 		t.Errorf("did not take the dead replica's calls up once its renewals held for a lease")
 	}
 }
+
+// TestDatabaseSilent: while the database takes requests and answers none
+// (paused, partitioned away), a request that needs it is answered 503
+// once a statement's bound has passed, logged as a warning — a read, a
+// wait on a call, a new call — instead of being held until the client
+// gives up; once the database answers again, so does brain.
+func TestDatabaseSilent(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres")
+	}
+	const bound = 300 * time.Millisecond
+	gate, url := pg.Gate(t, testDatabase(t))
+	var logs syncBuffer
+	b := startBrain(t, func(o *Options) {
+		o.DatabaseURL, o.StatementTimeout = url, bound
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	sess := b.session("t1", "echo")
+	_, c := b.call("t1", sess.ID, "echo", map[string]any{"text": "hi"}, 5)
+	gate.Shut()
+	tests := []struct {
+		name, method, path string
+		body               any
+	}{
+		{"read a call", "GET", "/tool_calls/" + c.ID, nil},
+		{"wait on a call", "GET", "/tool_calls/" + c.ID + "?wait_seconds=30", nil},
+		{"new call", "POST", "/sessions/" + sess.ID + "/tool_calls", map[string]any{"tool": "echo", "arguments": map[string]any{"text": "x"}}},
+		{"read a session", "GET", "/sessions/" + sess.ID, nil},
+	}
+	for _, tt := range tests {
+		start := time.Now()
+		r := b.do(tt.method, tt.path, "t1", tt.body)
+		took := time.Since(start)
+		if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), `"code":"unavailable"`) {
+			t.Errorf("%s while the database is silent: %d %s, want 503 unavailable", tt.name, r.status, r.body)
+		}
+		if took > 20*bound {
+			t.Errorf("%s took %s, want about %s", tt.name, took, bound)
+		}
+	}
+	if !logs.warned(map[string]string{"msg": "request failed", "status": "503", "err": "deadline exceeded"}) ||
+		strings.Contains(logs.String(), `"level":"ERROR","msg":"request failed"`) {
+		t.Errorf("the refusals are not logged as warnings naming the cause; log:\n%s", logs.String())
+	}
+	gate.Open()
+	if r := b.do("GET", "/tool_calls/"+c.ID, "t1", nil); r.status != http.StatusOK {
+		t.Errorf("once the database answers again: %d %s", r.status, r.body)
+	}
+}

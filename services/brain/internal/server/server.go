@@ -64,6 +64,10 @@ type Options struct {
 	// SQLite (DataDir is then unused): any number of brain replicas share
 	// the database, and any of them serves any request.
 	DatabaseURL string
+	// StatementTimeout bounds each PostgreSQL statement: a database that
+	// stops answering fails the requests that need it with 503 after it.
+	// 0 means pgbound.Default.
+	StatementTimeout time.Duration
 	// Lease is how long a replica's claim on the calls it runs holds
 	// without renewal (PostgreSQL only): a replica that dies has its calls
 	// taken over by another within about Lease. 0 means DefaultLease.
@@ -364,7 +368,7 @@ func (s *Server) openSealer(o Options) error {
 func (s *Server) openStore(ctx context.Context, o Options) error {
 	if o.DatabaseURL != "" {
 		db, err := postgres.Open(ctx, postgres.Options{
-			URL: o.DatabaseURL, Replica: newID("replica"), Lease: s.lease,
+			URL: o.DatabaseURL, Replica: newID("replica"), Lease: s.lease, StatementTimeout: o.StatementTimeout,
 			OnCommit: s.hub.Publish, OnSignal: s.onSignal, Logger: s.log,
 		})
 		if err != nil {

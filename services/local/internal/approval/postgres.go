@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/pgbound"
 	"github.com/brain-tools/suite/pkg/pglisten"
 )
 
@@ -51,6 +52,9 @@ type PostgresOptions struct {
 	OnChange func(Change)
 	// Logger receives the listener's reconnects; nil discards them.
 	Logger *slog.Logger
+	// StatementTimeout bounds each statement and each new connection
+	// (package pgbound); 0 means pgbound.Default.
+	StatementTimeout time.Duration
 }
 
 // OpenPostgres opens the approval store in the PostgreSQL database at
@@ -62,14 +66,21 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open approvals store: %w", err)
 	}
+	// The schema steps run unbounded, on a connection of their own: a long
+	// one is not a database gone quiet.
+	mdb := stdlib.OpenDB(*cfg)
+	err = migrate(ctx, mdb, postgresDialect)
+	mdb.Close()
+	if err != nil {
+		return nil, fmt.Errorf("open approvals store: migrate schema: %w", err)
+	}
+	// Every other statement is bounded: a database that stops answering
+	// fails a page's read or an answer with a 503 after the bound.
+	pgbound.Configure(cfg, o.StatementTimeout)
 	db := stdlib.OpenDB(*cfg)
 	// Waiting streams hold no connection; page reads and writes are short.
 	db.SetMaxOpenConns(10)
 	db.SetMaxIdleConns(4)
-	if err := migrate(ctx, db, postgresDialect); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open approvals store: migrate schema: %w", err)
-	}
 	s := &Store{w: db, r: db, d: postgresDialect, now: time.Now, replica: jobs.NewID()}
 	onChange := o.OnChange
 	if onChange == nil {

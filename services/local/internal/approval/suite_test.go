@@ -214,3 +214,44 @@ func TestPostgresBesideBrain(t *testing.T) {
 		t.Fatalf("the approval schema was not applied beside another one at version 4: %v", err)
 	}
 }
+
+// TestPostgresStatementTimeout: a database that stops answering (every
+// byte held, as a paused server's) fails the store's reads and writes once
+// the statement bound has passed, with context.DeadlineExceeded (a 503 to
+// the page or the tool's caller), instead of holding them until their
+// caller gives up; once it answers again, so does the store.
+func TestPostgresStatementTimeout(t *testing.T) {
+	t.Parallel()
+	const bound = 300 * time.Millisecond
+	gate, url := pg.Gate(t, pg.NewDatabase(t))
+	s, err := OpenPostgres(context.Background(), PostgresOptions{URL: url, StatementTimeout: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	gate.Shut()
+	ops := []struct {
+		name string
+		op   func(ctx context.Context) error
+	}{
+		{"count pending", func(ctx context.Context) error { _, err := s.CountPending(ctx); return err }},
+		{"read one", func(ctx context.Context) error { _, err := s.Get(ctx, "apr_none"); return err }},
+	}
+	for _, op := range ops {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		start := time.Now()
+		err := op.op(ctx)
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s while the database is silent: %v, want context.DeadlineExceeded", op.name, err)
+		}
+		if took > 10*bound {
+			t.Errorf("%s took %s to fail, want about %s", op.name, took, bound)
+		}
+	}
+	gate.Open()
+	if _, err := s.CountPending(context.Background()); err != nil {
+		t.Errorf("once the database answers again: %v", err)
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/pgbound"
 	"github.com/brain-tools/suite/pkg/pglisten"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/jackc/pgx/v5"
@@ -68,6 +69,13 @@ type Options struct {
 	// MaxConns caps the pool; 0 means pgxpool's default (4 per CPU, at
 	// least 4).
 	MaxConns int32
+	// StatementTimeout bounds each statement, and each new connection
+	// when the URL sets no connect_timeout: a database that stops
+	// answering (paused, partitioned away) fails the store's methods with
+	// context.DeadlineExceeded after it instead of holding them, and the
+	// requests behind them, until the client gives up (package
+	// pgbound). 0 means pgbound.Default.
+	StatementTimeout time.Duration
 	// Logger receives the listener's reconnects; nil discards them.
 	Logger *slog.Logger
 }
@@ -109,12 +117,14 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
+	pgbound.Configure(cfg.ConnConfig, o.StatementTimeout)
+	// The migrations run unbounded, on a pool of their own: a long one
+	// (an index built on a large table) is not a database gone quiet.
+	if _, _, err := Migrate(ctx, o.URL); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	if _, _, err := migrate(ctx, pool); err != nil {
-		pool.Close()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	db := &DB{pool: pool, o: o, log: o.Logger, hwm: map[string]int64{}}

@@ -731,3 +731,51 @@ func createCallAs(t *testing.T, db *DB, id, status, parent string) *store.Call {
 	}
 	return c
 }
+
+// TestStatementTimeout: a database that stops answering (every byte held,
+// as a paused server's) fails each method — on a pooled connection and on
+// a new one — once Options.StatementTimeout has passed, with
+// context.DeadlineExceeded, instead of holding its caller until the
+// caller's context ends; once it answers again, so does the store.
+func TestStatementTimeout(t *testing.T) {
+	t.Parallel()
+	const bound = 300 * time.Millisecond
+	gate, url := pg.Gate(t, pg.NewDatabase(t))
+	db := openDB(t, url, "r1", Options{StatementTimeout: bound, MaxConns: 2})
+	s, ev := storetest.NewSession("ses_1", "t1")
+	if err := db.CreateSession(context.Background(), s, ev); err != nil {
+		t.Fatal(err)
+	}
+	createCalls(t, db, "call_1")
+	gate.Shut()
+	ops := []struct {
+		name string
+		op   func(ctx context.Context) error
+	}{
+		{"read a call", func(ctx context.Context) error { _, err := db.Call(ctx, "t1", "call_1"); return err }},
+		{"create a call", func(ctx context.Context) error {
+			c, cev := storetest.NewCall("call_2", "ses_1", "t1")
+			return db.CreateCall(ctx, c, cev)
+		}},
+		// Both pooled connections were broken off by the reads above: a
+		// third statement needs a new connection, which is bounded too.
+		{"read on a new connection", func(ctx context.Context) error { _, err := db.Call(ctx, "t1", "call_1"); return err }},
+	}
+	for _, op := range ops {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		start := time.Now()
+		err := op.op(ctx)
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s while the database is silent: %v, want context.DeadlineExceeded", op.name, err)
+		}
+		if took > 10*bound {
+			t.Errorf("%s took %s to fail, want about %s", op.name, took, bound)
+		}
+	}
+	gate.Open()
+	if _, err := db.Call(context.Background(), "t1", "call_1"); err != nil {
+		t.Errorf("once the database answers again: %v", err)
+	}
+}

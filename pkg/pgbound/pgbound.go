@@ -1,0 +1,51 @@
+// Package pgbound bounds each statement a pgx connection runs, and each new
+// connection, so that a PostgreSQL server that stops answering — paused,
+// partitioned away, its TCP connections left open — fails the statements
+// sent to it with context.DeadlineExceeded after a bound instead of
+// holding them, and the requests behind them, until their callers give
+// up. It is the bound of a statement brain and the approval service run
+// on a database that answers: a short indexed statement, not a report.
+package pgbound
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Default is the bound Configure gives for 0: far past any statement the
+// suite makes, short of a client's patience.
+const Default = 10 * time.Second
+
+// Configure bounds every statement of the connections cfg makes to d (0
+// means Default), and their connecting to d when cfg has no
+// connect_timeout of its own. It sets cfg.Tracer, which must be unset.
+func Configure(cfg *pgx.ConnConfig, d time.Duration) {
+	if d <= 0 {
+		d = Default
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = d
+	}
+	cfg.Tracer = tracer(d)
+}
+
+// tracer is a pgx.QueryTracer that gives each statement a deadline d
+// away. pgx runs the statement under the context TraceQueryStart returns
+// and hands that context to TraceQueryEnd once the statement's rows are
+// closed, which releases its timer.
+type tracer time.Duration
+
+type cancelKey struct{}
+
+func (d tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(d))
+	return context.WithValue(ctx, cancelKey{}, cancel)
+}
+
+func (tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
+		cancel()
+	}
+}

@@ -1,0 +1,76 @@
+package pgbound_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/brain-tools/suite/pkg/pgbound"
+	"github.com/brain-tools/suite/pkg/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+var pg *pgtest.Server
+
+func TestMain(m *testing.M) { pgtest.Main(m, "pgbound", &pg) }
+
+// TestConfigure: a statement to a server that stops answering fails after
+// the bound with context.DeadlineExceeded, and so does a new connection;
+// a statement that answers in time is untouched, and a bound of 0 is
+// Default.
+func TestConfigure(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	gate, url := pg.Gate(t, pg.NewDatabase(t))
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgbound.Configure(cfg, bound)
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT 1").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("a statement that answers: %d, %v", n, err)
+	}
+	gate.Shut()
+	steps := []struct {
+		name string
+		run  func(ctx context.Context) error
+	}{
+		{"statement", func(ctx context.Context) error { _, err := conn.Exec(ctx, "SELECT 1"); return err }},
+		{"connect", func(ctx context.Context) error {
+			c, err := pgx.ConnectConfig(ctx, cfg)
+			if err == nil {
+				c.Close(ctx)
+			}
+			return err
+		}},
+	}
+	for _, s := range steps {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		start := time.Now()
+		err := s.run(ctx)
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s to a silent server: %v, want context.DeadlineExceeded", s.name, err)
+		}
+		if took > 10*bound {
+			t.Errorf("%s took %s to fail, want about %s", s.name, took, bound)
+		}
+	}
+	gate.Open()
+
+	def, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgbound.Configure(def, 0)
+	if def.ConnectTimeout != pgbound.Default {
+		t.Errorf("bound 0: connect timeout %s, want %s", def.ConnectTimeout, pgbound.Default)
+	}
+}

@@ -25,10 +25,21 @@ func Configure(cfg *pgx.ConnConfig, d time.Duration) {
 	if d <= 0 {
 		d = Default
 	}
+	BoundConnect(cfg, d)
+	cfg.Tracer = tracer(d)
+}
+
+// BoundConnect bounds only the connecting of the connections cfg makes,
+// to d (0 means Default) when cfg has no connect_timeout of its own: for
+// work whose statements may rightly run long (schema migrations) but
+// that should not wait for ever on a server that does not answer.
+func BoundConnect(cfg *pgx.ConnConfig, d time.Duration) {
+	if d <= 0 {
+		d = Default
+	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = d
 	}
-	cfg.Tracer = tracer(d)
 }
 
 // tracer is a pgx.QueryTracer that gives each statement a deadline d

@@ -65,12 +65,25 @@ func TestConfigure(t *testing.T) {
 	}
 	gate.Open()
 
-	def, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pgbound.Configure(def, 0)
-	if def.ConnectTimeout != pgbound.Default {
-		t.Errorf("bound 0: connect timeout %s, want %s", def.ConnectTimeout, pgbound.Default)
+	for _, tc := range []struct {
+		name      string
+		url       string
+		configure func(*pgx.ConnConfig)
+		connect   time.Duration
+		traced    bool
+	}{
+		{"bound 0 is Default", url, func(c *pgx.ConnConfig) { pgbound.Configure(c, 0) }, pgbound.Default, true},
+		{"the URL's connect_timeout stands", url + "&connect_timeout=3", func(c *pgx.ConnConfig) { pgbound.Configure(c, bound) }, 3 * time.Second, true},
+		{"connect only", url, func(c *pgx.ConnConfig) { pgbound.BoundConnect(c, bound) }, bound, false},
+		{"connect only, 0 is Default", url, func(c *pgx.ConnConfig) { pgbound.BoundConnect(c, 0) }, pgbound.Default, false},
+	} {
+		cfg, err := pgx.ParseConfig(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.configure(cfg)
+		if cfg.ConnectTimeout != tc.connect || (cfg.Tracer != nil) != tc.traced {
+			t.Errorf("%s: connect timeout %s, statements bounded %v; want %s, %v", tc.name, cfg.ConnectTimeout, cfg.Tracer != nil, tc.connect, tc.traced)
+		}
 	}
 }

@@ -749,8 +749,16 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 	if won, standing := rc.offer(a); !won {
 		return httpapi.Conflict("tool call %q %s", id, standing.why())
 	}
+	// The call took the answer; its record waits on the store, which may
+	// not answer (the call's goroutine tries the write again until it
+	// does). The client is not held for the outage: 503, and the call
+	// tells how it went once the store is back.
+	recorded := time.NewTimer(s.recordWait)
+	defer recorded.Stop()
 	select {
 	case <-a.done:
+	case <-recorded.C:
+		return httpapi.Unavailable("tool call %q took the answer, but brain's database has not recorded it within %s; read the call (GET /tool_calls/%s) for its outcome once the database is back; an answer given again is refused", id, s.recordWait, id)
 	case <-r.Context().Done():
 		return r.Context().Err()
 	}

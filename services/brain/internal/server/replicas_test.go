@@ -961,3 +961,56 @@ func TestDatabaseSilent(t *testing.T) {
 		t.Errorf("once the database answers again: %d %s", r.status, r.body)
 	}
 }
+
+// TestRespondWhileDatabaseSilent: an answer the call took while the
+// database stopped answering is not held for the outage (a tester's
+// respond waited 22 s, the whole pause): 503 within the statement bound,
+// naming what to do; the call records the answer once the database is
+// back, and an answer given again is refused.
+func TestRespondWhileDatabaseSilent(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres")
+	}
+	const bound = 300 * time.Millisecond
+	gate, url := pg.Gate(t, testDatabase(t))
+	b, _ := startWaitingBrain(t, false, 300, func(o *Options) { o.DatabaseURL, o.StatementTimeout = url, bound })
+	sess := b.session("t1", "lookup")
+	_, c := b.call("t1", sess.ID, "lookup", map[string]string{"order_id": "A-1"}, 0)
+	if c.Status != "requires_input" {
+		t.Fatalf("function call: %+v", c)
+	}
+	// The request's head first: brain reads the call from the database
+	// (which still answers), then waits for the body; the database goes
+	// silent before the body, so the answer is taken but not recorded.
+	body := `{"content":[{"type":"text","text":"shipped"}]}`
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /tool_calls/%s/respond HTTP/1.1\r\nHost: brain\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		c.ID, apiKeys["t1"], len(body), body[:1])
+	time.Sleep(500 * time.Millisecond)
+	gate.Shut()
+	start := time.Now()
+	if _, err := io.WriteString(conn, body[1:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer while the database is silent (%s): %v", time.Since(start), err)
+	}
+	data, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if took := time.Since(start); res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(data), "took the answer") || took > 20*bound {
+		t.Errorf("respond while the database is silent: %d %s after %s, want 503 naming the answer taken within about %s", res.StatusCode, data, took, bound)
+	}
+	gate.Open()
+	if status, got := b.getCall("t1", c.ID, 10); status != http.StatusOK || got.Status != "succeeded" {
+		t.Errorf("once the database is back: %d %+v, want the answer recorded", status, got)
+	}
+	if r := b.respond("t1", c.ID, json.RawMessage(body)); r.status != http.StatusConflict {
+		t.Errorf("an answer given again: %d %s, want 409", r.status, r.body)
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/netguard"
+	"github.com/brain-tools/suite/pkg/pgbound"
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/hub"
 	"github.com/brain-tools/suite/services/brain/internal/invoke"
@@ -172,6 +173,9 @@ type Server struct {
 	shared    store.Shared // the store, when replicas share it; nil on SQLite
 	lease     time.Duration
 	retention time.Duration
+	// recordWait bounds how long an answer's request waits for the
+	// store to record it: Options.StatementTimeout or pgbound.Default.
+	recordWait time.Duration
 	// takeUpHook and leaseHook are Options'.
 	takeUpHook func(ctx context.Context, calls []*store.Call)
 	leaseHook  func(ctx context.Context, renewal bool)
@@ -281,6 +285,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if s.lease == 0 {
 		s.lease = DefaultLease
+	}
+	if s.recordWait = o.StatementTimeout; s.recordWait <= 0 {
+		s.recordWait = pgbound.Default
 	}
 	if s.retentionEvery <= 0 {
 		s.retentionEvery = DefaultRetentionInterval

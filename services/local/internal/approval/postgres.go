@@ -67,7 +67,10 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Store, error) {
 		return nil, fmt.Errorf("open approvals store: %w", err)
 	}
 	// The schema steps run unbounded, on a connection of their own: a long
-	// one is not a database gone quiet.
+	// one is not a database gone quiet. Connecting is bounded, so that
+	// start-up on a database that does not answer fails instead of
+	// waiting for ever.
+	pgbound.BoundConnect(cfg, o.StatementTimeout)
 	mdb := stdlib.OpenDB(*cfg)
 	err = migrate(ctx, mdb, postgresDialect)
 	mdb.Close()

@@ -176,7 +176,15 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (applied []int64, version 
 // applied (none when it was up to date) and the version it is at: `brain
 // migrate`.
 func Migrate(ctx context.Context, url string) (applied []int64, version int64, err error) {
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, 0, fmt.Errorf("migrate postgres: %w", err)
+	}
+	// Statements unbounded (a migration may rightly take long), the
+	// connecting bounded: a database that does not answer is an error,
+	// not a start-up or `brain migrate` that waits for ever in silence.
+	pgbound.BoundConnect(cfg.ConnConfig, 0)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, 0, fmt.Errorf("migrate postgres: %w", err)
 	}

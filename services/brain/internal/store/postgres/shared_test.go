@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/pgbound"
 	"github.com/brain-tools/suite/services/brain/internal/store"
 	"github.com/brain-tools/suite/services/brain/internal/store/storetest"
 	"github.com/google/go-cmp/cmp"
@@ -777,5 +778,25 @@ func TestStatementTimeout(t *testing.T) {
 	gate.Open()
 	if _, err := db.Call(context.Background(), "t1", "call_1"); err != nil {
 		t.Errorf("once the database answers again: %v", err)
+	}
+}
+
+// TestMigrateSilentDatabase: `brain migrate` (and start-up, which
+// migrates first) on a database that does not answer fails once the
+// connect bound (pgbound.Default) has passed, instead of waiting for ever
+// without a word (found by a tester).
+func TestMigrateSilentDatabase(t *testing.T) {
+	t.Parallel()
+	gate, url := pg.Gate(t, pg.NewDatabase(t))
+	gate.Shut()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, _, err := Migrate(ctx, url)
+	if took := time.Since(start); err == nil || took > pgbound.Default+5*time.Second {
+		t.Errorf("migrate on a silent database: %v after %s, want an error after about %s", err, took, pgbound.Default)
+	}
+	if _, err := Open(ctx, Options{URL: url, Replica: "r1", Lease: time.Minute}); err == nil || ctx.Err() != nil {
+		t.Errorf("open on a silent database: %v (context: %v), want an error before the context's end", err, ctx.Err())
 	}
 }

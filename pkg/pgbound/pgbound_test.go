@@ -2,7 +2,6 @@ package pgbound_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -51,17 +50,7 @@ func TestConfigure(t *testing.T) {
 		}},
 	}
 	for _, s := range steps {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		start := time.Now()
-		err := s.run(ctx)
-		took := time.Since(start)
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s to a silent server: %v, want context.DeadlineExceeded", s.name, err)
-		}
-		if took > 10*bound {
-			t.Errorf("%s took %s to fail, want about %s", s.name, took, bound)
-		}
+		pgtest.FailsWithin(t, bound, s.name, s.run)
 	}
 	gate.Open()
 

@@ -1,6 +1,8 @@
 package pgtest
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/url"
 	"os"
@@ -8,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Gate is a relay in front of a Server's socket that a test can shut:
@@ -159,5 +162,25 @@ func (g *Gate) close() {
 	g.ln.Close()
 	for c := range g.conns {
 		c.Close()
+	}
+}
+
+// FailsWithin runs op, named what, while the server behind a shut Gate is
+// silent, and fails t unless op fails with context.DeadlineExceeded
+// within ten times bound: what a client bounded by package pgbound does.
+// op gets a context of a minute, so that an unbounded op fails the test
+// rather than hanging it.
+func FailsWithin(t testing.TB, bound time.Duration, what string, op func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	err := op(ctx)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%s while the database is silent: %v, want context.DeadlineExceeded", what, err)
+	}
+	if took > 10*bound {
+		t.Errorf("%s took %s to fail, want about %s", what, took, bound)
 	}
 }

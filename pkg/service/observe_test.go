@@ -8,11 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/julienschmidt/httprouter"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -287,5 +289,71 @@ func TestLogLinesCarryRequestID(t *testing.T) {
 		if seen[want] == 0 {
 			t.Errorf("no %q line (lines by kind: %v)", want, seen)
 		}
+	}
+}
+
+// TestRoutePanics: a service route that breaks its response off with
+// http.ErrAbortHandler reaches its client as a cut connection, not as a
+// 500 appended to what it sent, and is not logged as a panic; any other
+// panic is a 500 with the JSON error body, logged.
+func TestRoutePanics(t *testing.T) {
+	cfg, err := service.ParseEnv[service.Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs servicetest.LogBuffer
+	srv := &service.Server{Name: "test", Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Routes: func(r *httprouter.Router) {
+			r.GET("/abort", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+				_, _ = io.WriteString(w, "first row\n")
+				_ = http.NewResponseController(w).Flush()
+				panic(http.ErrAbortHandler)
+			})
+			r.GET("/boom", func(http.ResponseWriter, *http.Request, httprouter.Params) { panic("boom") })
+		}}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+
+	tests := []struct {
+		path    string
+		status  int
+		body    string
+		readErr bool
+		logged  bool
+	}{
+		{path: "/abort", status: http.StatusOK, body: "first row\n", readErr: true},
+		{path: "/boom", status: http.StatusInternalServerError, body: `"code":"internal_error"`, logged: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			before := len(logs.String())
+			resp, err := http.Get(ts.URL + tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.body) {
+				t.Errorf("got %d %q, want %d with %q", resp.StatusCode, body, tt.status, tt.body)
+			}
+			if (err != nil) != tt.readErr {
+				t.Errorf("reading the body: %v, want an error: %v", err, tt.readErr)
+			}
+			if tt.readErr && strings.Contains(string(body), "internal_error") {
+				t.Errorf("an aborted response got an error body appended: %q", body)
+			}
+			// The client may have its answer before the handler returns
+			// and logs: wait for the request's access-log line.
+			var log string
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log, "msg=request "); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no access-log line in ten seconds; log:\n%s", log)
+				}
+				log = logs.String()[before:]
+			}
+			if got := strings.Contains(log, "panic"); got != tt.logged {
+				t.Errorf("logged as a panic: %v, want %v; log:\n%s", got, tt.logged, log)
+			}
+		})
 	}
 }

@@ -2,21 +2,16 @@ package service
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/julienschmidt/httprouter"
 
 	"github.com/brain-tools/suite/pkg/sse"
 	"github.com/brain-tools/suite/pkg/tool"
@@ -690,100 +685,5 @@ func TestTooLargeAnsweredByTool(t *testing.T) {
 	}
 	if len(heads) != 3 || heads[0] != head[:20] {
 		t.Fatalf("TooLarge saw heads %q", heads)
-	}
-}
-
-// TestRoutePanics: a service route that breaks its response off with
-// http.ErrAbortHandler reaches its client as a cut connection, not as a
-// 500 appended to what it sent, and is not logged as a panic; any other
-// panic is a 500 with the JSON error body, logged.
-func TestRoutePanics(t *testing.T) {
-	cfg, err := ParseEnv[Config](map[string]string{"ADDR": "127.0.0.1:0", "BRAIN_TOOLS_KEY": "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs lockedLog
-	srv := &Server{Name: "test", Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		Tools: []Tool{NewTool(echoBinding, func(ctx context.Context, c *Call, a echoArgs) (*tool.Result, error) {
-			return tool.TextResult("%s", a.Text), nil
-		})},
-		Routes: func(r *httprouter.Router) {
-			r.GET("/abort", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-				_, _ = io.WriteString(w, "first row\n")
-				_ = http.NewResponseController(w).Flush()
-				panic(http.ErrAbortHandler)
-			})
-			r.GET("/boom", func(http.ResponseWriter, *http.Request, httprouter.Params) { panic("boom") })
-		}}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-
-	tests := []struct {
-		path    string
-		status  int
-		body    string
-		readErr bool
-		logged  bool
-	}{
-		{path: "/abort", status: http.StatusOK, body: "first row\n", readErr: true},
-		{path: "/boom", status: http.StatusInternalServerError, body: `"code":"internal_error"`, logged: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.path, func(t *testing.T) {
-			resp, err := http.Get(ts.URL + tt.path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.body) {
-				t.Errorf("got %d %q, want %d with %q", resp.StatusCode, body, tt.status, tt.body)
-			}
-			if (err != nil) != tt.readErr {
-				t.Errorf("reading the body: %v, want an error: %v", err, tt.readErr)
-			}
-			if tt.readErr && strings.Contains(string(body), "internal_error") {
-				t.Errorf("an aborted response got an error body appended: %q", body)
-			}
-			// The client may have its answer before the handler returns
-			// and logs: wait for the request's access-log line.
-			log := logs.await(t, "msg=request ")
-			if got := strings.Contains(log, "panic"); got != tt.logged {
-				t.Errorf("logged as a panic: %v, want %v; log:\n%s", got, tt.logged, log)
-			}
-		})
-	}
-}
-
-// lockedLog is a log sink the server's goroutines and the test share.
-// (servicetest.LogBuffer cannot be imported here: servicetest imports
-// this package.)
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// await returns what was logged since the last await once it holds want,
-// failing the test after ten seconds without it.
-func (l *lockedLog) await(t *testing.T, want string) string {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		l.mu.Lock()
-		got := l.buf.String()
-		if strings.Contains(got, want) {
-			l.buf.Reset()
-			l.mu.Unlock()
-			return got
-		}
-		l.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q in ten seconds; log:\n%s", want, got)
-		}
 	}
 }

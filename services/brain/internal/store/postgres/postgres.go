@@ -118,8 +118,9 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		cfg.MaxConns = o.MaxConns
 	}
 	pgbound.Configure(cfg.ConnConfig, o.StatementTimeout)
-	// The migrations run unbounded, on a pool of their own: a long one
-	// (an index built on a large table) is not a database gone quiet.
+	// The migrations run on a pool of their own (Migrate), their
+	// statements unbounded: a long one (an index built on a large table)
+	// is not a database gone quiet.
 	if _, _, err := Migrate(ctx, o.URL); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}

@@ -124,8 +124,9 @@ type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 // route of a server. Its zero value writes JSON error bodies and logs
 // nothing.
 type Responder struct {
-	// Logger receives 5xx errors with their cause (ERROR), and nothing
-	// for refusals or client cancels. nil discards.
+	// Logger receives 5xx errors with their cause (503 as WARN: a state
+	// to wait out; the others as ERROR), and nothing for refusals or
+	// client cancels. nil discards.
 	Logger *slog.Logger
 	// Render writes an error answer in the server's own format (an HTML
 	// page); nil writes the JSON error body with WriteError.
@@ -190,17 +191,19 @@ func Classify(r *http.Request, err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	if r != nil && r.Context().Err() == nil && unreachable(err) {
+	if r != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) && unreachable(err) {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
 			Message: "a database or service this one depends on did not answer; retry shortly", Cause: err}
 	}
 	return Internal(err)
 }
 
-// unreachable tells a dependency that could not be reached — a connection
-// refused or cut, a statement past its deadline (package pgbound) while
-// the request's own context is live — from one that failed: the first is
-// a 503 the client waits out, the second a 500.
+// unreachable tells a dependency that could not be reached — any net.Error
+// (a connection refused or cut, a name that did not resolve), a statement
+// past its deadline (package pgbound) — from one that failed: the first is
+// a 503 the client waits out, the second a 500. A deadline is the
+// dependency's only while the request's own context has none that
+// passed: the request's own deadline is this server's failure (500).
 func unreachable(err error) bool {
 	var netErr net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr)

@@ -39,6 +39,8 @@ func decodeErr(t *testing.T, rec *httptest.ResponseRecorder) errBody {
 func TestResponder(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
+	expired, cancelExpired := context.WithDeadline(context.Background(), time.Unix(1, 0))
+	defer cancelExpired()
 	tests := []struct {
 		name      string
 		ctx       context.Context
@@ -54,7 +56,11 @@ func TestResponder(t *testing.T) {
 		{"5xx with cause", context.Background(), &Error{Status: 503, Code: CodeUnavailable, Message: "store unavailable", Cause: errors.New("dial 10.0.0.5: refused")}, 503, CodeUnavailable, "store unavailable", "WARN", "10.0.0.5"},
 		{"dependency silent", context.Background(), fmt.Errorf("read call: %w", context.DeadlineExceeded), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "deadline"},
 		{"dependency refused", context.Background(), fmt.Errorf("create call: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused to 10.0.0.7")}), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "10.0.0.7"},
-		{"deadline, client gone", cancelled, context.DeadlineExceeded, 500, CodeInternal, "internal error", "ERROR", ""},
+		// The client left while a statement waited out its bound: still a
+		// silent dependency, logged as such (it was a 500 logged ERROR).
+		{"dependency silent, client gone", cancelled, fmt.Errorf("read call: %w", context.DeadlineExceeded), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "deadline"},
+		{"the request's own deadline passed", expired, context.DeadlineExceeded, 500, CodeInternal, "internal error", "ERROR", ""},
+		{"name not resolved", context.Background(), fmt.Errorf("fetch: %w", &net.DNSError{Err: "no such host", Name: "db.internal"}), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "db.internal"},
 		{"client went away", cancelled, fmt.Errorf("list events: %w", context.Canceled), StatusClientClosedRequest, CodeClientClosed, "the client closed the request", "", ""},
 		{"canceled, client still there", context.Background(), context.Canceled, 500, CodeInternal, "internal error", "ERROR", ""},
 	}

@@ -1,5 +1,5 @@
-// Package pgbound bounds each statement a pgx connection runs, and each new
-// connection, so that a PostgreSQL server that stops answering — paused,
+// Package pgbound bounds each statement a pgx connection runs, each new
+// connection, and in a pgxpool each taking of a connection, so that a PostgreSQL server that stops answering — paused,
 // partitioned away, its TCP connections left open — fails the statements
 // sent to it with context.DeadlineExceeded after a bound instead of
 // holding them, and the requests behind them, until their callers give
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Default is the bound Configure gives for 0: far past any statement the
@@ -20,7 +21,13 @@ const Default = 10 * time.Second
 
 // Configure bounds every statement of the connections cfg makes to d (0
 // means Default), and their connecting to d when cfg has no
-// connect_timeout of its own. It sets cfg.Tracer, which must be unset.
+// connect_timeout of its own (a connect_timeout of 0 is none). It sets
+// cfg.Tracer, which must be unset.
+//
+// In a pool made from cfg (pgxpool.NewWithConfig after Configure), taking
+// a connection is bounded to d as well: waiting for one while all are
+// busy, and the liveness ping pgxpool sends a connection idle over a
+// second before handing it out, which is no statement of the tracer's.
 func Configure(cfg *pgx.ConnConfig, d time.Duration) {
 	if d <= 0 {
 		d = Default
@@ -56,6 +63,22 @@ func (d tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQue
 }
 
 func (tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	release(ctx)
+}
+
+// TraceAcquireStart and TraceAcquireEnd make tracer a
+// pgxpool.AcquireTracer: pgxpool takes a connection (waits, pings, dials)
+// under the context TraceAcquireStart returns.
+func (d tracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	return d.TraceQueryStart(ctx, nil, pgx.TraceQueryStartData{})
+}
+
+func (tracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireEndData) {
+	release(ctx)
+}
+
+// release frees the timer of a context TraceQueryStart gave.
+func release(ctx context.Context) {
 	if cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
 		cancel()
 	}

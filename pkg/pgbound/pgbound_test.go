@@ -8,6 +8,7 @@ import (
 	"github.com/brain-tools/suite/pkg/pgbound"
 	"github.com/brain-tools/suite/pkg/pgtest"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var pg *pgtest.Server
@@ -74,5 +75,50 @@ func TestConfigure(t *testing.T) {
 		if cfg.ConnectTimeout != tc.connect || (cfg.Tracer != nil) != tc.traced {
 			t.Errorf("%s: connect timeout %s, statements bounded %v; want %s, %v", tc.name, cfg.ConnectTimeout, cfg.Tracer != nil, tc.connect, tc.traced)
 		}
+	}
+}
+
+// TestConfigurePool: in a pgxpool, taking a connection is bounded too. A
+// connection idle for over a second is pinged before it is handed out, and
+// that ping is no statement of the tracer's: on a server that stopped
+// answering it would hold the first request of a quiet replica until its
+// client left.
+func TestConfigurePool(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	gate, url := pg.Gate(t, pg.NewDatabase(t))
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	pgbound.Configure(cfg.ConnConfig, bound)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	exec := func(ctx context.Context) error { _, err := pool.Exec(ctx, "SELECT 1"); return err }
+	if err := exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // pgxpool pings what was idle over 1 s
+	gate.Shut()
+	pgtest.FailsWithin(t, bound, "a statement on a connection idle over a second", exec)
+	// Every connection busy: waiting for one is bounded as well.
+	gate.Open()
+	held := make([]*pgxpool.Conn, 0, cfg.MaxConns)
+	for range cfg.MaxConns {
+		c, err := pool.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	pgtest.FailsWithin(t, bound, "waiting for a connection of a full pool", exec)
+	for _, c := range held {
+		c.Release()
+	}
+	if err := exec(context.Background()); err != nil {
+		t.Errorf("once the database answers: %v", err)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/brain-tools/suite/pkg/pgbound"
 )
 
 // MaxPayload is the largest notification payload to send: PostgreSQL takes
@@ -41,6 +43,12 @@ type Options struct {
 	OnResync func()
 	// Logger receives the reconnects; nil discards them.
 	Logger *slog.Logger
+	// Timeout bounds each connecting and its LISTEN (package pgbound), so
+	// that Start and each reconnect on a database that does not answer
+	// fail instead of waiting for ever; 0 means pgbound.Default. Waiting
+	// for notifications is not bounded: a quiet channel is no silent
+	// database.
+	Timeout time.Duration
 }
 
 // Listener is a running listener. Stop it with Close.
@@ -87,7 +95,12 @@ func validChannel(s string) bool {
 }
 
 func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.Connect(ctx, l.o.URL)
+	cfg, err := pgx.ParseConfig(l.o.URL)
+	if err != nil {
+		return nil, err
+	}
+	pgbound.Configure(cfg, l.o.Timeout)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -109,3 +109,19 @@ func TestStartRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestStartSilentDatabase: Start (and each reconnect, which connects the
+// same way) on a database that does not answer fails after Timeout
+// instead of waiting for ever.
+func TestStartSilentDatabase(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	gate, url := srv.Gate(t, srv.URL("postgres"))
+	gate.Shut()
+	pgtest.FailsWithin(t, bound, "start", func(ctx context.Context) error {
+		l, err := Start(ctx, Options{URL: url, Channel: "c", OnNotify: func(string) {}, Timeout: bound})
+		if err == nil {
+			l.Close()
+		}
+		return err
+	})
+}

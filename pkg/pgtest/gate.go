@@ -14,9 +14,9 @@ import (
 )
 
 // Gate is a relay in front of a Server's socket that a test can shut:
-// while shut it carries no byte either way and answers no new connection,
-// as a database that was paused (SIGSTOP) or partitioned away, with every
-// connection left open. Opening it again lets what was held through.
+// while shut it carries no byte either way, and takes new connections but
+// holds them unanswered, as a database that was paused (SIGSTOP) or
+// partitioned away, with every connection left open. Opening it again lets what was held through.
 type Gate struct {
 	ln     net.Listener
 	mu     sync.Mutex

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/brain-tools/suite/pkg/jobs"
@@ -52,8 +53,10 @@ type PostgresOptions struct {
 	OnChange func(Change)
 	// Logger receives the listener's reconnects; nil discards them.
 	Logger *slog.Logger
-	// StatementTimeout bounds each statement and each new connection
-	// (package pgbound); 0 means pgbound.Default.
+	// StatementTimeout bounds each statement, each taking of a pooled
+	// connection (its liveness ping included) and each new connection, the
+	// listener's too (package pgbound); 0 means pgbound.Default. The
+	// schema steps at open are bounded only while connecting.
 	StatementTimeout time.Duration
 }
 
@@ -77,19 +80,29 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open approvals store: migrate schema: %w", err)
 	}
-	// Every other statement is bounded: a database that stops answering
-	// fails a page's read or an answer with a 503 after the bound.
-	pgbound.Configure(cfg, o.StatementTimeout)
-	db := stdlib.OpenDB(*cfg)
+	// Every other statement is bounded, and so is taking a connection: a
+	// database that stops answering fails a page's read or an answer with
+	// a 503 after the bound. pgxpool keeps the connections (database/sql
+	// keeps none idle), because its liveness ping of an idle connection
+	// is bounded and database/sql's is not.
+	pcfg, err := pgxpool.ParseConfig(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("open approvals store: %w", err)
+	}
+	pgbound.Configure(pcfg.ConnConfig, o.StatementTimeout)
 	// Waiting streams hold no connection; page reads and writes are short.
-	db.SetMaxOpenConns(10)
-	db.SetMaxIdleConns(4)
-	s := &Store{w: db, r: db, d: postgresDialect, now: time.Now, replica: jobs.NewID()}
+	pcfg.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open approvals store: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	s := &Store{w: db, r: db, d: postgresDialect, now: time.Now, replica: jobs.NewID(), pool: pool}
 	onChange := o.OnChange
 	if onChange == nil {
 		onChange = func(Change) {}
 	}
-	s.listener, err = pglisten.Start(ctx, pglisten.Options{URL: o.URL, Channel: channel, Logger: o.Logger,
+	s.listener, err = pglisten.Start(ctx, pglisten.Options{URL: o.URL, Channel: channel, Logger: o.Logger, Timeout: o.StatementTimeout,
 		OnNotify: func(payload string) {
 			var c Change
 			if json.Unmarshal([]byte(payload), &c) != nil || c.From == s.replica {
@@ -100,7 +113,7 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Store, error) {
 		OnResync: func() { onChange(Change{Kind: ChangeResync}) },
 	})
 	if err != nil {
-		db.Close()
+		s.Close()
 		return nil, fmt.Errorf("open approvals store: %w", err)
 	}
 	return s, nil

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
@@ -45,9 +46,10 @@ type Store struct {
 	w, r *sql.DB
 	d    *dialect
 	now  func() time.Time
-	// replica and listener: PostgreSQL only.
+	// replica, listener and pool (under w and r): PostgreSQL only.
 	replica  string
 	listener *pglisten.Listener
+	pool     *pgxpool.Pool
 }
 
 // migrations are the store's schema, one versioned step per file and
@@ -141,6 +143,9 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 func (s *Store) Close() error {
 	if s.listener != nil {
 		s.listener.Close()
+	}
+	if s.pool != nil {
+		defer s.pool.Close()
 	}
 	if s.r == s.w {
 		return s.w.Close()

@@ -229,6 +229,12 @@ func TestPostgresStatementTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if _, err := s.CountPending(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A quiet replica: a connection idle over a second is pinged before
+	// it is handed out, and that ping is bounded too.
+	time.Sleep(1100 * time.Millisecond)
 	gate.Shut()
 	ops := []struct {
 		name string

@@ -69,12 +69,14 @@ type Options struct {
 	// MaxConns caps the pool; 0 means pgxpool's default (4 per CPU, at
 	// least 4).
 	MaxConns int32
-	// StatementTimeout bounds each statement, and each new connection
-	// when the URL sets no connect_timeout: a database that stops
-	// answering (paused, partitioned away) fails the store's methods with
-	// context.DeadlineExceeded after it instead of holding them, and the
-	// requests behind them, until the client gives up (package
-	// pgbound). 0 means pgbound.Default.
+	// StatementTimeout bounds each statement, each taking of a pooled
+	// connection (its liveness ping included), and each new connection
+	// (the listener's too) when the URL sets no connect_timeout: a
+	// database that stops answering (paused, partitioned away) fails the
+	// store's methods with context.DeadlineExceeded after it instead of
+	// holding them, and the requests behind them, until the client gives
+	// up (package pgbound). 0 means pgbound.Default. Migrations are not
+	// bounded by it (see Migrate).
 	StatementTimeout time.Duration
 	// Logger receives the listener's reconnects; nil discards them.
 	Logger *slog.Logger
@@ -133,7 +135,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		db.log = slog.New(slog.DiscardHandler)
 	}
 	db.listener, err = pglisten.Start(ctx, pglisten.Options{URL: o.URL, Channel: channel, OnNotify: db.onNotify,
-		OnResync: func() { db.deliver(store.Signal{Kind: store.SignalResync}) }, Logger: db.log})
+		OnResync: func() { db.deliver(store.Signal{Kind: store.SignalResync}) }, Logger: db.log, Timeout: o.StatementTimeout})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/brain-tools/suite/pkg/strictjson"
 )
@@ -191,21 +192,29 @@ func Classify(r *http.Request, err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	if r != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) && unreachable(err) {
+	if r != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) && Unreachable(err) {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
 			Message: "a database or service this one depends on did not answer; retry shortly", Cause: err}
 	}
 	return Internal(err)
 }
 
-// unreachable tells a dependency that could not be reached — any net.Error
+// Unreachable tells a dependency that could not be reached — any net.Error
 // (a connection refused or cut, a name that did not resolve), a statement
-// past its deadline (package pgbound) — from one that failed: the first is
-// a 503 the client waits out, the second a 500. A deadline is the
-// dependency's only while the request's own context has none that
-// passed: the request's own deadline is this server's failure (500).
-func unreachable(err error) bool {
+// past its deadline (package pgbound), a database that refused or ended
+// the connection (an error with an SQLSTATE of class 08, connection
+// exception, or 57, operator intervention: shutting down, starting up) —
+// from one that failed: the first is a 503 the client waits out, the
+// second a 500. Classify counts a deadline as the dependency's only while
+// the request's own has not passed: that one is this server's failure.
+func Unreachable(err error) bool {
 	var netErr net.Error
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) {
+		if c := coded.SQLState(); strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57") {
+			return true
+		}
+	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr)
 }
 

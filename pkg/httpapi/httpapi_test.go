@@ -60,6 +60,9 @@ func TestResponder(t *testing.T) {
 		// silent dependency, logged as such (it was a 500 logged ERROR).
 		{"dependency silent, client gone", cancelled, fmt.Errorf("read call: %w", context.DeadlineExceeded), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "deadline"},
 		{"the request's own deadline passed", expired, context.DeadlineExceeded, 500, CodeInternal, "internal error", "ERROR", ""},
+		{"database shutting down", context.Background(), fmt.Errorf("read call: %w", sqlStateErr("57P01")), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "57P01"},
+		{"database starting up", context.Background(), fmt.Errorf("connect: %w", sqlStateErr("57P03")), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "57P03"},
+		{"a statement's own failure", context.Background(), fmt.Errorf("insert: %w", sqlStateErr("23505")), 500, CodeInternal, "internal error", "ERROR", "23505"},
 		{"name not resolved", context.Background(), fmt.Errorf("fetch: %w", &net.DNSError{Err: "no such host", Name: "db.internal"}), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "db.internal"},
 		{"client went away", cancelled, fmt.Errorf("list events: %w", context.Canceled), StatusClientClosedRequest, CodeClientClosed, "the client closed the request", "", ""},
 		{"canceled, client still there", context.Background(), context.Canceled, 500, CodeInternal, "internal error", "ERROR", ""},
@@ -213,3 +216,9 @@ func TestErrorfClips(t *testing.T) {
 		t.Errorf("message of %d bytes", len(e.Message))
 	}
 }
+
+// sqlStateErr is a database error with an SQLSTATE, as pgconn.PgError is.
+type sqlStateErr string
+
+func (e sqlStateErr) Error() string    { return "SQLSTATE " + string(e) }
+func (e sqlStateErr) SQLState() string { return string(e) }

@@ -124,8 +124,7 @@ func (s *Service) resolve(ctx context.Context, call *service.Call, op string, r 
 			"(call_id must be the ID of a request_approval or approval_start call of this session)", op, *r.CallID)
 	}
 	if err != nil {
-		call.Logger.Error(op+": find approval by call", "err", err)
-		return "", &tool.Result{Content: []tool.Content{tool.Text(op + ": internal error while looking up call_id")}, IsError: true}
+		return "", &tool.Result{Content: []tool.Content{tool.Text(op + ": " + storeFault(call, op+": find approval by call", err) + " while looking up call_id")}, IsError: true}
 	}
 	return a.ID, nil
 }
@@ -138,8 +137,8 @@ func jobAnswer(op, id string, st jobs.Status, err error, call *service.Call) *to
 		return tool.Errorf("approval_%s: approval %s: no approval with this ID for this tenant", op, id)
 	}
 	if err != nil {
-		call.Logger.Error("approval "+op, "approval_id", id, "err", err)
-		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("approval_%s of %s: internal error", op, id))}, IsError: true, UnknownOutcome: op == "cancel"}
+		why := storeFault(call, "approval "+op, err, "approval_id", id)
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("approval_%s of %s: %s", op, id, why))}, IsError: true, UnknownOutcome: op == "cancel"}
 	}
 	res, err := tool.StructuredResult(jobs.StatusJSON("approval_id", st), jobs.StatusText("approval", st))
 	if err != nil {

@@ -23,6 +23,13 @@ type Config struct {
 	// approvals in PostgreSQL instead of SQLite, shared by any number of
 	// local replicas (env APPROVAL_DATABASE_URL).
 	DatabaseURL string `env:"APPROVAL_DATABASE_URL"`
+	// DatabaseTimeout bounds each PostgreSQL statement, each taking of a
+	// pooled connection and each new connection when the URL sets no
+	// connect_timeout: a database that stops answering fails a page or an
+	// answer with 503, a tool call with "did not answer; retry shortly",
+	// after it instead of holding them (env APPROVAL_DATABASE_TIMEOUT;
+	// unused on SQLite; 0 is 10s, otherwise at least 100ms).
+	DatabaseTimeout time.Duration `env:"APPROVAL_DATABASE_TIMEOUT" envDefault:"10s"`
 	// Retention, when set, removes approvals that ended longer ago than
 	// this, with their decision log, in batches (env APPROVAL_RETENTION;
 	// 0, the default, keeps them; otherwise at least a minute). The audit
@@ -143,6 +150,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		return nil, fmt.Errorf("approvals: APPROVAL_REATTACH_GRACE must be 0 (cancel at once) or positive, got %s", cfg.ReattachGrace)
 	case cfg.Retention != 0 && cfg.Retention < time.Minute:
 		return nil, fmt.Errorf("approvals: APPROVAL_RETENTION must be 0 (keep every approval) or at least 1m, got %s", cfg.Retention)
+	case cfg.DatabaseTimeout != 0 && cfg.DatabaseTimeout < 100*time.Millisecond:
+		return nil, fmt.Errorf("approvals: APPROVAL_DATABASE_TIMEOUT must be at least 100ms, got %s", cfg.DatabaseTimeout)
 	case cfg.DatabaseURL != "" && !strings.HasPrefix(cfg.DatabaseURL, "postgres://") && !strings.HasPrefix(cfg.DatabaseURL, "postgresql://"):
 		return nil, errors.New("approvals: APPROVAL_DATABASE_URL: want a postgres:// or postgresql:// URL")
 	}
@@ -167,7 +176,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	if cfg.DatabaseURL != "" {
 		// The service exists before its store, so that a change another
 		// replica commits while the store opens finds it.
-		s.store, err = OpenPostgres(ctx, PostgresOptions{URL: cfg.DatabaseURL, OnChange: s.remote, Logger: logger})
+		s.store, err = OpenPostgres(ctx, PostgresOptions{URL: cfg.DatabaseURL, OnChange: s.remote, Logger: logger, StatementTimeout: cfg.DatabaseTimeout})
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("APPROVAL_DATABASE_URL: %w", err)

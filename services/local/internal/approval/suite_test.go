@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/brain-tools/suite/pkg/pgtest"
+	"github.com/brain-tools/suite/pkg/servicetest"
 )
 
 // pg is the PostgreSQL server of this test binary (pkg/pgtest): every store
@@ -249,5 +251,37 @@ func TestPostgresStatementTimeout(t *testing.T) {
 	gate.Open()
 	if _, err := s.CountPending(context.Background()); err != nil {
 		t.Errorf("once the database answers again: %v", err)
+	}
+}
+
+// TestToolsWhileDatabaseSilent: a tool call whose store does not answer
+// says so, to retry shortly, and is logged as a warning; it was "internal
+// error" logged as an error (a tester's finding). APPROVAL_DATABASE_TIMEOUT
+// sets the bound.
+func TestToolsWhileDatabaseSilent(t *testing.T) {
+	t.Parallel()
+	gate, url := pg.Gate(t, pg.NewDatabase(t))
+	var logs servicetest.LogBuffer
+	f := newFixtureLogged(t, Config{DatabaseURL: url, DatabaseTimeout: 300 * time.Millisecond}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	_, m := callJSON(t, f, "t1", "approval_start", map[string]any{"action": "rotate keys"})
+	id, _ := m["approval_id"].(string)
+	gate.Shut()
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"approval_status", map[string]any{"approval_id": id}},
+		{"approval_cancel", map[string]any{"approval_id": id}},
+		{"approval_start", map[string]any{"action": "deploy"}},
+		{"request_approval", map[string]any{"action": "deploy"}},
+	} {
+		res, _ := callJSON(t, f, "t1", tc.tool, tc.args)
+		if !res.IsError || !(len(res.Content) == 1 && strings.Contains(res.Content[0].Text, "the approvals database did not answer; retry shortly")) {
+			t.Errorf("%s while the database is silent: %+v, want it to say the database did not answer", tc.tool, res)
+		}
+	}
+	gate.Open()
+	if strings.Contains(logs.String(), `"level":"ERROR"`) || !strings.Contains(logs.String(), `"level":"WARN"`) {
+		t.Errorf("the silent database is not logged as a warning only:\n%s", logs.String())
 	}
 }

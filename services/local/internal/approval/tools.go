@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/jobs"
 	"github.com/brain-tools/suite/pkg/schema"
 	"github.com/brain-tools/suite/pkg/service"
@@ -219,8 +220,8 @@ func (s *Service) streamResult(ctx context.Context, call *service.Call, id strin
 		}
 		return tool.Errorf("approval %s: the caller stopped waiting", id)
 	default:
-		call.Logger.Error("wait for approval", "approval_id", id, "err", err)
-		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("approval %s: internal error while waiting; ask approval_status with approval_id %q", id, id))},
+		why := storeFault(call, "wait for approval", err, "approval_id", id)
+		return &tool.Result{Content: []tool.Content{tool.Text(fmt.Sprintf("approval %s: %s while waiting; ask approval_status with approval_id %q", id, why, id))},
 			IsError: true, UnknownOutcome: true}
 	}
 }
@@ -263,8 +264,21 @@ func refuse(call *service.Call, err error) *tool.Result {
 	if errors.Is(err, ErrOtherRequest) || errors.Is(err, ErrTooManyPending) {
 		return tool.Errorf("%v", err)
 	}
-	call.Logger.Error("record approval", "err", err)
-	return &tool.Result{Content: []tool.Content{tool.Text("could not record the approval request: internal error")}, IsError: true, UnknownOutcome: true}
+	return &tool.Result{Content: []tool.Content{tool.Text("could not record the approval request: " + storeFault(call, "record approval", err))}, IsError: true, UnknownOutcome: true}
+}
+
+// storeFault logs err, the store's failure behind what, and words it for
+// a tool's result: a database that did not answer (httpapi.Unreachable) is
+// a state to wait out, logged as a warning and said so; anything else is
+// an internal error, logged as an error. The cause is never in the words.
+func storeFault(call *service.Call, what string, err error, attrs ...any) string {
+	attrs = append(attrs, "err", err)
+	if httpapi.Unreachable(err) {
+		call.Logger.Warn(what, attrs...)
+		return "the approvals database did not answer; retry shortly"
+	}
+	call.Logger.Error(what, attrs...)
+	return "internal error"
 }
 
 func jobStatus(a Approval) jobs.Status {

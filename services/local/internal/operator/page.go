@@ -312,6 +312,7 @@ var titles = map[string]string{
 	httpapi.CodeNotFound:       "Not found",
 	httpapi.CodeTooLarge:       "Too large",
 	httpapi.CodeInternal:       "Internal error",
+	httpapi.CodeUnavailable:    "Unavailable",
 }
 
 // refuse is a refusal the message page shows: status, code (its title) and
@@ -326,13 +327,14 @@ var errNotFound = refuse(http.StatusNotFound, httpapi.CodeNotFound, "There is no
 
 // renderError is the Responder's Render: the message page, with the
 // operator's name and sign-out form when signed in. A server fault shows
-// no detail (its cause is in the log).
+// no detail (its cause is in the log); a 503 says to retry (its message
+// names no cause).
 func (p *Page) renderError(w http.ResponseWriter, r *http.Request, e *httpapi.Error) {
 	title, msg := titles[e.Code], e.Message
 	if title == "" {
 		title = http.StatusText(e.Status)
 	}
-	if e.Status >= 500 {
+	if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
 		title, msg = titles[httpapi.CodeInternal], "Something went wrong on our side. Try again."
 	}
 	d := data{Title: title, Error: msg}

@@ -417,6 +417,7 @@ func TestErrorPage(t *testing.T) {
 		{"refusal", context.Background(), errNotFound, http.StatusNotFound, "<h1>Not found</h1>", false},
 		{"admins only", context.Background(), refuse(http.StatusForbidden, codeAdminsOnly, "The audit log is for admins."), http.StatusForbidden, "<h1>Admins only</h1>", false},
 		{"fault", context.Background(), fmt.Errorf("read approvals: disk on fire"), http.StatusInternalServerError, "Something went wrong on our side", true},
+		{"database silent", context.Background(), fmt.Errorf("read approvals: disk on fire: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, "<h1>Unavailable</h1>", true},
 		{"client gone", cancelled, fmt.Errorf("read approvals: %w", context.Canceled), httpapi.StatusClientClosedRequest, "", false},
 	}
 	for _, tt := range tests {

@@ -1,10 +1,11 @@
 // Package pgbound bounds each statement a pgx connection runs, each new
-// connection, and in a pgxpool each taking of a connection, so that a PostgreSQL server that stops answering — paused,
-// partitioned away, its TCP connections left open — fails the statements
-// sent to it with context.DeadlineExceeded after a bound instead of
-// holding them, and the requests behind them, until their callers give
-// up. It is the bound of a statement brain and the approval service run
-// on a database that answers: a short indexed statement, not a report.
+// connection, and in a pgxpool each taking of a connection, so that a
+// PostgreSQL server that stops answering — paused, partitioned away, its
+// TCP connections left open — fails the statements sent to it with
+// context.DeadlineExceeded after a bound instead of holding them, and the
+// requests behind them, until their callers give up. It is the bound of a
+// statement brain and the approval service run on a database that
+// answers: a short indexed statement, not a report.
 package pgbound
 
 import (

@@ -16,7 +16,8 @@ import (
 // Gate is a relay in front of a Server's socket that a test can shut:
 // while shut it carries no byte either way, and takes new connections but
 // holds them unanswered, as a database that was paused (SIGSTOP) or
-// partitioned away, with every connection left open. Opening it again lets what was held through.
+// partitioned away, with every connection left open. Opening it again
+// lets what was held through.
 type Gate struct {
 	ln     net.Listener
 	mu     sync.Mutex

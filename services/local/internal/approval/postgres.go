@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -65,7 +64,7 @@ type PostgresOptions struct {
 // lock: replicas starting together apply each once), and listens for the
 // other replicas' changes.
 func OpenPostgres(ctx context.Context, o PostgresOptions) (*Store, error) {
-	cfg, err := pgx.ParseConfig(o.URL)
+	pcfg, err := pgxpool.ParseConfig(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("open approvals store: %w", err)
 	}
@@ -73,8 +72,9 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Store, error) {
 	// one is not a database gone quiet. Connecting is bounded, so that
 	// start-up on a database that does not answer fails instead of
 	// waiting for ever.
-	pgbound.BoundConnect(cfg, o.StatementTimeout)
-	mdb := stdlib.OpenDB(*cfg)
+	mcfg := pcfg.ConnConfig.Copy()
+	pgbound.BoundConnect(mcfg, o.StatementTimeout)
+	mdb := stdlib.OpenDB(*mcfg)
 	err = migrate(ctx, mdb, postgresDialect)
 	mdb.Close()
 	if err != nil {
@@ -85,10 +85,6 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Store, error) {
 	// a 503 after the bound. pgxpool keeps the connections (database/sql
 	// keeps none idle), because its liveness ping of an idle connection
 	// is bounded and database/sql's is not.
-	pcfg, err := pgxpool.ParseConfig(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("open approvals store: %w", err)
-	}
 	pgbound.Configure(pcfg.ConnConfig, o.StatementTimeout)
 	// Waiting streams hold no connection; page reads and writes are short.
 	pcfg.MaxConns = 10

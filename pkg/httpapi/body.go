@@ -211,10 +211,11 @@ func LimitBodyTime(d time.Duration, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body := &deadlineBody{ReadCloser: r.Body, clear: func() { _ = rc.SetReadDeadline(time.Time{}) }}
-		r.Body = body
-		next.ServeHTTP(&closeOnRefusal{ResponseWriter: w, body: body}, r)
-		if !body.done {
+		// One allocation is the body and the writer both.
+		cw := &closeOnRefusal{ResponseWriter: w, body: deadlineBody{ReadCloser: r.Body, rc: rc}}
+		r.Body = &cw.body
+		next.ServeHTTP(cw, r)
+		if !cw.body.done {
 			_ = rc.SetReadDeadline(time.Now().Add(DrainGrace))
 		}
 	})
@@ -224,7 +225,7 @@ func LimitBodyTime(d time.Duration, next http.Handler) http.Handler {
 // with Connection: close.
 type closeOnRefusal struct {
 	http.ResponseWriter
-	body *deadlineBody
+	body deadlineBody
 }
 
 func (w *closeOnRefusal) WriteHeader(code int) {
@@ -240,17 +241,19 @@ func (w *closeOnRefusal) Flush() { _ = http.NewResponseController(w.ResponseWrit
 
 func (w *closeOnRefusal) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// deadlineBody clears the connection's read deadline (rc's) once the body
+// has been read to its end.
 type deadlineBody struct {
 	io.ReadCloser
-	clear func()
-	done  bool
+	rc   *http.ResponseController
+	done bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF && !b.done {
 		b.done = true
-		b.clear()
+		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
 }

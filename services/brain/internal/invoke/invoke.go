@@ -408,7 +408,7 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, cancelReq context.Can
 	}
 	capped := NewCapReader(resp.Body, limit)
 	ct := resp.Header.Get("Content-Type")
-	mediaType, _, err := mime.ParseMediaType(ct)
+	mediaType, err := mediaTypeOf(ct)
 	switch {
 	case err == nil && mediaType == "application/json":
 		data, err := readAll(capped, resp.ContentLength)
@@ -428,6 +428,16 @@ func (c *Caller) readResponse(ctx, reqCtx context.Context, cancelReq context.Can
 	default:
 		return Failed(CodeBadContentType, true, fmt.Sprintf("tool %s: response Content-Type %q is neither application/json nor text/event-stream", t.Name, strictjson.Clip(ct, 100)))
 	}
+}
+
+// mediaTypeOf is mime.ParseMediaType's media type, without parsing the
+// usual "application/json" (pkg/service's) into a parameter map.
+func mediaTypeOf(ct string) (string, error) {
+	if ct == "application/json" {
+		return ct, nil
+	}
+	mediaType, _, err := mime.ParseMediaType(ct)
+	return mediaType, err
 }
 
 // readAll reads r to its end into a buffer sized from the response's

@@ -65,6 +65,12 @@ type envConfig struct {
 	// state in PostgreSQL instead: any number of brain replicas may share
 	// it. Empty: SQLite in DataDir.
 	DatabaseURL string `env:"BRAIN_DATABASE_URL"`
+	// DatabaseTimeout bounds each PostgreSQL statement, each taking of a
+	// pooled connection and each connecting (a migration's statements
+	// excepted): a database that stops answering fails the requests that
+	// need it with 503 after this instead of holding them. 0 means 10s;
+	// otherwise at least 100ms.
+	DatabaseTimeout time.Duration `env:"BRAIN_DATABASE_TIMEOUT" envDefault:"10s"`
 	// Lease is how long a replica's claim on its calls holds without
 	// renewal (PostgreSQL): the calls of a replica that dies end
 	// brain_restarted within about this long. 3s to 10m.
@@ -150,8 +156,8 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 
 The rest of the configuration is by environment variables: BRAIN_ADDR
 (default 127.0.0.1:8080), BRAIN_DATA_DIR or BRAIN_DATABASE_URL,
-BRAIN_PUBLIC_URL, BRAIN_SQLITE_SYNC, BRAIN_LEASE, BRAIN_RETENTION,
-BRAIN_MAX_REQUEST_BYTES, LOG_LEVEL, BRAIN_SECRETS_KEY,
+BRAIN_PUBLIC_URL, BRAIN_SQLITE_SYNC, BRAIN_DATABASE_TIMEOUT, BRAIN_LEASE,
+BRAIN_RETENTION, BRAIN_MAX_REQUEST_BYTES, LOG_LEVEL, BRAIN_SECRETS_KEY,
 BRAIN_TENANT_URL_ALLOW, BRAIN_CONFIG_POLL and those the host config names;
 SIGHUP reloads the host config. See
 services/brain/README.md and deploy/README.md.
@@ -190,6 +196,9 @@ func (ec *envConfig) validate() (slog.Level, error) {
 		if u, err := url.Parse(ec.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 			errs = append(errs, errors.New("BRAIN_DATABASE_URL: want a postgres:// or postgresql:// URL"))
 		}
+	}
+	if ec.DatabaseTimeout < 0 || ec.DatabaseTimeout != 0 && ec.DatabaseTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("BRAIN_DATABASE_TIMEOUT: want 0 (10s) or at least 100ms, got %s", ec.DatabaseTimeout))
 	}
 	if ec.Lease < 3*time.Second || ec.Lease > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("BRAIN_LEASE: want 3s..10m, got %s", ec.Lease))
@@ -341,7 +350,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		}
 		srv, err := server.New(ctx, server.Options{
 			Config: cfg, DataDir: ec.DataDir, Synchronous: ec.SQLiteSync, PublicURL: ec.PublicURL, Logger: logger,
-			MaxRequestBytes: ec.MaxRequestBytes, DatabaseURL: ec.DatabaseURL, Lease: ec.Lease, Retention: ec.Retention,
+			MaxRequestBytes: ec.MaxRequestBytes, DatabaseURL: ec.DatabaseURL, StatementTimeout: ec.DatabaseTimeout, Lease: ec.Lease, Retention: ec.Retention,
 			Guard: ec.guard(), SecretsKey: secretsKey,
 		})
 		if err != nil {
@@ -383,7 +392,7 @@ func runMigrate(ctx context.Context, args []string, environ map[string]string, s
 	if err != nil {
 		return fmt.Errorf("env %w", err)
 	}
-	applied, version, err := server.Migrate(ctx, server.Options{DataDir: ec.DataDir, DatabaseURL: ec.DatabaseURL})
+	applied, version, err := server.Migrate(ctx, server.Options{DataDir: ec.DataDir, DatabaseURL: ec.DatabaseURL, StatementTimeout: ec.DatabaseTimeout})
 	if err != nil {
 		return err
 	}

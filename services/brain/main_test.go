@@ -183,6 +183,16 @@ func TestCheck(t *testing.T) {
 		{"BRAIN_MAX_REQUEST_BYTES not a number", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "2MiB"}, []string{`BRAIN_MAX_REQUEST_BYTES`}, ""},
 		{"BRAIN_MAX_REQUEST_BYTES at 64 MiB", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "67108864"}, nil, "ok (2 tools"},
 		{"BRAIN_PUBLIC_URL good", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example:8443/"}, nil, "ok (2 tools"},
+		{"BRAIN_DATABASE_TIMEOUT under 100ms", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "99ms"}, []string{`env config: BRAIN_DATABASE_TIMEOUT: want 0 (10s) or at least 100ms, got 99ms`}, ""},
+		{"BRAIN_DATABASE_TIMEOUT negative", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "-1s"}, []string{`BRAIN_DATABASE_TIMEOUT: want 0 (10s) or at least 100ms, got -1s`}, ""},
+		{"BRAIN_DATABASE_TIMEOUT not a duration", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "10"}, []string{`BRAIN_DATABASE_TIMEOUT`}, ""},
+		{"BRAIN_DATABASE_TIMEOUT at 100ms", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "100ms"}, nil, "ok (2 tools"},
+		{"BRAIN_DATABASE_TIMEOUT 0", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "0"}, nil, "ok (2 tools"},
+		{"BRAIN_LEASE under 3s", []string{"-config", good, "-check"}, map[string]string{"BRAIN_LEASE": "2999ms"}, []string{`BRAIN_LEASE: want 3s..10m, got 2.999s`}, ""},
+		{"BRAIN_LEASE over 10m", []string{"-config", good, "-check"}, map[string]string{"BRAIN_LEASE": "10m1s"}, []string{`BRAIN_LEASE: want 3s..10m, got 10m1s`}, ""},
+		{"BRAIN_LEASE at 3s", []string{"-config", good, "-check"}, map[string]string{"BRAIN_LEASE": "3s"}, nil, "ok (2 tools"},
+		{"BRAIN_RETENTION under 1m", []string{"-config", good, "-check"}, map[string]string{"BRAIN_RETENTION": "59s"}, []string{`BRAIN_RETENTION: want 0 (keep everything) or at least 1m, got 59s`}, ""},
+		{"BRAIN_RETENTION at 1m", []string{"-config", good, "-check"}, map[string]string{"BRAIN_RETENTION": "1m"}, nil, "ok (2 tools"},
 		{"API key with surrounding space", []string{"-config", good, "-check"}, map[string]string{"BRAIN_API_KEY": " 0123456789abcdef"}, []string{"api_keys[0]: env: BRAIN_API_KEY has surrounding whitespace"}, ""},
 		{"API key only a space", []string{"-config", good, "-check"}, map[string]string{"BRAIN_API_KEY": " "}, []string{"BRAIN_API_KEY has surrounding whitespace"}, ""},
 		{"tool token with a control character", []string{"-config", good, "-check"}, map[string]string{"BRAIN_TOOLS_KEY": "0123456789abcdef\x01"}, []string{`"slow": token_env: BRAIN_TOOLS_KEY contains a control character (byte 16)`}, ""},
@@ -935,4 +945,40 @@ func sighup(t *testing.T, env map[string]string) {
 		t.Errorf("after a broken config the catalog says %q, want the running config's", d)
 	}
 	c.do("POST", "/sessions/"+sid+"/tool_calls", `{"tool":"echo","wait_seconds":5}`, 200)
+}
+
+// TestDatabaseTimeout: BRAIN_DATABASE_TIMEOUT is the bound brain waits for
+// a database that takes connections and answers none: `brain migrate` and
+// a start-up fail after it, naming the store, instead of after the 10 s
+// default or never.
+func TestDatabaseTimeout(t *testing.T) {
+	t.Parallel()
+	ts := newToolService(t)
+	cfg := writeConfig(t, ts.URL, nil)
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"migrate", []string{"migrate"}},
+		{"start-up", []string{"-config", cfg}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gate, url := pg.Gate(t, testDatabase(t))
+			gate.Shut()
+			env := baseEnv(t.TempDir())
+			env["BRAIN_DATABASE_URL"], env["BRAIN_SECRETS_KEY"] = url, "database-timeout-test-key-0123456789abcdef"
+			env["BRAIN_DATABASE_TIMEOUT"] = "300ms"
+			start := time.Now()
+			err := run(context.Background(), tt.args, env, io.Discard, io.Discard)
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), "postgres") {
+				t.Errorf("%s on a silent database: %v, want an error naming the store", tt.name, err)
+			}
+			// The default bound is 10 s; 300 ms per step, a few steps.
+			if took > 5*time.Second {
+				t.Errorf("%s on a silent database took %s with BRAIN_DATABASE_TIMEOUT=300ms", tt.name, took)
+			}
+		})
+	}
 }

@@ -107,7 +107,7 @@ func (s *Server) issueToken(ctx context.Context, c *store.Call) (string, *grant)
 	tok, g := s.tokens.issue(c.TenantID, c.SessionID, c.ID)
 	if s.shared != nil {
 		if err := s.shared.PutToken(ctx, sha256.Sum256([]byte(tok)), c.TenantID, c.SessionID, c.ID); err != nil {
-			s.log.Error("record inspection token: other replicas will refuse it", "call_id", c.ID, "err", err)
+			s.logStoreFailure("record inspection token: other replicas will refuse it", err, "call_id", c.ID)
 		}
 	}
 	return tok, g

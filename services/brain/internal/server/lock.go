@@ -39,7 +39,7 @@ func lockDataDir(dir string) (*os.File, error) {
 // version the store is at: `brain migrate`. New does the same at start.
 func Migrate(ctx context.Context, o Options) (applied []int64, version int64, err error) {
 	if o.DatabaseURL != "" {
-		return postgres.Migrate(ctx, o.DatabaseURL)
+		return postgres.Migrate(ctx, o.DatabaseURL, o.StatementTimeout)
 	}
 	if o.DataDir == "" {
 		return nil, 0, errors.New("migrate: data dir is required")

@@ -43,7 +43,7 @@ func (s *Server) sweep(ctx context.Context) {
 		rm, err := s.store.DeleteEnded(ctx, before, retentionBatch)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Error("retention: remove ended sessions", "err", err)
+				s.logStoreFailure("retention: remove ended sessions", err)
 			}
 			return
 		}

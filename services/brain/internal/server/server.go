@@ -648,6 +648,19 @@ func (l *Limits) defaults() {
 	}
 }
 
+// logStoreFailure logs work of brain's own (a lease renewal, a retention
+// sweep) that its store failed: a warning when the database did not answer
+// (httpapi.Unreachable: an outage, which the requests it fails report as
+// 503 warnings too, every few seconds until it is over), an error
+// otherwise.
+func (s *Server) logStoreFailure(msg string, err error, attrs ...any) {
+	level := slog.LevelError
+	if httpapi.Unreachable(err) {
+		level = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), level, msg, append(attrs, "err", err)...)
+}
+
 // config is the host config in force: the one brain started with, or the
 // last that Reload took. A call keeps the binding it started with.
 func (s *Server) config() *config.Config { return s.cfg.Load() }

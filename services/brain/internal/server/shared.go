@@ -222,7 +222,7 @@ func (s *Server) renewLoop(ctx context.Context) {
 		lost, err := s.shared.RenewLeases(rctx, now.Add(s.lease), s.inflightIDs())
 		switch {
 		case err != nil && ctx.Err() == nil:
-			s.log.Error("renew call leases", "err", err)
+			s.logStoreFailure("renew call leases", err)
 			s.healthySince.Store(0)
 		case err == nil && s.healthySince.Load() == 0:
 			s.healthySince.Store(now.UnixNano())
@@ -272,7 +272,7 @@ func (s *Server) takeUpExpired(ctx context.Context) (skipped []string) {
 		calls, err := s.shared.ClaimExpired(ctx, now, now.Add(s.lease), 100)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Error("claim calls of stopped replicas", "err", err)
+				s.logStoreFailure("claim calls of stopped replicas", err)
 			}
 			return skipped
 		}
@@ -281,7 +281,7 @@ func (s *Server) takeUpExpired(ctx context.Context) (skipped []string) {
 		}
 		ids, err := s.takeUp(ctx, calls)
 		if err != nil && ctx.Err() == nil {
-			s.log.Error("take up the calls of a stopped replica; those not taken up are released for the next round", "calls", len(ids), "err", err)
+			s.logStoreFailure("take up the calls of a stopped replica; those not taken up are released for the next round", err, "calls", len(ids))
 		}
 		skipped = append(skipped, ids...)
 		if len(calls) < 100 {
@@ -302,7 +302,7 @@ func (s *Server) releaseClaims(ctx context.Context, ids []string) []string {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
 	if err := s.shared.ReleaseClaims(rctx, ids); err != nil {
-		s.log.Error("release the claims of calls not taken up; tried again at the next round", "calls", len(ids), "err", err)
+		s.logStoreFailure("release the claims of calls not taken up; tried again at the next round", err, "calls", len(ids))
 		return ids
 	}
 	return nil
@@ -550,7 +550,7 @@ func (s *Server) takePendingAnswers(ctx context.Context) {
 	ids, err := s.shared.PendingAnswers(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("list stored answers", "err", err)
+			s.logStoreFailure("list stored answers", err)
 		}
 		return
 	}

@@ -37,7 +37,7 @@ func TestDumpAndRestore(t *testing.T) {
 	if _, err := pg.Run("pg_restore", "--no-owner", "--exit-on-error", "--dbname="+restored, dump); err != nil {
 		t.Fatal(err)
 	}
-	applied, _, err := Migrate(ctx, restored)
+	applied, _, err := Migrate(ctx, restored, 0)
 	if err != nil || len(applied) != 0 {
 		t.Errorf("migrate after restore: applied %v, %v; want nothing", applied, err)
 	}

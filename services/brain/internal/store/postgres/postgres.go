@@ -123,7 +123,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	// The migrations run on a pool of their own (Migrate), their
 	// statements unbounded: a long one (an index built on a large table)
 	// is not a database gone quiet.
-	if _, _, err := Migrate(ctx, o.URL); err != nil {
+	if _, _, err := Migrate(ctx, o.URL, o.StatementTimeout); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -177,8 +177,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (applied []int64, version 
 // Migrate applies to the database at url the schema versions it has not
 // had yet, under the advisory lock Open takes too, and returns those it
 // applied (none when it was up to date) and the version it is at: `brain
-// migrate`.
-func Migrate(ctx context.Context, url string) (applied []int64, version int64, err error) {
+// migrate`. Connecting is bounded to connectTimeout (0 means
+// pgbound.Default), the statements are not.
+func Migrate(ctx context.Context, url string, connectTimeout time.Duration) (applied []int64, version int64, err error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, 0, fmt.Errorf("migrate postgres: %w", err)
@@ -186,7 +187,7 @@ func Migrate(ctx context.Context, url string) (applied []int64, version int64, e
 	// Statements unbounded (a migration may rightly take long), the
 	// connecting bounded: a database that does not answer is an error,
 	// not a start-up or `brain migrate` that waits for ever in silence.
-	pgbound.BoundConnect(cfg.ConnConfig, 0)
+	pgbound.BoundConnect(cfg.ConnConfig, connectTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, 0, fmt.Errorf("migrate postgres: %w", err)

@@ -54,7 +54,7 @@ func TestMigrationsOnceUnderConcurrentStart(t *testing.T) {
 	if rows != versions || versions == 0 {
 		t.Errorf("goose_db_version: %d rows for %d versions, want one each", rows, versions)
 	}
-	applied, version, err := Migrate(context.Background(), url)
+	applied, version, err := Migrate(context.Background(), url, 0)
 	if err != nil || len(applied) != 0 || version != int64(versions) {
 		t.Errorf("Migrate after start = %v, %d, %v; want nothing applied, version %d", applied, version, err, versions)
 	}
@@ -786,7 +786,7 @@ func TestMigrateSilentDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
-	_, _, err := Migrate(ctx, url)
+	_, _, err := Migrate(ctx, url, 0)
 	if took := time.Since(start); err == nil || took > pgbound.Default+5*time.Second {
 		t.Errorf("migrate on a silent database: %v after %s, want an error after about %s", err, took, pgbound.Default)
 	}

@@ -181,8 +181,9 @@ func TestConfigDatabaseURLAndRetention(t *testing.T) {
 	}{
 		{Config{DatabaseURL: "mysql://x"}, "APPROVAL_DATABASE_URL: want a postgres://"},
 		{Config{Retention: time.Second}, "APPROVAL_RETENTION must be 0"},
-		{Config{DatabaseTimeout: 99 * time.Millisecond}, "APPROVAL_DATABASE_TIMEOUT must be at least 100ms, got 99ms"},
-		{Config{DatabaseTimeout: -time.Second}, "APPROVAL_DATABASE_TIMEOUT must be at least 100ms"},
+		{Config{DatabaseTimeout: 99 * time.Millisecond}, "APPROVAL_DATABASE_TIMEOUT must be 0 (10s) or 100ms..10m, got 99ms"},
+		{Config{DatabaseTimeout: -time.Second}, "APPROVAL_DATABASE_TIMEOUT must be 0 (10s) or 100ms..10m, got -1s"},
+		{Config{DatabaseTimeout: 10*time.Minute + time.Millisecond}, "APPROVAL_DATABASE_TIMEOUT must be 0 (10s) or 100ms..10m, got 10m0.001s"},
 		{Config{DatabaseURL: "postgres://postgres@/nonexistent?host=" + pg.Dir}, "APPROVAL_DATABASE_URL"},
 	} {
 		tc.cfg.DataDir, tc.cfg.PageURL, tc.cfg.SweepInterval = t.TempDir(), "http://x", time.Second

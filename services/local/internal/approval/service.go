@@ -28,7 +28,7 @@ type Config struct {
 	// connect_timeout: a database that stops answering fails a page or an
 	// answer with 503, a tool call with "did not answer; retry shortly",
 	// after it instead of holding them (env APPROVAL_DATABASE_TIMEOUT;
-	// unused on SQLite; 0 is 10s, otherwise at least 100ms).
+	// unused on SQLite; 0 is 10s, otherwise 100ms to 10m).
 	DatabaseTimeout time.Duration `env:"APPROVAL_DATABASE_TIMEOUT" envDefault:"10s"`
 	// Retention, when set, removes approvals that ended longer ago than
 	// this, with their decision log, in batches (env APPROVAL_RETENTION;
@@ -150,8 +150,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		return nil, fmt.Errorf("approvals: APPROVAL_REATTACH_GRACE must be 0 (cancel at once) or positive, got %s", cfg.ReattachGrace)
 	case cfg.Retention != 0 && cfg.Retention < time.Minute:
 		return nil, fmt.Errorf("approvals: APPROVAL_RETENTION must be 0 (keep every approval) or at least 1m, got %s", cfg.Retention)
-	case cfg.DatabaseTimeout != 0 && cfg.DatabaseTimeout < 100*time.Millisecond:
-		return nil, fmt.Errorf("approvals: APPROVAL_DATABASE_TIMEOUT must be at least 100ms, got %s", cfg.DatabaseTimeout)
+	case cfg.DatabaseTimeout != 0 && (cfg.DatabaseTimeout < 100*time.Millisecond || cfg.DatabaseTimeout > 10*time.Minute):
+		return nil, fmt.Errorf("approvals: APPROVAL_DATABASE_TIMEOUT must be 0 (10s) or 100ms..10m, got %s", cfg.DatabaseTimeout)
 	case cfg.DatabaseURL != "" && !strings.HasPrefix(cfg.DatabaseURL, "postgres://") && !strings.HasPrefix(cfg.DatabaseURL, "postgresql://"):
 		return nil, errors.New("approvals: APPROVAL_DATABASE_URL: want a postgres:// or postgresql:// URL")
 	}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/brain-tools/suite/pkg/bearer"
 	"github.com/brain-tools/suite/pkg/netguard"
+	"github.com/brain-tools/suite/pkg/pgbound"
 	"github.com/brain-tools/suite/pkg/service"
 	"github.com/brain-tools/suite/pkg/tracing"
 	"github.com/brain-tools/suite/pkg/version"
@@ -68,8 +69,9 @@ type envConfig struct {
 	// DatabaseTimeout bounds each PostgreSQL statement, each taking of a
 	// pooled connection and each connecting (a migration's statements
 	// excepted): a database that stops answering fails the requests that
-	// need it with 503 after this instead of holding them. 0 means 10s;
-	// otherwise at least 100ms.
+	// need it with 503 after this instead of holding them; a URL's own
+	// connect_timeout bounds its connecting instead. 0 means 10s;
+	// otherwise 100ms to 10m.
 	DatabaseTimeout time.Duration `env:"BRAIN_DATABASE_TIMEOUT" envDefault:"10s"`
 	// Lease is how long a replica's claim on its calls holds without
 	// renewal (PostgreSQL): the calls of a replica that dies end
@@ -197,8 +199,8 @@ func (ec *envConfig) validate() (slog.Level, error) {
 			errs = append(errs, errors.New("BRAIN_DATABASE_URL: want a postgres:// or postgresql:// URL"))
 		}
 	}
-	if ec.DatabaseTimeout < 0 || ec.DatabaseTimeout != 0 && ec.DatabaseTimeout < 100*time.Millisecond {
-		errs = append(errs, fmt.Errorf("BRAIN_DATABASE_TIMEOUT: want 0 (10s) or at least 100ms, got %s", ec.DatabaseTimeout))
+	if ec.DatabaseTimeout != 0 && (ec.DatabaseTimeout < 100*time.Millisecond || ec.DatabaseTimeout > 10*time.Minute) {
+		errs = append(errs, fmt.Errorf("BRAIN_DATABASE_TIMEOUT: want 0 (10s) or 100ms..10m, got %s", ec.DatabaseTimeout))
 	}
 	if ec.Lease < 3*time.Second || ec.Lease > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("BRAIN_LEASE: want 3s..10m, got %s", ec.Lease))
@@ -354,7 +356,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 			Guard: ec.guard(), SecretsKey: secretsKey,
 		})
 		if err != nil {
-			return errors.Join(err, ln.Close())
+			return errors.Join(ec.databaseHint(err), ln.Close())
 		}
 		watcher.Logger, watcher.Refused = logger, func(error) { srv.ReloadRefused() }
 		watcher.Apply = func(c *config.Config) {
@@ -392,9 +394,12 @@ func runMigrate(ctx context.Context, args []string, environ map[string]string, s
 	if err != nil {
 		return fmt.Errorf("env %w", err)
 	}
+	if _, err := ec.validate(); err != nil {
+		return fmt.Errorf("env config: %w", err)
+	}
 	applied, version, err := server.Migrate(ctx, server.Options{DataDir: ec.DataDir, DatabaseURL: ec.DatabaseURL, StatementTimeout: ec.DatabaseTimeout})
 	if err != nil {
-		return err
+		return ec.databaseHint(err)
 	}
 	if len(applied) == 0 {
 		fmt.Fprintf(stdout, "store is up to date at schema version %d\n", version)
@@ -410,6 +415,19 @@ func runMigrate(ctx context.Context, args []string, environ map[string]string, s
 
 // storeName says where brain keeps its state, for the start-up log: the
 // data dir, or "postgres" (the URL may hold a password).
+// databaseHint adds to err, when it is PostgreSQL not answering in time,
+// which bound ran out.
+func (ec *envConfig) databaseHint(err error) error {
+	if ec.DatabaseURL == "" || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	bound := ec.DatabaseTimeout
+	if bound == 0 {
+		bound = pgbound.Default
+	}
+	return fmt.Errorf("%w (the database did not answer within BRAIN_DATABASE_TIMEOUT, %s, or the URL's connect_timeout)", err, bound)
+}
+
 func storeName(ec envConfig) string {
 	if ec.DatabaseURL != "" {
 		return "postgres"

@@ -183,9 +183,11 @@ func TestCheck(t *testing.T) {
 		{"BRAIN_MAX_REQUEST_BYTES not a number", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "2MiB"}, []string{`BRAIN_MAX_REQUEST_BYTES`}, ""},
 		{"BRAIN_MAX_REQUEST_BYTES at 64 MiB", []string{"-config", good, "-check"}, map[string]string{"BRAIN_MAX_REQUEST_BYTES": "67108864"}, nil, "ok (2 tools"},
 		{"BRAIN_PUBLIC_URL good", []string{"-config", good, "-check"}, map[string]string{"BRAIN_PUBLIC_URL": "https://brain.example:8443/"}, nil, "ok (2 tools"},
-		{"BRAIN_DATABASE_TIMEOUT under 100ms", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "99ms"}, []string{`env config: BRAIN_DATABASE_TIMEOUT: want 0 (10s) or at least 100ms, got 99ms`}, ""},
-		{"BRAIN_DATABASE_TIMEOUT negative", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "-1s"}, []string{`BRAIN_DATABASE_TIMEOUT: want 0 (10s) or at least 100ms, got -1s`}, ""},
+		{"BRAIN_DATABASE_TIMEOUT under 100ms", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "99ms"}, []string{`env config: BRAIN_DATABASE_TIMEOUT: want 0 (10s) or 100ms..10m, got 99ms`}, ""},
+		{"BRAIN_DATABASE_TIMEOUT negative", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "-1s"}, []string{`BRAIN_DATABASE_TIMEOUT: want 0 (10s) or 100ms..10m, got -1s`}, ""},
 		{"BRAIN_DATABASE_TIMEOUT not a duration", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "10"}, []string{`BRAIN_DATABASE_TIMEOUT`}, ""},
+		{"BRAIN_DATABASE_TIMEOUT over 10m", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "10m1ms"}, []string{`BRAIN_DATABASE_TIMEOUT: want 0 (10s) or 100ms..10m, got 10m0.001s`}, ""},
+		{"BRAIN_DATABASE_TIMEOUT at 10m", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "10m"}, nil, "ok (2 tools"},
 		{"BRAIN_DATABASE_TIMEOUT at 100ms", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "100ms"}, nil, "ok (2 tools"},
 		{"BRAIN_DATABASE_TIMEOUT 0", []string{"-config", good, "-check"}, map[string]string{"BRAIN_DATABASE_TIMEOUT": "0"}, nil, "ok (2 tools"},
 		{"BRAIN_LEASE under 3s", []string{"-config", good, "-check"}, map[string]string{"BRAIN_LEASE": "2999ms"}, []string{`BRAIN_LEASE: want 3s..10m, got 2.999s`}, ""},
@@ -949,8 +951,8 @@ func sighup(t *testing.T, env map[string]string) {
 
 // TestDatabaseTimeout: BRAIN_DATABASE_TIMEOUT is the bound brain waits for
 // a database that takes connections and answers none: `brain migrate` and
-// a start-up fail after it, naming the store, instead of after the 10 s
-// default or never.
+// a start-up fail after it, naming the store and the bound, instead of
+// after the 10 s default or never.
 func TestDatabaseTimeout(t *testing.T) {
 	t.Parallel()
 	ts := newToolService(t)
@@ -962,6 +964,13 @@ func TestDatabaseTimeout(t *testing.T) {
 		{"migrate", []string{"migrate"}},
 		{"start-up", []string{"-config", cfg}},
 	}
+	// migrate checks the environment as a start-up does.
+	env := baseEnv(t.TempDir())
+	env["BRAIN_DATABASE_TIMEOUT"] = "50ms"
+	if err := run(context.Background(), []string{"migrate"}, env, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "BRAIN_DATABASE_TIMEOUT: want 0 (10s) or 100ms..10m, got 50ms") {
+		t.Errorf("migrate with BRAIN_DATABASE_TIMEOUT=50ms: %v", err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			gate, url := pg.Gate(t, testDatabase(t))
@@ -972,8 +981,8 @@ func TestDatabaseTimeout(t *testing.T) {
 			start := time.Now()
 			err := run(context.Background(), tt.args, env, io.Discard, io.Discard)
 			took := time.Since(start)
-			if err == nil || !strings.Contains(err.Error(), "postgres") {
-				t.Errorf("%s on a silent database: %v, want an error naming the store", tt.name, err)
+			if err == nil || !strings.Contains(err.Error(), "postgres") || !strings.Contains(err.Error(), "within BRAIN_DATABASE_TIMEOUT, 300ms") {
+				t.Errorf("%s on a silent database: %v, want an error naming the store and the bound", tt.name, err)
 			}
 			// The default bound is 10 s; 300 ms per step, a few steps.
 			if took > 5*time.Second {

@@ -172,8 +172,9 @@ func post(client *http.Client, url, token string, body []byte, want int) error {
 // make 9 reads (5 of them EAGAIN), 4 writes (one per message: no answer is
 // written in parts), ~7 SQLite pwrite64 and ~3 fcntl (how many depends on
 // the group commit's batch, not on the path), no fsync but the
-// checkpointer's and <0.5 futex; brain's system time per call is ~10 µs
-// more than relay+store's (of ~70), its user time ~70 µs more.
+// checkpointer's and <0.5 futex (strace -c counted the same on both paths
+// again on 2026-12-06, within 2 %). Its extra is user time, about
+// two-fifths of it allocation and garbage collection.
 //
 //	go test -run '^$' -bench BenchmarkToolCall -benchtime 8000x ./internal/server/
 func BenchmarkToolCall(b *testing.B) {

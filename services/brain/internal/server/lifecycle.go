@@ -427,7 +427,7 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 			// store failing): the call stays unfinished on disk and the next
 			// brain, or replica, ends it brain_restarted. Waiters get it as
 			// stored, not an end the store has not got.
-			s.log.Error("record tool result: left as stored for the next brain", "call_id", c.ID, "tool", c.Tool, "err", err)
+			s.logStoreFailure("record tool result: left as stored for the next brain", err, "call_id", c.ID, "tool", c.Tool)
 			s.unrecorded.Add(1)
 			final = new(store.Call)
 			*final = rc.snapshot()

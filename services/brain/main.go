@@ -413,8 +413,6 @@ func runMigrate(ctx context.Context, args []string, environ map[string]string, s
 	return nil
 }
 
-// storeName says where brain keeps its state, for the start-up log: the
-// data dir, or "postgres" (the URL may hold a password).
 // databaseHint adds to err, when it is PostgreSQL not answering in time,
 // which bound ran out.
 func (ec *envConfig) databaseHint(err error) error {
@@ -428,6 +426,8 @@ func (ec *envConfig) databaseHint(err error) error {
 	return fmt.Errorf("%w (the database did not answer within BRAIN_DATABASE_TIMEOUT, %s, or the URL's connect_timeout)", err, bound)
 }
 
+// storeName says where brain keeps its state, for the start-up log: the
+// data dir, or "postgres" (the URL may hold a password).
 func storeName(ec envConfig) string {
 	if ec.DatabaseURL != "" {
 		return "postgres"

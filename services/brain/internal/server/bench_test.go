@@ -316,10 +316,8 @@ func BenchmarkToolCall(b *testing.B) {
 			// going first: in round r, path r (mod 4) starts. brain-pg
 			// runs in rounds of its own after them: PostgreSQL's own
 			// processes (checkpoints, autovacuum) go on working after a
-			// round of it, and in the shared rounds that CPU was taken from
-			// whichever paths came next (relay+store more than brain, which
-			// put brain's share of relay+store up to 95–97 % at 4000 calls
-			// a round).
+			// round of it, on the same cores, and in shared rounds that CPU
+			// was taken from whichever path came next.
 			local := paths[:4]
 			run := func(i int) {
 				c0, pg0 := processCPU(), postgresCPU(b)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -970,6 +971,52 @@ func TestDatabaseSilent(t *testing.T) {
 	gate.Open()
 	if r := b.do("GET", "/tool_calls/"+c.ID, "t1", nil); r.status != http.StatusOK {
 		t.Errorf("once the database answers again: %d %s", r.status, r.body)
+	}
+}
+
+// TestCloseWhileDatabaseSilent: brain stopping while its database takes
+// connections and answers none is done within about the statement bound.
+// A connection in use as the pool closes, its statement then past the
+// bound, comes back only after pgx has waited its own 15 s for the silent
+// server (a tester's replica took 18 s to stop with a 2 s bound): the
+// close does not wait for it.
+func TestCloseWhileDatabaseSilent(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres")
+	}
+	const bound = 300 * time.Millisecond
+	gate, url := pg.Gate(t, testDatabase(t))
+	var logs syncBuffer
+	srv, err := New(context.Background(), Options{Config: hostConfig(t, "http://127.0.0.1:1"), DatabaseURL: url, SecretsKey: testSecretsKey,
+		StatementTimeout: bound, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Open()
+	// A connection in the pool, then a read on it as the database goes
+	// silent.
+	if _, err := srv.store.Session(context.Background(), "t1", "ses_none"); err == nil {
+		t.Fatal("read a session that does not exist")
+	}
+	gate.Shut()
+	read := make(chan error, 1)
+	go func() {
+		_, err := srv.store.Session(context.Background(), "t1", "ses_none")
+		read <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if err := srv.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("close with the database silent took %s, want about %s", took, bound)
+	}
+	if err := <-read; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the read as the database went silent: %v, want the bound's deadline", err)
+	}
+	if !logs.warned(map[string]string{"msg": "the store did not close within a statement's bound"}) {
+		t.Errorf("no warning that the store's connections were left to the process; log:\n%s", logs.String())
 	}
 }
 

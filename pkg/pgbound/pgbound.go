@@ -78,6 +78,30 @@ func (tracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.Tr
 	release(ctx)
 }
 
+// ClosePool closes pool, waiting for that d at most (0 means Default),
+// and reports whether it closed in time. A pool waits for its connections
+// in use to come back, and one whose statement was cut short on a server
+// that does not answer comes back only after pgx's own 15 s; past d they
+// are left to end with the process.
+func ClosePool(pool *pgxpool.Pool, d time.Duration) bool {
+	if d <= 0 {
+		d = Default
+	}
+	done := make(chan struct{})
+	go func() {
+		pool.Close()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // release frees the timer of a context TraceQueryStart gave.
 func release(ctx context.Context) {
 	if cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {

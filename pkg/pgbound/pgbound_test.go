@@ -2,6 +2,7 @@ package pgbound_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -120,5 +121,46 @@ func TestConfigurePool(t *testing.T) {
 	}
 	if err := exec(context.Background()); err != nil {
 		t.Errorf("once the database answers: %v", err)
+	}
+}
+
+// TestClosePool: closing a pool whose server went silent while a
+// connection was in use waits the bound, not pgx's own 15 s for that
+// connection (a brain replica took 18 s to stop with a 2 s bound).
+func TestClosePool(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	gate, url := pg.Gate(t, pg.NewDatabase(t))
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgbound.Configure(cfg.ConnConfig, bound)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(context.Background(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Open()
+	gate.Shut()
+	inUse := make(chan error, 1)
+	go func() { _, err := pool.Exec(context.Background(), "SELECT 1"); inUse <- err }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	closed := pgbound.ClosePool(pool, bound)
+	if took := time.Since(start); closed || took > 5*time.Second {
+		t.Errorf("ClosePool with a connection in use on a silent server: closed %v after %s, want false after about %s", closed, took, bound)
+	}
+	if err := <-inUse; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the statement in use: %v, want the bound's deadline", err)
+	}
+	// A pool with nothing in use closes in time, and says so.
+	quiet, err := pgxpool.NewWithConfig(context.Background(), cfg.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pgbound.ClosePool(quiet, bound) {
+		t.Error("a pool with nothing in use did not close within the bound")
 	}
 }

@@ -634,7 +634,7 @@ func (s *Server) Close() error {
 		}
 		var storeErr error
 		if !stuck {
-			storeErr = s.closeStore()
+			storeErr = s.store.Close()
 		}
 		s.closeErr = errors.Join(stuckErr, storeErr, lockErr, mcpErr)
 	})
@@ -653,30 +653,6 @@ func (l *Limits) defaults() {
 	}
 	if l.Revisions <= 0 {
 		l.Revisions = DefaultMaxRevisions
-	}
-}
-
-// closeStore closes the store. On PostgreSQL it waits for that a
-// statement's bound at most: the pool waits for the connections in use to
-// come back, and one that a statement past its bound, or a cancelled one,
-// left on a database that does not answer comes back after pgx's own
-// 15 s. Past the bound the connections are left to end with the process,
-// which has nothing more to write. SQLite's close (its last checkpoint)
-// is waited for.
-func (s *Server) closeStore() error {
-	if s.shared == nil {
-		return s.store.Close()
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.store.Close() }()
-	t := time.NewTimer(s.recordWait)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
-		s.log.Warn("the store did not close within a statement's bound (its database does not answer): its connections end with the process", "bound", s.recordWait.String())
-		return nil
 	}
 }
 

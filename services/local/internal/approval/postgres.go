@@ -93,7 +93,11 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*Store, error) {
 		return nil, fmt.Errorf("open approvals store: %w", err)
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	s := &Store{w: db, r: db, d: postgresDialect, now: time.Now, replica: jobs.NewID(), pool: pool}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{w: db, r: db, d: postgresDialect, now: time.Now, replica: jobs.NewID(), pool: pool, bound: o.StatementTimeout, log: log}
 	onChange := o.OnChange
 	if onChange == nil {
 		onChange = func(Change) {}

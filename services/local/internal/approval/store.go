@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 
 	"github.com/brain-tools/suite/pkg/jobs"
+	"github.com/brain-tools/suite/pkg/pgbound"
 	"github.com/brain-tools/suite/pkg/pglisten"
 )
 
@@ -46,10 +48,13 @@ type Store struct {
 	w, r *sql.DB
 	d    *dialect
 	now  func() time.Time
-	// replica, listener and pool (under w and r): PostgreSQL only.
+	// replica, listener and pool (under w and r), with the pool's bound
+	// and the logger of its close: PostgreSQL only.
 	replica  string
 	listener *pglisten.Listener
 	pool     *pgxpool.Pool
+	bound    time.Duration
+	log      *slog.Logger
 }
 
 // migrations are the store's schema, one versioned step per file and
@@ -145,7 +150,11 @@ func (s *Store) Close() error {
 		s.listener.Close()
 	}
 	if s.pool != nil {
-		defer s.pool.Close()
+		defer func() {
+			if !pgbound.ClosePool(s.pool, s.bound) {
+				s.log.Warn("the approvals store did not close within a statement's bound (its database does not answer): its connections end with the process")
+			}
+		}()
 	}
 	if s.r == s.w {
 		return s.w.Close()

@@ -285,3 +285,32 @@ func TestToolsWhileDatabaseSilent(t *testing.T) {
 		t.Errorf("the silent database is not logged as a warning only:\n%s", logs.String())
 	}
 }
+
+// TestPostgresCloseWhileSilent: the store closes within its bound when the
+// database went silent while a connection was in use, instead of after
+// pgx's own 15 s for that connection.
+func TestPostgresCloseWhileSilent(t *testing.T) {
+	t.Parallel()
+	const bound = 300 * time.Millisecond
+	gate, url := pg.Gate(t, pg.NewDatabase(t))
+	s, err := OpenPostgres(context.Background(), PostgresOptions{URL: url, StatementTimeout: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CountPending(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Open()
+	gate.Shut()
+	inUse := make(chan error, 1)
+	go func() { _, err := s.CountPending(context.Background()); inUse <- err }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	s.Close()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("close with the database silent took %s, want about %s", took, bound)
+	}
+	if err := <-inUse; err == nil {
+		t.Error("a read on the silent database succeeded")
+	}
+}

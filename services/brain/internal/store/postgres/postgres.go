@@ -932,11 +932,15 @@ func (db *DB) DeleteEnded(ctx context.Context, before time.Time, limit int) (sto
 	return rm, err
 }
 
-// Close stops the listener and closes the pool; calling it again is a no-op.
+// Close stops the listener and closes the pool, waiting for that a
+// statement's bound at most (pgbound.ClosePool); calling it again is a
+// no-op.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.listener.Close()
-		db.pool.Close()
+		if !pgbound.ClosePool(db.pool, db.o.StatementTimeout) {
+			db.log.Warn("the store did not close within a statement's bound (its database does not answer): its connections end with the process")
+		}
 	})
 	return nil
 }

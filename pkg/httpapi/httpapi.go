@@ -218,6 +218,17 @@ func Unreachable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr)
 }
 
+// FailureLevel is the level to log err at when a dependency failed work
+// outside a request's answer (a background loop, a tool's result): a
+// warning when it did not answer (Unreachable: a state to wait out, as a
+// request's 503 is), an error otherwise.
+func FailureLevel(err error) slog.Level {
+	if Unreachable(err) {
+		return slog.LevelWarn
+	}
+	return slog.LevelError
+}
+
 var discard = slog.New(slog.DiscardHandler)
 
 // PanicHandler wraps a router's panic handler (httprouter.Router's) so

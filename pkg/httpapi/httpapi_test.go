@@ -222,3 +222,21 @@ type sqlStateErr string
 
 func (e sqlStateErr) Error() string    { return "SQLSTATE " + string(e) }
 func (e sqlStateErr) SQLState() string { return string(e) }
+
+func TestFailureLevel(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want slog.Level
+	}{
+		{"deadline", fmt.Errorf("renew: %w", context.DeadlineExceeded), slog.LevelWarn},
+		{"database shutting down", sqlStateErr("57P01"), slog.LevelWarn},
+		{"a statement's own failure", sqlStateErr("23505"), slog.LevelError},
+		{"anything else", errors.New("boom"), slog.LevelError},
+	}
+	for _, tt := range tests {
+		if got := FailureLevel(tt.err); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

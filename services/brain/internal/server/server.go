@@ -662,11 +662,7 @@ func (l *Limits) defaults() {
 // 503 warnings too, every few seconds until it is over), an error
 // otherwise.
 func (s *Server) logStoreFailure(msg string, err error, attrs ...any) {
-	level := slog.LevelError
-	if httpapi.Unreachable(err) {
-		level = slog.LevelWarn
-	}
-	s.log.Log(context.Background(), level, msg, append(attrs, "err", err)...)
+	s.log.Log(context.Background(), httpapi.FailureLevel(err), msg, append(attrs, "err", err)...)
 }
 
 // config is the host config in force: the one brain started with, or the

@@ -272,12 +272,10 @@ func refuse(call *service.Call, err error) *tool.Result {
 // a state to wait out, logged as a warning and said so; anything else is
 // an internal error, logged as an error. The cause is never in the words.
 func storeFault(call *service.Call, what string, err error, attrs ...any) string {
-	attrs = append(attrs, "err", err)
+	call.Logger.Log(context.Background(), httpapi.FailureLevel(err), what, append(attrs, "err", err)...)
 	if httpapi.Unreachable(err) {
-		call.Logger.Warn(what, attrs...)
 		return "the approvals database did not answer; retry shortly"
 	}
-	call.Logger.Error(what, attrs...)
 	return "internal error"
 }
 

@@ -242,6 +242,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, id strin
 		case <-revoked:
 			return nil
 		case <-ctx.Done():
+			return nil
+		case <-s.waitsEnd:
 			// At shutdown the calls in flight record their results before
 			// request contexts end: deliver what was published by then,
 			// which select may not have picked before this case.

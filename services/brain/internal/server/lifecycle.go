@@ -796,6 +796,7 @@ func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store
 		case <-rc.done:
 		case <-t.C:
 		case <-ctx.Done():
+		case <-s.waitsEnd:
 		}
 	}
 	select {
@@ -807,7 +808,7 @@ func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store
 		}
 		return rc.final, nil
 	default:
-		if ctx.Err() != nil && s.isDraining() {
+		if s.waitsEnded() {
 			return nil, httpapi.Unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", rc.id)
 		}
 		c := rc.snapshot()

@@ -192,10 +192,17 @@ type Server struct {
 	// callsCtx parents every call; Close cancels it.
 	callsCtx    context.Context
 	cancelCalls context.CancelCauseFunc
-	// reqCtx parents every request; Serve cancels it on shutdown so SSE
-	// streams and long waits end.
+	// reqCtx parents every request; it ends only when requests outlast
+	// the shutdown grace (Serve) or at Close, so a request in progress at
+	// shutdown (a read, an answer being recorded) gets its answer.
 	reqCtx     context.Context
 	cancelReqs context.CancelFunc
+	// waitsEnd is closed (by endWaits) when brain stops: event streams
+	// and waits for a call's end (wait_seconds, a cancel or an answer
+	// relayed to another replica) return then instead of holding the
+	// shutdown for their full length.
+	waitsEnd <-chan struct{}
+	endWaits context.CancelFunc
 
 	mu        sync.Mutex
 	draining  bool                           // set by drain: new calls get 503
@@ -326,6 +333,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.callsCtx, s.cancelCalls = context.WithCancelCause(context.Background())
 	s.reqCtx, s.cancelReqs = context.WithCancel(context.Background())
+	waits, endWaits := context.WithCancel(context.Background())
+	s.waitsEnd, s.endWaits = waits.Done(), endWaits
 	if err := s.openStore(ctx, o); err != nil {
 		return nil, fmt.Errorf("new server: %w", err)
 	}
@@ -490,7 +499,8 @@ const shutdownGrace = 10 * time.Second
 // stored for the next brain) —
 // so a client waiting on a call with wait_seconds gets that final state and
 // an open event stream delivers the results — then open event streams and
-// waits end and requests in progress get up to 10 s. It does not Close the
+// waits end, and the other requests in progress get up to 10 s to finish
+// before they are ended too. It does not Close the
 // server, but the server takes no new calls afterwards. When no PublicURL
 // was configured it becomes "http://" + ln's address.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
@@ -518,11 +528,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("brain shutting down: new calls are refused, calls in flight are cancelled",
 		"calls_in_flight", inflight, "grace", s.grace.String())
 	s.drain(s.grace)
-	s.cancelReqs()
+	s.endWaits()
 	sctx, cancel := context.WithTimeout(context.Background(), s.grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		// Requests still in progress a grace period on (a read held up by
+		// the database, say) are ended now.
+		s.cancelReqs()
+		_ = hs.Close()
+		return fmt.Errorf("shutdown: requests still in progress %s after it began were ended: %w", s.grace, err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
@@ -575,6 +589,16 @@ func (s *Server) stuckCalls() []string {
 	return ids
 }
 
+// waitsEnded reports whether brain has stopped waits (see waitsEnd).
+func (s *Server) waitsEnded() bool {
+	select {
+	case <-s.waitsEnd:
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *Server) isDraining() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -611,6 +635,7 @@ func (s *Server) Close() error {
 				stuckErr = fmt.Errorf("close: calls still ending a grace period (%s) after they were cancelled", s.grace)
 			}
 		}
+		s.endWaits()
 		s.cancelReqs()
 		s.stopBackground()
 		if !waitFor(&s.background, s.grace) {

@@ -337,6 +337,8 @@ func (s *Server) waitStored(ctx context.Context, tenant, id string, d time.Durat
 		case <-tick.C:
 		case <-timer.C:
 			return c, nil
+		case <-s.waitsEnd:
+			return nil, errShuttingDown()
 		case <-ctx.Done():
 			if s.isDraining() {
 				return nil, errShuttingDown()
@@ -442,6 +444,12 @@ func (s *Server) respondRemote(w http.ResponseWriter, r *http.Request, tenant, k
 		case <-giveUp.C:
 			if ok, err := s.shared.WithdrawAnswer(ctx, a.ID); err == nil && ok {
 				return httpapi.Unavailable("tool call %q: no brain replica took the answer within %s; answer again", c.ID, s.endWait())
+			}
+		case <-s.waitsEnd:
+			// This replica is stopping: the answer is withdrawn, unless a
+			// replica settled it meanwhile (the next read says how).
+			if ok, err := s.shared.WithdrawAnswer(ctx, a.ID); err != nil || ok {
+				return errShuttingDown()
 			}
 		case <-ctx.Done():
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -192,5 +193,85 @@ func TestCloseBounded(t *testing.T) {
 	srv.calls.Wait()
 	if _, got := next.getCall("t1", c.ID, 0); got.Status != "failed" {
 		t.Errorf("the stuck call once its goroutine returned: %s, want failed as the next brain recorded it", got.Status)
+	}
+}
+
+// TestShutdownRequestInProgress: a request in progress when shutdown
+// begins (one held up by its database, here by a hold in front of the
+// handler) is not cut short: it gets its answer if it ends within the
+// grace; one that outlasts the grace is ended then and Serve says so.
+func TestShutdownRequestInProgress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// hold is how the request waits before brain's handler runs.
+		hold      func(s *Server, r *http.Request)
+		wantServe string // "" for none
+	}{
+		{"answered within the grace", func(s *Server, r *http.Request) {
+			for !s.isDraining() {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}, ""},
+		{"ended after the grace", func(s *Server, r *http.Request) {
+			<-r.Context().Done()
+		}, "requests still in progress 200ms after it began were ended"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			held := make(chan struct{})
+			handled := make(chan error, 1)
+			b := serveBrain(t, func(s *Server) {
+				s.grace = 200 * time.Millisecond
+				if tc.wantServe == "" {
+					s.grace = 5 * time.Second
+				}
+				inner := s.handler
+				s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Header.Get("X-Hold") != "" {
+						close(held)
+						tc.hold(s, r)
+						handled <- r.Context().Err()
+					}
+					inner.ServeHTTP(w, r)
+				})
+			})
+			s := b.session("t1", "echo")
+			type answer struct {
+				status int
+				body   []byte
+				err    error
+			}
+			got := make(chan answer, 1)
+			go func() {
+				req, _ := http.NewRequest("GET", b.url+"/sessions/"+s.ID, nil)
+				req.Header.Set("Authorization", "Bearer "+apiKeys["t1"])
+				req.Header.Set("X-Hold", "1")
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					got <- answer{err: err}
+					return
+				}
+				defer res.Body.Close()
+				body, err := io.ReadAll(res.Body)
+				got <- answer{res.StatusCode, body, err}
+			}()
+			<-held
+			err := b.stop()
+			ctxErr := <-handled
+			if tc.wantServe == "" {
+				r := <-got
+				var sj SessionJSON
+				json.Unmarshal(r.body, &sj)
+				if err != nil || ctxErr != nil || r.err != nil || r.status != http.StatusOK || sj.ID != s.ID {
+					t.Errorf("serve %v, request context %v, answer %d %s %v; want the session, 200, and no error", err, ctxErr, r.status, r.body, r.err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantServe) || ctxErr == nil {
+				t.Errorf("serve: %v, request context %v; want %q and the request ended", err, ctxErr, tc.wantServe)
+			}
+		})
 	}
 }

@@ -335,6 +335,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 	logger := service.NewLogger(stderr, level)
+	defer server.TuneGC()()
 	for _, w := range shortSecrets(cfg) {
 		logger.Warn("short secret: use a random one", "secret", w, "min_bytes", bearer.MinTokenBytes)
 	}

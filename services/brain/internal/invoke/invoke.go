@@ -328,12 +328,27 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 	}
 
 	// One context ends the request, with the cause of whichever limit
-	// (or cancel) came first: the whole-call timeout, the header limit
-	// below, the grace after an SSE result.
+	// (or cancel) came first: the whole-call timeout, the header limit,
+	// the grace after an SSE result. One timer keeps both limits: it
+	// fires at the first; when that is the header limit and the headers
+	// came in time, it is set again for the rest of the timeout.
 	reqCtx, cancelReq := context.WithCancelCause(ctx)
 	defer cancelReq(nil)
-	callTimer := time.AfterFunc(t.Timeout(), func() { cancelReq(ErrCallTimeout) })
-	defer callTimer.Stop()
+	timeout := t.Timeout()
+	deadline := time.Now().Add(timeout)
+	headerFirst := c.headerTimeout < timeout
+	var headersIn atomic.Bool
+	limit := time.AfterFunc(min(c.headerTimeout, timeout), func() {
+		switch {
+		case headerFirst && !headersIn.Load():
+			cancelReq(ErrHeaderTimeout)
+		case !headerFirst || !time.Now().Before(deadline):
+			cancelReq(ErrCallTimeout)
+		}
+		// Else the headers came just as the header limit ran out: call
+		// sets the timer again for the rest of the timeout.
+	})
+	defer limit.Stop()
 
 	// The request has left brain once its headers are written. A transport
 	// that reports no connection at all (not an http.Transport) is assumed
@@ -365,9 +380,13 @@ func (c *Caller) call(ctx context.Context, t *config.Tool, req tool.Request, onP
 		hreq.Header["Authorization"] = []string{"Bearer " + t.Token}
 	}
 
-	headerTimer := time.AfterFunc(c.headerTimeout, func() { cancelReq(ErrHeaderTimeout) })
 	resp, err := c.client.Do(hreq)
-	headerTimer.Stop()
+	headersIn.Store(true)
+	if headerFirst && (limit.Stop() || reqCtx.Err() == nil) {
+		// Stopped before the header limit, or it ran out as the headers
+		// came and left the request alone: the timeout goes on.
+		limit.Reset(time.Until(deadline))
+	}
 	if err != nil {
 		return c.readFailure(ctx, reqCtx, t, sent(), err)
 	}

@@ -375,6 +375,8 @@ func TestOutcomeTable(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond)
 			io.WriteString(w, "event: result\ndata: "+okResult+"\n\n")
 		}, want: succeeded("hi"), requests: 1},
+		{name: "timeout after the header limit", binding: oneSecond, headerTimeout: 300 * time.Millisecond, handler: endlessSSE(20 * time.Millisecond),
+			want: want{status: StatusTimedOut, code: CodeTimeout, unknown: true, sent: true, text: "exceeded timeout_seconds (1s)"}, requests: 1, progress: nil},
 		{name: "timeout endless sse", binding: oneSecond, handler: endlessSSE(20 * time.Millisecond),
 			want: want{status: StatusTimedOut, code: CodeTimeout, unknown: true, sent: true, text: "exceeded timeout_seconds (1s)"}, requests: 1, progress: nil},
 		{name: "timeout slow json body", binding: oneSecond, handler: waitHandler(func(w http.ResponseWriter) {

@@ -178,6 +178,9 @@ func post(client *http.Client, url, token string, body []byte, want int) error {
 //
 //	go test -run '^$' -bench BenchmarkToolCall -benchtime 8000x ./internal/server/
 func BenchmarkToolCall(b *testing.B) {
+	// The process runs at brain's own collector target (TuneGC, unless
+	// GOGC is set), every path alike.
+	defer TuneGC()()
 	echo := echoService(b)
 	cfg := hostConfig(&testing.T{}, echo.URL)
 	dir := b.TempDir()

@@ -137,8 +137,8 @@ func TestFinalWriteAtShutdown(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatalf("serve: %v", err)
 	}
-	if err := srv.Close(); err == nil || !strings.Contains(err.Error(), "the store did not take the result of 1 call") {
-		t.Errorf("close: %v, want an error counting the call left as stored", err)
+	if err := srv.Close(); err == nil || !strings.Contains(err.Error(), "the store did not take the result of 1 call(s), left as stored for recovery: "+run.ID) {
+		t.Errorf("close: %v, want an error naming the call left as stored", err)
 	}
 	// A brain starting on the store while it still refuses says so and
 	// does not start (nor wait for the store).

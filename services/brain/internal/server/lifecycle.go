@@ -442,7 +442,9 @@ func (s *Server) execute(ctx context.Context, rc *running) {
 			// brain, or replica, ends it brain_restarted. Waiters get it as
 			// stored, not an end the store has not got.
 			s.logStoreFailure("record tool result: left as stored for the next brain", err, "call_id", c.ID, "tool", c.Tool)
-			s.unrecorded.Add(1)
+			s.mu.Lock()
+			s.unrecorded = append(s.unrecorded, c.ID)
+			s.mu.Unlock()
 			final = new(store.Call)
 			*final = rc.snapshot()
 		}

@@ -228,9 +228,9 @@ type Server struct {
 	// (UnixNano), 0 while the last one failed: it claims no other
 	// replica's calls before a lease has passed since (takeUpExpired).
 	healthySince atomic.Int64
-	// unrecorded counts the calls whose result the store did not take
-	// before brain stopped (execute): Close reports them.
-	unrecorded atomic.Int64
+	// unrecorded are the IDs of the calls whose result the store did not
+	// take before brain stopped (execute), under s.mu: Close names them.
+	unrecorded []string
 	work       chan func() // calls for idle call goroutines (spawn)
 	closeOnce  sync.Once
 	closeErr   error
@@ -629,7 +629,7 @@ func (s *Server) isDraining() bool {
 // until it is killed. The store is then not closed (closing a pool waits
 // for the connections the stuck calls hold), nor is it when the
 // background work (the lease loop) does not end within a grace period.
-// Calls whose result the store did not take are counted in the error too.
+// Calls whose result the store did not take are named in the error too.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var stuckErr error
@@ -655,8 +655,12 @@ func (s *Server) Close() error {
 			stuck = true
 			stuckErr = errors.Join(stuckErr, fmt.Errorf("close: background work (the lease loop, withdrawals) still running %s after it was stopped", s.grace))
 		}
-		if n := s.unrecorded.Load(); n > 0 {
-			stuckErr = errors.Join(stuckErr, fmt.Errorf("close: the store did not take the result of %d call(s), left as stored for recovery", n))
+		s.mu.Lock()
+		unrecorded := slices.Sorted(slices.Values(s.unrecorded))
+		s.mu.Unlock()
+		if len(unrecorded) > 0 {
+			stuckErr = errors.Join(stuckErr, fmt.Errorf("close: the store did not take the result of %d call(s), left as stored for recovery: %s",
+				len(unrecorded), strings.Join(unrecorded, ", ")))
 		}
 		// Tenants' servers come and go on their own: a session that cannot
 		// be ended politely is the server's affair, not a failure to close.

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -200,7 +201,10 @@ func Classify(r *http.Request, err error) *Error {
 }
 
 // Unreachable tells a dependency that could not be reached — any net.Error
-// (a connection refused or cut, a name that did not resolve), a statement
+// (a connection refused or cut, a name that did not resolve), a
+// connection closed in the middle of the dependency's answer
+// (io.ErrUnexpectedEOF: what pgx returns when PostgreSQL's connection ends
+// without a word, its server killed or a proxy between cut), a statement
 // past its deadline (package pgbound), a database that refused or ended
 // the connection (an error with an SQLSTATE of class 08, connection
 // exception, or 57, operator intervention: shutting down, starting up) —
@@ -215,7 +219,7 @@ func Unreachable(err error) bool {
 			return true
 		}
 	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr)
 }
 
 // FailureLevel is the level to log err at when a dependency failed work

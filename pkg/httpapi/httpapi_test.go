@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -63,6 +64,7 @@ func TestResponder(t *testing.T) {
 		{"database shutting down", context.Background(), fmt.Errorf("read call: %w", sqlStateErr("57P01")), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "57P01"},
 		{"database starting up", context.Background(), fmt.Errorf("connect: %w", sqlStateErr("57P03")), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "57P03"},
 		{"a statement's own failure", context.Background(), fmt.Errorf("insert: %w", sqlStateErr("23505")), 500, CodeInternal, "internal error", "ERROR", "23505"},
+		{"connection cut mid-answer", context.Background(), fmt.Errorf("read call: %w", io.ErrUnexpectedEOF), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "unexpected EOF"},
 		{"name not resolved", context.Background(), fmt.Errorf("fetch: %w", &net.DNSError{Err: "no such host", Name: "db.internal"}), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "db.internal"},
 		{"client went away", cancelled, fmt.Errorf("list events: %w", context.Canceled), StatusClientClosedRequest, CodeClientClosed, "the client closed the request", "", ""},
 		{"canceled, client still there", context.Background(), context.Canceled, 500, CodeInternal, "internal error", "ERROR", ""},
@@ -231,6 +233,7 @@ func TestFailureLevel(t *testing.T) {
 	}{
 		{"deadline", fmt.Errorf("renew: %w", context.DeadlineExceeded), slog.LevelWarn},
 		{"database shutting down", sqlStateErr("57P01"), slog.LevelWarn},
+		{"connection cut mid-answer", fmt.Errorf("renew: %w", io.ErrUnexpectedEOF), slog.LevelWarn},
 		{"a statement's own failure", sqlStateErr("23505"), slog.LevelError},
 		{"anything else", errors.New("boom"), slog.LevelError},
 	}

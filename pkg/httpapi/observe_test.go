@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -42,7 +43,7 @@ func observed(t *testing.T) (*httptest.Server, *Observer, *metrics.Set, *syncBuf
 	}))
 	r.GET("/silent", RouteHandle("/silent", func(http.ResponseWriter, *http.Request, httprouter.Params) {}))
 	r.GET("/boom", RouteHandle("/boom", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-		Responder{}.Error(w, r, io.ErrUnexpectedEOF)
+		Responder{}.Error(w, r, errors.New("boom"))
 	}))
 	r.Handler(http.MethodGet, "/stream", Route("/stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

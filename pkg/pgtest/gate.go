@@ -67,6 +67,18 @@ func (g *Gate) Shut() {
 	}
 }
 
+// Cut ends every connection the gate carries now, both ways, without a
+// word from the server (as a host that vanished, or a proxy restarted,
+// would); new connections go through as before.
+func (g *Gate) Cut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for c := range g.conns {
+		c.Close()
+		delete(g.conns, c)
+	}
+}
+
 // Open lets everything through again, what was held first.
 func (g *Gate) Open() {
 	g.mu.Lock()

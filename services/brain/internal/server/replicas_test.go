@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"io"
 	"log/slog"
 	"net"
@@ -972,6 +973,82 @@ func TestDatabaseSilent(t *testing.T) {
 	if r := b.do("GET", "/tool_calls/"+c.ID, "t1", nil); r.status != http.StatusOK {
 		t.Errorf("once the database answers again: %d %s", r.status, r.body)
 	}
+}
+
+// TestDatabaseCut: a PostgreSQL connection cut in the middle of a
+// statement without a word from the server (its host gone, a proxy between
+// restarted: pgx reads an unexpected EOF) is a 503 logged as a warning, as
+// a silent database is, not a 500; brain answers again once the pool has
+// replaced the connections the cut ended.
+func TestDatabaseCut(t *testing.T) {
+	if testStore != storePostgres {
+		t.Skip("needs the PostgreSQL store: BRAIN_TEST_STORE=postgres")
+	}
+	direct := testDatabase(t)
+	gate, url := pg.Gate(t, direct)
+	var logs syncBuffer
+	b := startBrain(t, func(o *Options) {
+		o.DatabaseURL = url
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	sess := b.session("t1", "echo")
+	_, c := b.call("t1", sess.ID, "echo", map[string]any{"text": "hi"}, 5)
+	// A lock, taken around the gate, holds brain's read of the call in
+	// the database while the gate cuts its connection.
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE tool_calls IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	answer := make(chan resp, 1)
+	go func() { answer <- b.do("GET", "/tool_calls/"+c.ID, "t1", nil) }()
+	waitForLockWait(t, holder)
+	gate.Cut()
+	r := <-answer
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), `"code":"unavailable"`) {
+		t.Errorf("read cut off mid-statement: %d %s, want 503 unavailable", r.status, r.body)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !logs.warned(map[string]string{"msg": "request failed", "status": "503", "err": "unexpected EOF"}) || strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Errorf("the cut is not logged as a warning naming it, or something logged an error; log:\n%s", logs.String())
+	}
+	// The pool's other connections were cut too: each fails the request
+	// that finds it dead (503), and is replaced.
+	for i := 0; ; i++ {
+		r := b.do("GET", "/tool_calls/"+c.ID, "t1", nil)
+		if r.status == http.StatusOK {
+			break
+		}
+		if r.status != http.StatusServiceUnavailable || i == 10 {
+			t.Fatalf("read %d after the cut: %d %s, want 503 until the pool's dead connections are gone, then 200", i+1, r.status, r.body)
+		}
+	}
+}
+
+// waitForLockWait waits until a session of the database conn is on waits
+// for a lock (pg_stat_activity).
+func waitForLockWait(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+	t.Fatal("no statement came to wait for the lock")
 }
 
 // TestCloseWhileDatabaseSilent: brain stopping while its database takes

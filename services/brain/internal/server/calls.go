@@ -140,8 +140,8 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 	}
 	rc, err := s.start(r.Context(), callSpec{
 		tenant: sess.TenantID, sessionID: sess.ID, t: t, args: args, caller: store.CallerAPI, refusal: refusal,
-		gated: gated, here: wait > 0,
-		ctx: r.Context(),
+		gated: gated,
+		ctx:   r.Context(),
 	})
 	if err != nil {
 		return err
@@ -150,10 +150,6 @@ func (s *Server) createCall(w http.ResponseWriter, r *http.Request, p httprouter
 		// Refused before sending: it ends at once, without the tool, and
 		// the caller learns so from this answer whatever wait_seconds.
 		wait = MaxWaitSeconds
-	}
-	if rc.runHere != nil {
-		s.runHere(w, r, rc, time.Duration(wait)*time.Second)
-		return nil
 	}
 	c, err := s.wait(r.Context(), rc, time.Duration(wait)*time.Second)
 	if err != nil {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"github.com/brain-tools/suite/pkg/httpapi"
 
 	"context"
@@ -488,69 +487,5 @@ func TestListCallsAcrossSessions(t *testing.T) {
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("paged one at a time\n%v\nwant\n%v", got, want)
-	}
-}
-
-// TestCreateCallWaitRunsOut: a call created with wait_seconds runs on its
-// request's goroutine (runHere). When the wait runs out first, the 202
-// comes on time with Connection: close, and the client's next request,
-// on a new connection, is answered while the call goes on; the call then
-// ends as usual. One that ends within the wait is answered 200 on a
-// connection kept open for the next request.
-func TestCreateCallWaitRunsOut(t *testing.T) {
-	t.Parallel()
-	b := startBrain(t)
-	s := b.session("t1", "slow", "echo")
-	client := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(client.CloseIdleConnections)
-	post := func(body string) (*http.Response, CallJSON, time.Duration) {
-		t.Helper()
-		req, _ := http.NewRequest("POST", b.url+"/sessions/"+s.ID+"/tool_calls", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+apiKeys["t1"])
-		req.Header.Set("Content-Type", "application/json")
-		start := time.Now()
-		res, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var c CallJSON
-		if err := json.NewDecoder(res.Body).Decode(&c); err != nil {
-			t.Fatal(err)
-		}
-		return res, c, time.Since(start)
-	}
-	for _, tc := range []struct {
-		name      string
-		body      string
-		status    int
-		callState string
-		close     bool
-	}{
-		{"ends within the wait", `{"tool":"echo","arguments":{"text":"hi"},"wait_seconds":5}`, 200, "succeeded", false},
-		{"wait runs out", `{"tool":"slow","wait_seconds":1}`, 202, "running", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			res, c, took := post(tc.body)
-			if res.StatusCode != tc.status || c.Status != tc.callState || res.Close != tc.close || took > 4*time.Second {
-				t.Fatalf("answer %d %q, Connection: close %v, after %v; want %d %q, close %v",
-					res.StatusCode, c.Status, res.Close, took, tc.status, tc.callState, tc.close)
-			}
-			if tc.callState != "running" {
-				return
-			}
-			waitStarted(t, b.tools)
-			start := time.Now()
-			if r, _, _ := post(`{"tool":"echo","arguments":{"text":"next"},"wait_seconds":5}`); r.StatusCode != 200 || time.Since(start) > 3*time.Second {
-				t.Errorf("next request while the call runs: %d after %v", r.StatusCode, time.Since(start))
-			}
-			b.tools.releaseAll()
-			r := b.do("GET", "/tool_calls/"+c.ID+"?wait_seconds=10", "t1", nil)
-			var done CallJSON
-			r.json(t, &done)
-			if r.status != 200 || done.Status != "succeeded" {
-				t.Errorf("the call after its early answer: %d %s", r.status, r.body)
-			}
-		})
 	}
 }

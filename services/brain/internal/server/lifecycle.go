@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,12 +95,6 @@ type running struct {
 	// is set once its run is over and execute records how it ended.
 	takenOver, finishing atomic.Bool
 
-	// runHere, set by start for a callSpec.here call that runs at once,
-	// runs it (execute) on the caller's goroutine; waiter is then the
-	// timer that answers its request early (runHere).
-	runHere func()
-	waiter  atomic.Pointer[time.Timer]
-
 	mu       sync.Mutex
 	call     store.Call // as last stored
 	answer   *answer    // the first answer, or what ended the wait for one
@@ -178,9 +171,6 @@ type callSpec struct {
 	// refusal, when set, is how the call ends at once, not sent (a custom
 	// tool whose secret is missing).
 	refusal *invoke.Outcome
-	// here asks for the call to run on the caller's goroutine (runHere)
-	// when it runs at once: not queued, gated or a function tool's.
-	here bool
 	// ctx carries what the call keeps of what made it: the trace context
 	// of the request (or of the gated call) its span is a child of; nil
 	// means none.
@@ -309,10 +299,6 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 			// and ends the call.
 			s.begin(ctx, rc)
 		}
-	}
-	if sp.here && !queued && !sp.gated && !t.Function() {
-		rc.runHere = func() { s.execute(ctx, rc) }
-		return rc, nil
 	}
 	s.spawn(func() { s.execute(ctx, rc) })
 	return rc, nil
@@ -817,78 +803,19 @@ func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store
 	}
 	select {
 	case <-rc.done:
-		return s.ended(ctx, rc, max(d-time.Since(start), 0))
+		if rc.takenOver.Load() {
+			// Another replica owns the call: it is as that one records it.
+			c := rc.snapshot()
+			return s.waitStored(ctx, c.TenantID, c.ID, max(d-time.Since(start), 0))
+		}
+		return rc.final, nil
 	default:
-		return s.waitedOut(rc)
-	}
-}
-
-// ended is call rc as it ended here: its final state, or, when another
-// replica took it over, as that one records it within d.
-func (s *Server) ended(ctx context.Context, rc *running, d time.Duration) (*store.Call, error) {
-	if rc.takenOver.Load() {
+		if s.waitsEnded() {
+			return nil, httpapi.Unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", rc.id)
+		}
 		c := rc.snapshot()
-		return s.waitStored(ctx, c.TenantID, c.ID, d)
+		return &c, nil
 	}
-	return rc.final, nil
-}
-
-// waitedOut is call rc, still in flight, for a waiter whose wait is over:
-// as it is now, or 503 once brain stopped waiting (shutdown) before the
-// call recorded its final state.
-func (s *Server) waitedOut(rc *running) (*store.Call, error) {
-	if s.waitsEnded() {
-		return nil, httpapi.Unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", rc.id)
-	}
-	c := rc.snapshot()
-	return &c, nil
-}
-
-// runHere runs call rc (started with callSpec.here) on its request's own
-// goroutine, sparing the hand-over to a call goroutine and back, and
-// answers as wait would for d: with the call's final state when it ends
-// within d. When d runs out first, or brain stops waiting (shutdown),
-// a timer answers then (waitedOut), with Connection: close: the
-// request's goroutine is the call's until it ends, so the connection
-// could not take the client's next request before that.
-func (s *Server) runHere(w http.ResponseWriter, r *http.Request, rc *running, d time.Duration) {
-	start := time.Now()
-	var mu sync.Mutex
-	answered := false
-	early := time.AfterFunc(d, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if answered {
-			return
-		}
-		answered = true
-		w.Header().Set("Connection", "close")
-		if c, err := s.waitedOut(rc); err != nil {
-			s.writeError(w, r, err)
-		} else {
-			writeCall(w, c, s.queuePosition(c))
-		}
-		_ = http.NewResponseController(w).Flush()
-	})
-	rc.waiter.Store(early)
-	if s.waitsEnded() { // stopWaits may have looked before the Store
-		early.Reset(0)
-	}
-	rc.runHere()
-	mu.Lock()
-	late := answered
-	answered = true
-	mu.Unlock()
-	if late {
-		return
-	}
-	early.Stop()
-	c, err := s.ended(r.Context(), rc, max(d-time.Since(start), 0))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeCall(w, c, s.queuePosition(c))
 }
 
 func (s *Server) lookupRunning(id string) (*running, bool) {

@@ -528,7 +528,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("brain shutting down: new calls are refused, calls in flight are cancelled",
 		"calls_in_flight", inflight, "grace", s.grace.String())
 	s.drain(s.grace)
-	s.stopWaits()
+	s.endWaits()
 	sctx, cancel := context.WithTimeout(context.Background(), s.grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
@@ -589,19 +589,6 @@ func (s *Server) stuckCalls() []string {
 	return ids
 }
 
-// stopWaits ends the waits (waitsEnd), the answers runHere owes its
-// requests included: their timers fire now.
-func (s *Server) stopWaits() {
-	s.endWaits()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, rc := range s.inflight {
-		if t := rc.waiter.Load(); t != nil {
-			t.Reset(0)
-		}
-	}
-}
-
 // waitsEnded reports whether brain has stopped waits (see waitsEnd).
 func (s *Server) waitsEnded() bool {
 	select {
@@ -648,7 +635,7 @@ func (s *Server) Close() error {
 				stuckErr = fmt.Errorf("close: calls still ending a grace period (%s) after they were cancelled", s.grace)
 			}
 		}
-		s.stopWaits()
+		s.endWaits()
 		s.cancelReqs()
 		s.stopBackground()
 		if !waitFor(&s.background, s.grace) {

@@ -1,15 +1,16 @@
 package server
 
 import (
-	"github.com/brain-tools/suite/pkg/httpapi"
-
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -487,5 +488,41 @@ func TestListCallsAcrossSessions(t *testing.T) {
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("paged one at a time\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestWaiterLeaves: a client that leaves while it waits on its call
+// (wait_seconds) is logged as gone (499), not as answered; its call goes
+// on and ends as usual.
+func TestWaiterLeaves(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	b := startBrain(t, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	s := b.session("t1", "slow")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", b.url+"/sessions/"+s.ID+"/tool_calls", strings.NewReader(`{"tool":"slow","wait_seconds":30}`))
+	req.Header.Set("Authorization", "Bearer "+apiKeys["t1"])
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("the waiter got %d before it left", res.StatusCode)
+	}
+	started := waitStarted(t, b.tools)
+	var line map[string]any
+	for deadline := time.Now().Add(5 * time.Second); line == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for l := range strings.Lines(logs.String()) {
+			var rec map[string]any
+			if json.Unmarshal([]byte(l), &rec) == nil && rec["msg"] == "request" && rec["method"] == "POST" && rec["route"] == "/sessions/:id/tool_calls" {
+				line = rec
+			}
+		}
+	}
+	if line == nil || line["status"] != float64(httpapi.StatusClientClosedRequest) {
+		t.Errorf("access log of the waiter that left: %v, want status %d", line, httpapi.StatusClientClosedRequest)
+	}
+	b.tools.releaseAll()
+	if status, c := b.getCall("t1", started.CallID, 10); status != http.StatusOK || c.Status != "succeeded" {
+		t.Errorf("the call after its waiter left: %d %s, want it succeeded", status, c.Status)
 	}
 }

@@ -813,6 +813,9 @@ func (s *Server) wait(ctx context.Context, rc *running, d time.Duration) (*store
 		if s.waitsEnded() {
 			return nil, httpapi.Unavailable("brain is shutting down before call %q recorded its final state; read it again once brain is back", rc.id)
 		}
+		if err := ctx.Err(); err != nil {
+			return nil, err // the client left: 499, not an answer nobody reads
+		}
 		c := rc.snapshot()
 		return &c, nil
 	}

@@ -196,7 +196,7 @@ type Server struct {
 	// the shutdown grace (Serve) or at Close, so a request in progress at
 	// shutdown (a read, an answer being recorded) gets its answer.
 	reqCtx     context.Context
-	cancelReqs context.CancelFunc
+	cancelReqs context.CancelCauseFunc
 	// waitsEnd is closed (by endWaits) when brain stops: event streams
 	// and waits for a call's end (wait_seconds, a cancel or an answer
 	// relayed to another replica) return then instead of holding the
@@ -204,15 +204,16 @@ type Server struct {
 	waitsEnd <-chan struct{}
 	endWaits context.CancelFunc
 
-	mu        sync.Mutex
-	draining  bool                           // set by drain: new calls get 503
-	sessions  map[string]*store.Session      // cache by session ID, see session()
-	inflight  map[string]*running            // by call ID
-	bySession map[string]map[string]*running // session ID → call ID →
-	ending    map[string]*ending             // sessions endSession is interrupting or closing
-	queues    map[string]slots               // by tenant and binding, for max_concurrency
-	toolSets  map[string]*toolSet            // by session ID, see toolSetOf
-	toolSetMu sync.Mutex                     // serializes storing a tool set with caching it
+	mu         sync.Mutex
+	draining   bool                           // set by drain: new calls get 503
+	drainBegan time.Time                      // when the first drain began
+	sessions   map[string]*store.Session      // cache by session ID, see session()
+	inflight   map[string]*running            // by call ID
+	bySession  map[string]map[string]*running // session ID → call ID →
+	ending     map[string]*ending             // sessions endSession is interrupting or closing
+	queues     map[string]slots               // by tenant and binding, for max_concurrency
+	toolSets   map[string]*toolSet            // by session ID, see toolSetOf
+	toolSetMu  sync.Mutex                     // serializes storing a tool set with caching it
 	// toolSetEpoch counts the drops of cached tool sets (dropToolSets): a
 	// tool set read from the store is cached only if none came meanwhile.
 	toolSetEpoch uint64
@@ -332,7 +333,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("new server: %w", err)
 	}
 	s.callsCtx, s.cancelCalls = context.WithCancelCause(context.Background())
-	s.reqCtx, s.cancelReqs = context.WithCancel(context.Background())
+	s.reqCtx, s.cancelReqs = context.WithCancelCause(context.Background())
 	waits, endWaits := context.WithCancel(context.Background())
 	s.waitsEnd, s.endWaits = waits.Done(), endWaits
 	if err := s.openStore(ctx, o); err != nil {
@@ -533,9 +534,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		// Requests still in progress a grace period on (a read held up by
-		// the database, say) are ended now.
-		s.cancelReqs()
-		_ = hs.Close()
+		// the database, say) are ended now: each is answered 503 saying
+		// brain is shutting down, if it can be within a second.
+		s.cancelReqs(errShutdown)
+		ended, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if hs.Shutdown(ended) != nil {
+			_ = hs.Close()
+		}
 		return fmt.Errorf("shutdown: requests still in progress %s after it began were ended: %w", s.grace, err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -546,17 +552,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // drain refuses new calls from now on (503), cancels the calls in flight
 // (each ends cancelled, with an unknown outcome when its request was sent,
-// and records its tool.result) and waits up to d for them to finish.
+// and records its tool.result) and waits for them to finish until d after
+// the first drain began (Serve's, then Close's: a later one does not
+// start the grace again). It returns when the first began.
 // Setting draining under s.mu, where start registers calls, means no call
 // is added to s.calls once this waits on it.
-func (s *Server) drain(d time.Duration) {
+func (s *Server) drain(d time.Duration) (began time.Time) {
 	s.mu.Lock()
-	s.draining = true
+	if !s.draining {
+		s.draining, s.drainBegan = true, time.Now()
+	}
+	began = s.drainBegan
 	s.mu.Unlock()
 	s.cancelCalls(errShutdown)
-	if !waitFor(&s.calls, d) {
+	if wait := time.Until(began.Add(d)); wait > 0 && !waitFor(&s.calls, wait) {
 		s.log.Warn("calls still in flight after the shutdown grace period", "grace", d.String())
 	}
+	return began
 }
 
 // waitFor waits up to d for wg, and reports whether it was done.
@@ -609,7 +621,7 @@ func (s *Server) isDraining() bool {
 // cancelled, with an unknown outcome when its request was sent, and its
 // tool.result event) and waits for them, then ends open requests and closes
 // the store. The wait is bounded: a call that has not returned two grace
-// periods after it was cancelled (its final write hanging on an
+// periods after it was cancelled, by Serve's shutdown or by Close (its final write hanging on an
 // unreachable database, say) is left as last stored, for the lease
 // (PostgreSQL) or the next start (SQLite) to end brain_restarted, and
 // Close's error names it; the process can then exit instead of hanging
@@ -620,23 +632,23 @@ func (s *Server) isDraining() bool {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var stuckErr error
-		s.drain(s.grace)
-		stuck := !waitFor(&s.calls, s.grace)
+		began := s.drain(s.grace)
+		stuck := !waitFor(&s.calls, max(time.Until(began.Add(2*s.grace)), 0))
 		if stuck {
 			switch ids := s.stuckCalls(); {
 			case len(ids) > 0:
-				stuckErr = fmt.Errorf("close: %d call(s) still in flight a grace period (%s) after they were cancelled, left as stored for recovery: %s",
-					len(ids), s.grace, strings.Join(ids, ", "))
+				stuckErr = fmt.Errorf("close: %d call(s) still in flight %s after they were cancelled, left as stored for recovery: %s",
+					len(ids), 2*s.grace, strings.Join(ids, ", "))
 			case waitFor(&s.calls, time.Second):
 				// Ended as the grace ran out (a result's write given up
 				// on at the same moment): the last steps take no time.
 				stuck = false
 			default:
-				stuckErr = fmt.Errorf("close: calls still ending a grace period (%s) after they were cancelled", s.grace)
+				stuckErr = fmt.Errorf("close: calls still ending %s after they were cancelled", 2*s.grace)
 			}
 		}
 		s.endWaits()
-		s.cancelReqs()
+		s.cancelReqs(errShutdown)
 		s.stopBackground()
 		if !waitFor(&s.background, s.grace) {
 			stuck = true

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -145,8 +144,8 @@ func TestShutdownRefusals(t *testing.T) {
 
 // TestCloseBounded: a call goroutine that does not return after it was
 // cancelled (stuckInvoker ignores its context, as a final write hanging
-// on an unreachable database would) holds Close up for two grace periods,
-// not for ever: Close returns an error naming the call, and the call,
+// on an unreachable database would) holds the shutdown (Serve, then
+// Close) up for two grace periods in all, not for ever: Close returns an error naming the call, and the call,
 // left as stored, is ended brain_restarted by the next brain on the store.
 func TestCloseBounded(t *testing.T) {
 	t.Parallel()
@@ -160,7 +159,8 @@ func TestCloseBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.invoker, srv.grace = si, 100*time.Millisecond
+	const grace = 400 * time.Millisecond
+	srv.invoker, srv.grace = si, grace
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -174,12 +174,18 @@ func TestCloseBounded(t *testing.T) {
 	r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "slow"})
 	r.json(t, &c)
 	<-si.started
+	stopped := time.Now()
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("serve: %v", err)
 	}
 	err = srv.Close()
-	if err == nil || !strings.Contains(err.Error(), c.ID) || !strings.Contains(err.Error(), "left as stored") {
+	// Two grace periods after the calls were cancelled, Serve's shutdown
+	// and Close together: not one in Serve and two more in Close.
+	if took := time.Since(stopped); took < 2*grace || took > 2*grace+grace*3/4 {
+		t.Errorf("shutdown and close with a stuck call took %s, want about %s", took, 2*grace)
+	}
+	if err == nil || !strings.Contains(err.Error(), c.ID) || !strings.Contains(err.Error(), "left as stored") || !strings.Contains(err.Error(), "800ms after they were cancelled") {
 		t.Errorf("close with a stuck call: %v, want an error naming %s", err, c.ID)
 	}
 	// The process would exit here; the next brain on the store ends the
@@ -199,34 +205,35 @@ func TestCloseBounded(t *testing.T) {
 // TestShutdownRequestInProgress: a request in progress when shutdown
 // begins (one held up by its database, here by a hold in front of the
 // handler) is not cut short: it gets its answer if it ends within the
-// grace; one that outlasts the grace is ended then and Serve says so.
+// grace; one that outlasts the grace is ended then, answered 503 saying
+// brain is shutting down (not 499, as if the client had left), and Serve
+// says so.
 func TestShutdownRequestInProgress(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// hold is how the request waits before brain's handler runs.
-		hold      func(s *Server, r *http.Request)
-		wantServe string // "" for none
+		hold       func(s *Server, r *http.Request)
+		grace      time.Duration
+		wantStatus int
+		wantServe  string // "" for none
 	}{
 		{"answered within the grace", func(s *Server, r *http.Request) {
 			for !s.isDraining() {
 				time.Sleep(5 * time.Millisecond)
 			}
 			time.Sleep(300 * time.Millisecond)
-		}, ""},
+		}, 5 * time.Second, http.StatusOK, ""},
 		{"ended after the grace", func(s *Server, r *http.Request) {
 			<-r.Context().Done()
-		}, "requests still in progress 200ms after it began were ended"},
+		}, 200 * time.Millisecond, http.StatusServiceUnavailable, "requests still in progress 200ms after it began were ended"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			held := make(chan struct{})
 			handled := make(chan error, 1)
 			b := serveBrain(t, func(s *Server) {
-				s.grace = 200 * time.Millisecond
-				if tc.wantServe == "" {
-					s.grace = 5 * time.Second
-				}
+				s.grace = tc.grace
 				inner := s.handler
 				s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if r.Header.Get("X-Hold") != "" {
@@ -238,40 +245,25 @@ func TestShutdownRequestInProgress(t *testing.T) {
 				})
 			})
 			s := b.session("t1", "echo")
-			type answer struct {
-				status int
-				body   []byte
-				err    error
-			}
-			got := make(chan answer, 1)
-			go func() {
-				req, _ := http.NewRequest("GET", b.url+"/sessions/"+s.ID, nil)
-				req.Header.Set("Authorization", "Bearer "+apiKeys["t1"])
-				req.Header.Set("X-Hold", "1")
-				res, err := http.DefaultClient.Do(req)
-				if err != nil {
-					got <- answer{err: err}
-					return
-				}
-				defer res.Body.Close()
-				body, err := io.ReadAll(res.Body)
-				got <- answer{res.StatusCode, body, err}
-			}()
+			_, c := b.call("t1", s.ID, "echo", map[string]any{"text": "hi"}, 5)
+			got := make(chan resp, 1)
+			go func() { got <- b.do("GET", "/tool_calls/"+c.ID, "t1", nil, "X-Hold", "1") }()
 			<-held
 			err := b.stop()
 			ctxErr := <-handled
+			r := <-got
 			if tc.wantServe == "" {
-				r := <-got
-				var sj SessionJSON
-				json.Unmarshal(r.body, &sj)
-				if err != nil || ctxErr != nil || r.err != nil || r.status != http.StatusOK || sj.ID != s.ID {
-					t.Errorf("serve %v, request context %v, answer %d %s %v; want the session, 200, and no error", err, ctxErr, r.status, r.body, r.err)
+				var call CallJSON
+				r.json(t, &call)
+				if err != nil || ctxErr != nil || r.status != http.StatusOK || call.ID != c.ID {
+					t.Errorf("serve %v, request context %v, answer %d %s; want the call, 200, and no error", err, ctxErr, r.status, r.body)
 				}
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantServe) || ctxErr == nil {
 				t.Errorf("serve: %v, request context %v; want %q and the request ended", err, ctxErr, tc.wantServe)
 			}
+			wantRefusal(t, r, tc.wantStatus, httpapi.CodeUnavailable, "shutting down")
 		})
 	}
 }

@@ -49,6 +49,9 @@ func TestComposePostgresProfile(t *testing.T) {
 			t.Errorf("%s: profiles %v, want [postgres] (not in the default stack)", name, svc.Profiles)
 		}
 		checkNetworks(t, svc)
+		if slices.Contains(brainReplicas, name) {
+			checkStopGrace(t, svc)
+		}
 		if svc.HealthCheck == nil || len(svc.HealthCheck.Test) == 0 {
 			t.Errorf("%s: no health check", name)
 		}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/loader"
@@ -218,6 +219,9 @@ func TestCompose(t *testing.T) {
 			checkVolumes(t, s, svc, p)
 			checkDependsOn(t, svc, s.dependsOn)
 			checkLimits(t, svc)
+			if s.name == "brain" {
+				checkStopGrace(t, svc)
+			}
 		})
 	}
 
@@ -789,5 +793,22 @@ func TestComposeDemo(t *testing.T) {
 		if got.Image != svc.Image || !slices.Equal(got.Command, svc.Command) || len(got.Environment) != len(svc.Environment) {
 			t.Errorf("%s: the demo override changes it", name)
 		}
+	}
+}
+
+// brainStopGrace is the least time brain's container is given to stop
+// (compose's stop_grace_period, Kubernetes' terminationGracePeriodSeconds)
+// before it is killed: brain's shutdown waits up to two grace periods
+// (20 s) for the calls in flight to record their end and up to one more for
+// the requests in progress, then its lease loop and pool may each take the
+// database bound (BRAIN_DATABASE_TIMEOUT, 10 s) on a silent database.
+// Compose's default is 10 s, Kubernetes' 30 s.
+const brainStopGrace = 45 * time.Second
+
+// checkStopGrace: svc, a brain, is given brainStopGrace to stop.
+func checkStopGrace(t *testing.T, svc types.ServiceConfig) {
+	t.Helper()
+	if svc.StopGracePeriod == nil || time.Duration(*svc.StopGracePeriod) < brainStopGrace {
+		t.Errorf("%s: stop_grace_period %v, want at least %s: brain's shutdown may take that long, and compose kills it past the period (10 s by default)", svc.Name, svc.StopGracePeriod, brainStopGrace)
 	}
 }

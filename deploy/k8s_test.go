@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/brain-tools/suite/deploy/envdoc"
 	appsv1 "k8s.io/api/apps/v1"
@@ -514,8 +515,16 @@ func checkSuite(r *rendered, env map[string]map[string]bool, ports map[string]st
 		}
 	}
 
-	// brain's storage on a volume, its config from the generated ConfigMap.
+	// brain's storage on a volume, its config from the generated ConfigMap,
+	// and the time to stop that its shutdown takes.
 	if b, ok := byName["brain"]; ok && len(b.template.Spec.Containers) == 1 {
+		if g := b.template.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second < brainStopGrace {
+			got := "unset (30)"
+			if g != nil {
+				got = fmt.Sprint(*g)
+			}
+			fail("brain: terminationGracePeriodSeconds %s, want at least %d: brain's shutdown may take that long, and is killed past it", got, int(brainStopGrace.Seconds()))
+		}
 		if !shared(b) {
 			errs = append(errs, checkDataVolume(b, "BRAIN_DATA_DIR")...)
 		}
@@ -872,6 +881,14 @@ func TestCheckSuiteCatches(t *testing.T) {
 				}
 			}
 		}, "stateful service runs one replica"},
+		{"brain killed while it stops", func(r *rendered) {
+			for _, o := range r.objs {
+				if s, ok := o.(*appsv1.StatefulSet); ok && s.Name == "brain" {
+					thirty := int64(30)
+					s.Spec.Template.Spec.TerminationGracePeriodSeconds = &thirty
+				}
+			}
+		}, "brain: terminationGracePeriodSeconds 30, want at least 45"},
 		{"privilege escalation", func(r *rendered) {
 			yes := true
 			container(r, "webfetch").SecurityContext.AllowPrivilegeEscalation = &yes

@@ -50,7 +50,7 @@ func TestComposePostgresProfile(t *testing.T) {
 		}
 		checkNetworks(t, svc)
 		if slices.Contains(brainReplicas, name) {
-			checkStopGrace(t, svc)
+			checkStopGrace(t, svc, brainStopGrace)
 		}
 		if svc.HealthCheck == nil || len(svc.HealthCheck.Test) == 0 {
 			t.Errorf("%s: no health check", name)

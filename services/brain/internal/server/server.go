@@ -528,7 +528,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Unlock()
 	s.log.Info("brain shutting down: new calls are refused, calls in flight are cancelled",
 		"calls_in_flight", inflight, "grace", s.grace.String())
-	s.drain(s.grace)
+	began := s.drain(s.grace)
 	s.endWaits()
 	sctx, cancel := context.WithTimeout(context.Background(), s.grace)
 	defer cancel()
@@ -542,7 +542,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		if hs.Shutdown(ended) != nil {
 			_ = hs.Close()
 		}
-		return fmt.Errorf("shutdown: requests still in progress %s after it began were ended: %w", s.grace, err)
+		return fmt.Errorf("shutdown: requests still in progress %s after the listener closed (%s after the shutdown began) were ended: %w",
+			s.grace, time.Since(began).Round(100*time.Millisecond), err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)

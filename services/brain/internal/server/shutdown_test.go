@@ -226,7 +226,7 @@ func TestShutdownRequestInProgress(t *testing.T) {
 		}, 5 * time.Second, http.StatusOK, ""},
 		{"ended after the grace", func(s *Server, r *http.Request) {
 			<-r.Context().Done()
-		}, 200 * time.Millisecond, http.StatusServiceUnavailable, "requests still in progress 200ms after it began were ended"},
+		}, 200 * time.Millisecond, http.StatusServiceUnavailable, "requests still in progress 200ms after the listener closed ("},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

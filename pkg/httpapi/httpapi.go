@@ -187,6 +187,12 @@ func (rs Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 // that answers err for r.
 func Classify(r *http.Request, err error) *Error {
 	if r != nil && r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		// The server itself may end a request, saying why with an *Error
+		// as its context's cause (brain at the end of its shutdown grace).
+		var e *Error
+		if errors.As(context.Cause(r.Context()), &e) {
+			return e
+		}
 		return &Error{Status: StatusClientClosedRequest, Code: CodeClientClosed, Message: "the client closed the request", Cause: err}
 	}
 	var e *Error

@@ -40,6 +40,8 @@ func decodeErr(t *testing.T, rec *httptest.ResponseRecorder) errBody {
 func TestResponder(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
+	endedByServer, endServer := context.WithCancelCause(context.Background())
+	endServer(Unavailable("the server is shutting down"))
 	expired, cancelExpired := context.WithDeadline(context.Background(), time.Unix(1, 0))
 	defer cancelExpired()
 	tests := []struct {
@@ -67,6 +69,7 @@ func TestResponder(t *testing.T) {
 		{"connection cut mid-answer", context.Background(), fmt.Errorf("read call: %w", io.ErrUnexpectedEOF), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "unexpected EOF"},
 		{"name not resolved", context.Background(), fmt.Errorf("fetch: %w", &net.DNSError{Err: "no such host", Name: "db.internal"}), 503, CodeUnavailable, "a database or service this one depends on did not answer; retry shortly", "WARN", "db.internal"},
 		{"client went away", cancelled, fmt.Errorf("list events: %w", context.Canceled), StatusClientClosedRequest, CodeClientClosed, "the client closed the request", "", ""},
+		{"ended by the server, saying why", endedByServer, fmt.Errorf("read call: %w", context.Canceled), 503, CodeUnavailable, "the server is shutting down", "WARN", ""},
 		{"canceled, client still there", context.Background(), context.Canceled, 500, CodeInternal, "internal error", "ERROR", ""},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/bounded"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -87,19 +88,7 @@ func ClosePool(pool *pgxpool.Pool, d time.Duration) bool {
 	if d <= 0 {
 		d = Default
 	}
-	done := make(chan struct{})
-	go func() {
-		pool.Close()
-		close(done)
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
+	return bounded.Wait(d, pool.Close)
 }
 
 // release frees the timer of a context TraceQueryStart gave.

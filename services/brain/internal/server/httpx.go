@@ -1,10 +1,8 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -76,11 +74,6 @@ func noNUL(field, v string) error {
 // client that went away gets 499 and no log line; a 5xx is logged with its
 // cause), with brain's realm on a 401's challenge.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(context.Cause(r.Context()), errShutdown) {
-		// Ended by brain, a grace period into its shutdown (Serve), not by
-		// the client.
-		err = errShuttingDown()
-	}
 	e := httpapi.Classify(r, err)
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)

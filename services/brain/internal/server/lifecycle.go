@@ -323,7 +323,7 @@ func (s *Server) storeCall(ctx context.Context, c *store.Call, evs []*store.Even
 func (s *Server) register(rc *running) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining {
+	if !s.drainBegan.IsZero() {
 		return errShuttingDown()
 	}
 	if cs, ok := s.sessions[rc.sessionID]; ok && cs.Status != store.SessionActive {

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/bounded"
 	"github.com/brain-tools/suite/pkg/httpapi"
 	"github.com/brain-tools/suite/pkg/netguard"
 	"github.com/brain-tools/suite/pkg/pgbound"
@@ -205,8 +206,7 @@ type Server struct {
 	endWaits context.CancelFunc
 
 	mu         sync.Mutex
-	draining   bool                           // set by drain: new calls get 503
-	drainBegan time.Time                      // when the first drain began
+	drainBegan time.Time                      // when drain began (zero before): new calls get 503 from then
 	sessions   map[string]*store.Session      // cache by session ID, see session()
 	inflight   map[string]*running            // by call ID
 	bySession  map[string]map[string]*running // session ID → call ID →
@@ -536,7 +536,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// Requests still in progress a grace period on (a read held up by
 		// the database, say) are ended now: each is answered 503 saying
 		// brain is shutting down, if it can be within a second.
-		s.cancelReqs(errShutdown)
+		s.cancelReqs(errShuttingDown())
 		ended, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if hs.Shutdown(ended) != nil {
@@ -556,37 +556,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // and records its tool.result) and waits for them to finish until d after
 // the first drain began (Serve's, then Close's: a later one does not
 // start the grace again). It returns when the first began.
-// Setting draining under s.mu, where start registers calls, means no call
+// Setting drainBegan under s.mu, where start registers calls, means no call
 // is added to s.calls once this waits on it.
 func (s *Server) drain(d time.Duration) (began time.Time) {
 	s.mu.Lock()
-	if !s.draining {
-		s.draining, s.drainBegan = true, time.Now()
+	if s.drainBegan.IsZero() {
+		s.drainBegan = time.Now()
 	}
 	began = s.drainBegan
 	s.mu.Unlock()
 	s.cancelCalls(errShutdown)
-	if wait := time.Until(began.Add(d)); wait > 0 && !waitFor(&s.calls, wait) {
+	if wait := time.Until(began.Add(d)); wait > 0 && !bounded.Wait(wait, s.calls.Wait) {
 		s.log.Warn("calls still in flight after the shutdown grace period", "grace", d.String())
 	}
 	return began
-}
-
-// waitFor waits up to d for wg, and reports whether it was done.
-func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // stuckCalls names the calls still in flight, for the error of a Close
@@ -615,7 +598,7 @@ func (s *Server) waitsEnded() bool {
 func (s *Server) isDraining() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.draining
+	return !s.drainBegan.IsZero()
 }
 
 // Close refuses new calls, cancels the calls still in flight (each ends
@@ -634,13 +617,13 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var stuckErr error
 		began := s.drain(s.grace)
-		stuck := !waitFor(&s.calls, max(time.Until(began.Add(2*s.grace)), 0))
+		stuck := !bounded.Wait(max(time.Until(began.Add(2*s.grace)), 0), s.calls.Wait)
 		if stuck {
 			switch ids := s.stuckCalls(); {
 			case len(ids) > 0:
 				stuckErr = fmt.Errorf("close: %d call(s) still in flight %s after they were cancelled, left as stored for recovery: %s",
 					len(ids), 2*s.grace, strings.Join(ids, ", "))
-			case waitFor(&s.calls, time.Second):
+			case bounded.Wait(time.Second, s.calls.Wait):
 				// Ended as the grace ran out (a result's write given up
 				// on at the same moment): the last steps take no time.
 				stuck = false
@@ -649,9 +632,9 @@ func (s *Server) Close() error {
 			}
 		}
 		s.endWaits()
-		s.cancelReqs(errShutdown)
+		s.cancelReqs(errShuttingDown())
 		s.stopBackground()
-		if !waitFor(&s.background, s.grace) {
+		if !bounded.Wait(s.grace, s.background.Wait) {
 			stuck = true
 			stuckErr = errors.Join(stuckErr, fmt.Errorf("close: background work (the lease loop, withdrawals) still running %s after it was stopped", s.grace))
 		}

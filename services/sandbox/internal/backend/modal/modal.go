@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brain-tools/suite/pkg/bounded"
 	"github.com/brain-tools/suite/services/sandbox/internal/backend"
 	"github.com/brain-tools/suite/services/sandbox/internal/workspace"
 )
@@ -241,24 +242,15 @@ func (b *Backend) Exec(ctx context.Context, ws *workspace.Workspace, req backend
 	code, err := p.Wait(ctx)
 	if ctx.Err() != nil {
 		b.kill(ctx, sb, tag)
-		waitReaders(&readers, 2*time.Second)
+		bounded.Wait(2*time.Second, readers.Wait)
 		return backend.ExecResult{ExitCode: -1, Killed: true}, nil
 	}
-	waitReaders(&readers, 5*time.Second)
+	bounded.Wait(5*time.Second, readers.Wait)
 	go b.kill(context.Background(), sb, tag) // nothing outlives the command
 	if err != nil {
 		return backend.ExecResult{}, fmt.Errorf("modal: wait for command: %w", err)
 	}
 	return backend.ExecResult{ExitCode: code}, nil
-}
-
-func waitReaders(wg *sync.WaitGroup, d time.Duration) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
-	}
 }
 
 // kill runs KillTaggedScript in the sandbox and waits for it.

@@ -225,15 +225,7 @@ func TestPostgresBesideBrain(t *testing.T) {
 func TestPostgresStatementTimeout(t *testing.T) {
 	t.Parallel()
 	const bound = 300 * time.Millisecond
-	gate, url := pg.Gate(t, pg.NewDatabase(t))
-	s, err := OpenPostgres(context.Background(), PostgresOptions{URL: url, StatementTimeout: bound})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.CountPending(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	gate, s := gatedStore(t, bound)
 	// A quiet replica: a connection idle over a second is pinged before
 	// it is handed out, and that ping is bounded too.
 	time.Sleep(1100 * time.Millisecond)
@@ -292,14 +284,7 @@ func TestToolsWhileDatabaseSilent(t *testing.T) {
 func TestPostgresCloseWhileSilent(t *testing.T) {
 	t.Parallel()
 	const bound = 300 * time.Millisecond
-	gate, url := pg.Gate(t, pg.NewDatabase(t))
-	s, err := OpenPostgres(context.Background(), PostgresOptions{URL: url, StatementTimeout: bound})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CountPending(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	gate, s := gatedStore(t, bound)
 	defer gate.Open()
 	gate.Shut()
 	inUse := make(chan error, 1)
@@ -313,4 +298,21 @@ func TestPostgresCloseWhileSilent(t *testing.T) {
 	if err := <-inUse; err == nil {
 		t.Error("a read on the silent database succeeded")
 	}
+}
+
+// gatedStore opens a PostgreSQL store of a new database through a
+// pgtest.Gate, its statements bound by bound, once it has answered a
+// read; the store is closed when t ends (Close is idempotent).
+func gatedStore(t *testing.T, bound time.Duration) (*pgtest.Gate, *Store) {
+	t.Helper()
+	gate, url := pg.Gate(t, pg.NewDatabase(t))
+	s, err := OpenPostgres(context.Background(), PostgresOptions{URL: url, StatementTimeout: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.CountPending(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return gate, s
 }

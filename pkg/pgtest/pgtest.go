@@ -253,15 +253,42 @@ const clockTicks = 100
 // CPUTime returns the CPU time (user and system) the server has used so
 // far: the postmaster's own, that of the backends it has reaped, and that
 // of those still running (Linux /proc). Benchmarks read it before and
-// after a run to state the database's CPU per operation.
+// after a run to state the database's CPU per operation. A backend that
+// is reaped while its siblings are read (one whose client just left)
+// would be in neither count, so the children are read between two reads
+// of the postmaster, again until no child was reaped meanwhile.
 func (s *Server) CPUTime() (time.Duration, error) {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return 0, errors.New("postgres cpu time: server not running")
 	}
 	pid := s.cmd.Process.Pid
+	for range 100 {
+		before, err := procStat(pid)
+		if err != nil {
+			return 0, fmt.Errorf("postgres cpu time: %w", err)
+		}
+		children, err := childTicks(pid)
+		if err != nil {
+			return 0, fmt.Errorf("postgres cpu time: %w", err)
+		}
+		after, err := procStat(pid)
+		if err != nil {
+			return 0, fmt.Errorf("postgres cpu time: %w", err)
+		}
+		if after.cutime+after.cstime == before.cutime+before.cstime {
+			ticks := children + after.utime + after.stime + after.cutime + after.cstime
+			return time.Duration(ticks) * time.Second / clockTicks, nil
+		}
+	}
+	return 0, errors.New("postgres cpu time: backends kept ending while they were read")
+}
+
+// childTicks is the CPU time, in clock ticks, of the processes whose
+// parent is pid.
+func childTicks(pid int) (int64, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, fmt.Errorf("postgres cpu time: %w", err)
+		return 0, err
 	}
 	var ticks int64
 	for _, e := range entries {
@@ -269,16 +296,11 @@ func (s *Server) CPUTime() (time.Duration, error) {
 		if err != nil {
 			continue
 		}
-		f, err := procStat(p)
-		if err != nil || (p != pid && f.ppid != int64(pid)) {
-			continue
-		}
-		ticks += f.utime + f.stime
-		if p == pid {
-			ticks += f.cutime + f.cstime
+		if f, err := procStat(p); err == nil && f.ppid == int64(pid) {
+			ticks += f.utime + f.stime
 		}
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
+	return ticks, nil
 }
 
 type stat struct{ ppid, utime, stime, cutime, cstime int64 }

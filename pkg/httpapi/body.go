@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 	if n > 0 && (limit <= 0 || n <= limit) {
 		data := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, data); err != nil {
-			return nil, readError(err)
+			return nil, readError(r, err)
 		}
 		return data, nil
 	}
@@ -52,7 +53,7 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	data, err := io.ReadAll(body)
 	if err != nil {
-		return nil, readError(err)
+		return nil, readError(r, err)
 	}
 	if limit > 0 && int64(len(data)) > limit {
 		// The limit+1 bytes read come back with the 413, for a caller
@@ -67,7 +68,13 @@ func TooLarge(limit int64) *Error {
 	return Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body is larger than the limit of %d bytes", limit)
 }
 
-func readError(err error) *Error {
+func readError(r *http.Request, err error) *Error {
+	var ended *Error
+	if errors.As(context.Cause(r.Context()), &ended) {
+		// Its server ended the request while the body came, saying why
+		// (brain at the end of its shutdown grace): not a bad request.
+		return ended
+	}
 	if IsTimeout(err) {
 		return &Error{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout, Cause: err,
 			Message: fmt.Sprintf("request body did not arrive within %ds", int(BodyTimeout/time.Second))}

@@ -31,7 +31,8 @@
 #     no zombie left under the sandbox's PID 1 by a timed-out command; each
 #     image's -version, /metrics build_info, :<version> tag and OCI label
 #     agreeing.
-#  6. docker compose down -v; the daemon it started is stopped.
+#  6. docker compose down -v; the daemon it started is stopped. Each part
+#     of this teardown is bounded and prints its line like a step.
 #
 # Reused by later runs on the same machine, under CACHE
 # (BRAIN_TOOLS_CACHE, default ~/.cache/brain-tools): the engine's data root
@@ -65,6 +66,7 @@ DOCKERD_PID=
 DEBOOTSTRAP_PID=
 STARTED=$SECONDS
 UP=
+STEP=
 
 # note TEXT: the detail printed after a step's time.
 note() { printf '%s' "$*" >"$WORK/note"; }
@@ -81,6 +83,7 @@ step() {
 	local name=$1 t0=$SECONDS rc
 	shift
 	: >"$WORK/note"
+	STEP=$name
 	: >"$WORK/state"
 	set +e
 	(
@@ -106,6 +109,78 @@ fail() {
 	return 1
 }
 
+# teardown NAME LIMIT FUNC ARGS...: one part of the cleanup, bounded: FUNC
+# (output appended to $LOGS/down.log) runs at most LIMIT seconds, then it
+# and what it started get SIGTERM, and SIGKILL 10 s later. Prints one line
+# like step's, so a run cut short shows which part of the teardown held it.
+teardown() {
+	local name=$1 limit=$2 t0=$SECONDS pid rc
+	shift 2
+	: >"$WORK/note"
+	(
+		set -e
+		"$@"
+	) >>"$LOGS/down.log" 2>&1 &
+	pid=$!
+	(
+		sleep "$limit"
+		kill -0 "$pid" 2>/dev/null || exit 0
+		echo "compose-test: $name took over $limit s; stopping it" >>"$LOGS/down.log"
+		kill_tree TERM "$pid"
+		sleep 10
+		kill_tree KILL "$pid"
+	) >/dev/null 2>&1 &
+	local watchdog=$! child
+	wait "$pid"
+	rc=$?
+	# The watchdog's sleep ended, the watchdog then sees FUNC gone and exits.
+	for child in $(ps -o pid= --ppid "$watchdog" 2>/dev/null); do kill "$child" 2>/dev/null; done
+	wait "$watchdog" 2>/dev/null
+	if [ "$rc" -eq 0 ]; then
+		printf '  %-11s %4ds  %s\n' "$name" $((SECONDS - t0)) "$(cat "$WORK/note")"
+	else
+		printf '  %-11s %4ds  FAILED (exit %d; %s)\n' "$name" $((SECONDS - t0)) "$rc" "$LOGS/down.log"
+		tail -n 20 "$LOGS/down.log" >&2
+	fi
+	return "$rc"
+}
+
+# kill_tree SIGNAL PID: the signal to PID and all its descendants,
+# children first found, then signalled from the top down.
+kill_tree() {
+	local child
+	for child in $(ps -o pid= --ppid "$2" 2>/dev/null); do kill_tree "$1" "$child"; done
+	kill "-$1" "$2" 2>/dev/null || true
+}
+
+# save_state: after a failure, the containers' state and logs.
+save_state() {
+	compose ps -a >"$LOGS/ps.txt" 2>&1
+	compose logs --no-color --timestamps >"$LOGS/containers.log" 2>&1
+	note "the containers' state in $LOGS/ps.txt, their logs in $LOGS/containers.log"
+}
+
+# down: the stack removed with its volumes; --timeout bounds each
+# container's stop (SIGKILL after it).
+down() {
+	compose down -v --remove-orphans --timeout 20
+	note "compose down -v: the stack and its volumes removed"
+}
+
+# dump_dockerd: the goroutines of the dockerd this script started, written
+# by it on SIGUSR1 to a file dockerd.log names, so a hang shows where.
+dump_dockerd() {
+	[ -n "$DOCKERD_PID" ] && kill -USR1 "$DOCKERD_PID" 2>/dev/null || return 0
+	sleep 1
+	echo "compose-test: dockerd's $(grep -o 'goroutine stacks written to [^"]*' "$LOGS/dockerd.log" | tail -n 1)"
+}
+
+# engine_stop: the dockerd this script started, stopped.
+engine_stop() {
+	stop_dockerd
+	note "dockerd stopped"
+}
+
 cleanup() {
 	local status=$?
 	set +e
@@ -113,14 +188,15 @@ cleanup() {
 	[ -f "$WORK/state" ] && . "$WORK/state"
 	if [ -n "$UP" ]; then
 		if [ "$status" -ne 0 ]; then
-			compose ps -a >"$LOGS/ps.txt" 2>&1
-			compose logs --no-color --timestamps >"$LOGS/containers.log" 2>&1
-			echo "compose-test: the containers' state is in $LOGS/ps.txt, their logs in $LOGS/containers.log" >&2
+			teardown state 120 save_state
 		fi
-		compose down -v --remove-orphans --timeout 20 >>"$LOGS/down.log" 2>&1
+		teardown down 120 down || {
+			[ "$status" -ne 0 ] || status=1
+			dump_dockerd >&2
+		}
 	fi
 	if [ -n "$DOCKERD_PID" ]; then
-		stop_dockerd >>"$LOGS/down.log" 2>&1
+		teardown engine 60 engine_stop || [ "$status" -ne 0 ] || status=1
 	fi
 	# A debootstrap still running after a failure finishes (its tarball
 	# serves the next run) before this exits: no process is left behind.
@@ -137,7 +213,9 @@ cleanup() {
 	exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# A signal (make compose-test's limit, Ctrl-C) ends the step under way
+# (its processes got the signal too), which the line printed says.
+trap 'echo "  ${STEP:-start}: stopped by a signal" >&2; exit 130' INT TERM
 
 rand() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
@@ -152,6 +230,7 @@ stop_dockerd() {
 		sleep 0.1
 	done
 	echo "dockerd $DOCKERD_PID did not stop within 30 s; killing it"
+	dump_dockerd
 	kill -KILL "$DOCKERD_PID" 2>/dev/null
 	DOCKERD_PID=
 }
@@ -187,7 +266,9 @@ engine() {
 			DOCKERD_PID=$old stop_dockerd
 		fi
 	fi
-	dockerd --data-root "$CACHE/docker" --exec-root "$RUN_DIR/exec" \
+	# In a session of its own: a signal to this run's process group (make
+	# compose-test's limit) leaves it up for the teardown, which stops it.
+	setsid dockerd --data-root "$CACHE/docker" --exec-root "$RUN_DIR/exec" \
 		--pidfile "$RUN_DIR/dockerd.pid" --host "$DOCKER_HOST" \
 		--iptables=false --ip-forward=false >"$LOGS/dockerd.log" 2>&1 &
 	DOCKERD_PID=$!

@@ -991,3 +991,25 @@ func TestDatabaseTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalDuringStart: a signal that comes while brain is still opening
+// its store (migrations, recovery) stops it as one that comes later does:
+// exit 0, a line saying so, no "context canceled" error.
+func TestSignalDuringStart(t *testing.T) {
+	t.Parallel()
+	ts := newToolService(t)
+	cfg := writeConfig(t, ts.URL, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"-config", cfg}, baseEnv(t.TempDir()), &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run = %v, want nil; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "stopped by a signal during start-up") {
+		t.Errorf("stderr does not say it stopped during start-up:\n%s", stderr.String())
+	}
+	if strings.Contains(stdout.String(), "brain listening") {
+		t.Errorf("brain listened after the signal: %q", stdout.String())
+	}
+}

@@ -267,7 +267,11 @@ func TestForkBombIsContained(t *testing.T) {
 
 func TestResourceLimits(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, Config{Limits: Limits{CPUSeconds: 1, AddressSpace: 256 << 20, FileSize: 1 << 20, OpenFiles: 64}})
+	// The memory hog must hit the address-space limit well inside the CPU
+	// limit the "cpu time" row needs: at 256 MiB it took 0.8 s of CPU on
+	// a quiet machine (page zeroing) and, under load, past 1 s, dying by
+	// SIGKILL instead; at 64 MiB it takes 0.2 s.
+	f := newFixture(t, Config{Limits: Limits{CPUSeconds: 1, AddressSpace: 64 << 20, FileSize: 1 << 20, OpenFiles: 64}})
 	ws := f.workspace(t)
 	tests := []struct {
 		name, cmd  string

@@ -356,14 +356,11 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 			MaxRequestBytes: ec.MaxRequestBytes, DatabaseURL: ec.DatabaseURL, StatementTimeout: ec.DatabaseTimeout, Lease: ec.Lease, Retention: ec.Retention,
 			Guard: ec.guard(), SecretsKey: secretsKey,
 		})
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 			// A signal while the store opened (migrations, recovery):
-			// stop as a later one stops brain, not as a failure.
-			attrs := []any{}
-			if err != nil && !errors.Is(err, context.Canceled) {
-				attrs = append(attrs, "err", err)
-			}
-			logger.Info("brain stopped by a signal during start-up", attrs...)
+			// stop as a later one stops brain, not as a failure. A start-up
+			// that failed for a reason of its own still fails below.
+			logger.Info("brain stopped by a signal during start-up")
 			if err == nil {
 				return errors.Join(srv.Close(), ln.Close())
 			}

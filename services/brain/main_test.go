@@ -1012,4 +1012,24 @@ func TestSignalDuringStart(t *testing.T) {
 	if strings.Contains(stdout.String(), "brain listening") {
 		t.Errorf("brain listened after the signal: %q", stdout.String())
 	}
+
+	// A start-up that fails for a reason of its own (the data dir in use
+	// by a running brain) fails, signal or not.
+	dir := t.TempDir()
+	live, stopLive := context.WithCancel(context.Background())
+	first := &syncWriter{addr: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() { done <- run(live, []string{"-config", cfg}, baseEnv(dir), first, io.Discard) }()
+	defer func() { stopLive(); <-done }()
+	select {
+	case <-first.addr:
+	case err := <-done:
+		t.Fatalf("first brain ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("first brain did not listen within 10 s")
+	}
+	stderr.Reset()
+	if err := run(ctx, []string{"-config", cfg}, baseEnv(dir), io.Discard, &stderr); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("second brain on a data dir in use, signalled = %v, want the data dir in use; stderr:\n%s", err, stderr.String())
+	}
 }

@@ -952,7 +952,13 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) (skipped []str
 	// that call does not wait again.
 	resend := approvalsToResend(calls, time.Now())
 	resent := map[string]bool{}
-	for _, c := range calls {
+	for i, c := range calls {
+		if err := ctx.Err(); err != nil {
+			// brain is stopping (a signal during start-up, or shutdown):
+			// the rest stay as stored, for the next start or replica.
+			errs = append(errs, fmt.Errorf("%d of %d calls not taken up: %w", len(calls)-i, len(calls), err))
+			break
+		}
 		if store.Terminal(c.Status) {
 			s.resumeWithdrawal(c)
 			continue
@@ -1025,7 +1031,7 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) (skipped []str
 		}
 	}
 	for gate, c := range resend {
-		if resent[gate] {
+		if resent[gate] || ctx.Err() != nil {
 			continue
 		}
 		if err := s.endRestarted(ctx, c); err != nil {

@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,4 +98,78 @@ func TestDataDirLock(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 	srv2.Close()
+}
+
+// errAfter is a context that is cancelled by the n-th call of its Err: a
+// signal arriving part-way through start-up's recovery, at a point that
+// does not depend on timing.
+type errAfter struct {
+	context.Context
+	cancel context.CancelFunc
+	n      atomic.Int64
+}
+
+func (c *errAfter) Err() error {
+	if c.n.Add(-1) == 0 {
+		c.cancel()
+	}
+	return c.Context.Err()
+}
+
+// TestRecoveryStopsWhenCancelled: a signal while start-up ends the calls a
+// previous process left running stops that at once: New fails with the
+// cancellation, and the calls it had not reached stay running, for the
+// next start (before, each went on to the store, about half of them
+// written).
+func TestRecoveryStopsWhenCancelled(t *testing.T) {
+	t.Parallel()
+	const calls, at = 300, 20
+	dir := t.TempDir()
+	db, err := sqlite.Open(filepath.Join(dir, "brain.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+	now := time.Now().UTC()
+	if err := db.CreateSession(bg, &store.Session{ID: "ses_1", TenantID: "t1", Status: store.SessionActive, Tools: []string{"slow"}, Config: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now},
+		&store.Event{Type: store.EventSessionCreated, SessionID: "ses_1", Time: now, Data: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range calls {
+		id := fmt.Sprintf("call_%04d", i)
+		if err := db.CreateCall(bg, &store.Call{ID: id, SessionID: "ses_1", TenantID: "t1", Tool: "slow", Status: store.CallRunning, Arguments: json.RawMessage(`{}`), CreatedAt: now},
+			&store.Event{Type: store.EventToolCall, SessionID: "ses_1", CallID: id, Time: now, Data: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	inner, cancel := context.WithCancel(bg)
+	defer cancel()
+	ctx := &errAfter{Context: inner, cancel: cancel}
+	ctx.n.Store(at)
+	ts := newToolServer(t)
+	srv, err := New(ctx, Options{Config: hostConfig(t, ts.URL), DataDir: dir})
+	if err == nil {
+		srv.Close()
+		t.Fatal("New succeeded after its context was cancelled part-way through recovery")
+	}
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "calls not taken up") {
+		t.Fatalf("New = %v, want the calls not taken up and context.Canceled", err)
+	}
+	db, err = sqlite.Open(filepath.Join(dir, "brain.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	left, err := db.UnfinishedCalls(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ended: those before the cancellation (at most `at` Err calls) and
+	// none after it.
+	if ended := calls - len(left); ended > at || len(left) == calls {
+		t.Errorf("%d of %d calls ended, want 1..%d (recovery went on after the cancellation)", ended, calls, at)
+	}
 }

@@ -67,6 +67,7 @@ DEBOOTSTRAP_PID=
 STARTED=$SECONDS
 UP=
 STEP=
+STEP_PID=
 
 # note TEXT: the detail printed after a step's time.
 note() { printf '%s' "$*" >"$WORK/note"; }
@@ -78,23 +79,30 @@ keep() { printf '%s\n' "$*" >>"$WORK/state"; }
 # step NAME FUNC ARGS...: runs FUNC with its output in $LOGS/NAME.log and
 # prints one line: the name, the seconds it took, its note. FUNC runs in a
 # subshell under set -e, so any failing command ends it; what it keeps
-# is read back whether it failed or not, for the cleanup.
+# is read back whether it failed or not, for the cleanup. The subshell
+# runs in the background and is waited for, so that a signal (make
+# compose-test's limit, Ctrl-C) is handled at once: the trap below stops
+# the step's processes and says which step it stopped.
 step() {
 	local name=$1 t0=$SECONDS rc
 	shift
 	: >"$WORK/note"
-	STEP=$name
 	: >"$WORK/state"
+	STEP=$name
 	set +e
 	(
 		set -e
 		"$@"
-	) >"$LOGS/$name.log" 2>&1
+	) >"$LOGS/$name.log" 2>&1 &
+	STEP_PID=$!
+	wait "$STEP_PID"
 	rc=$?
+	STEP_PID=
 	set -e
 	. "$WORK/state"
 	if [ "$rc" -eq 0 ]; then
 		printf '  %-11s %4ds  %s\n' "$name" $((SECONDS - t0)) "$(cat "$WORK/note")"
+		STEP=
 		return 0
 	fi
 	printf '  %-11s %4ds  FAILED (%s)\n' "$name" $((SECONDS - t0)) "$LOGS/$name.log"
@@ -109,33 +117,69 @@ fail() {
 	return 1
 }
 
+# tree PID: PID and all its descendants, parents before children (from
+# /proc, so no particular ps is needed).
+tree() {
+	local child
+	echo "$1"
+	for child in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$child"; done
+}
+
+# kill_tree SIGNAL PID: the signal to PID and all its descendants, all of
+# them found before any is signalled (a child orphaned by its parent's
+# death is still found).
+kill_tree() {
+	local pids
+	pids=$(tree "$2")
+	kill "-$1" $pids 2>/dev/null || true
+}
+
 # teardown NAME LIMIT FUNC ARGS...: one part of the cleanup, bounded: FUNC
 # (output appended to $LOGS/down.log) runs at most LIMIT seconds, then it
-# and what it started get SIGTERM, and SIGKILL 10 s later. Prints one line
-# like step's, so a run cut short shows which part of the teardown held it.
+# and what it started get SIGTERM, and those still there 10 s later
+# SIGKILL. Prints one line like step's, so a run cut short shows which part
+# of the teardown held it; returns FUNC's status. FUNC must return non-zero
+# itself on failure: set -e does not hold in a function of the cleanup.
 teardown() {
-	local name=$1 limit=$2 t0=$SECONDS pid rc
+	local name=$1 limit=$2 t0=$SECONDS pid rc watchdog
 	shift 2
 	: >"$WORK/note"
+	rm -f "$WORK/stopped"
 	(
-		set -e
+		# A second Ctrl-C does not stop this part's own loops (the tools
+		# it runs may still take it).
+		trap '' INT
 		"$@"
 	) >>"$LOGS/down.log" 2>&1 &
 	pid=$!
 	(
+		# A Ctrl-C reaches this process group: it must not end the wait.
+		trap '' INT
 		sleep "$limit"
-		kill -0 "$pid" 2>/dev/null || exit 0
+		tree "$pid" >"$WORK/stopped"
 		echo "compose-test: $name took over $limit s; stopping it" >>"$LOGS/down.log"
-		kill_tree TERM "$pid"
-		sleep 10
-		kill_tree KILL "$pid"
-	) >/dev/null 2>&1 &
-	local watchdog=$! child
-	wait "$pid"
-	rc=$?
-	# The watchdog's sleep ended, the watchdog then sees FUNC gone and exits.
-	for child in $(ps -o pid= --ppid "$watchdog" 2>/dev/null); do kill "$child" 2>/dev/null; done
+		kill -TERM $(cat "$WORK/stopped") 2>/dev/null
+	) &
+	watchdog=$!
+	# wait returns early when the cleanup's trap takes a signal: wait again.
+	while :; do
+		wait "$pid"
+		rc=$?
+		kill -0 "$pid" 2>/dev/null || break
+	done
+	kill_tree TERM "$watchdog"
 	wait "$watchdog" 2>/dev/null
+	if [ -s "$WORK/stopped" ]; then
+		# Stopped at the limit: what ignored the SIGTERM gets SIGKILL.
+		local p alive until=$((SECONDS + 10))
+		while [ "$SECONDS" -lt "$until" ]; do
+			alive=
+			for p in $(cat "$WORK/stopped"); do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+			[ -n "$alive" ] || break
+			sleep 0.1
+		done
+		[ -z "$alive" ] || kill -KILL $alive 2>/dev/null
+	fi
 	if [ "$rc" -eq 0 ]; then
 		printf '  %-11s %4ds  %s\n' "$name" $((SECONDS - t0)) "$(cat "$WORK/note")"
 	else
@@ -145,25 +189,17 @@ teardown() {
 	return "$rc"
 }
 
-# kill_tree SIGNAL PID: the signal to PID and all its descendants,
-# children first found, then signalled from the top down.
-kill_tree() {
-	local child
-	for child in $(ps -o pid= --ppid "$2" 2>/dev/null); do kill_tree "$1" "$child"; done
-	kill "-$1" "$2" 2>/dev/null || true
-}
-
 # save_state: after a failure, the containers' state and logs.
 save_state() {
-	compose ps -a >"$LOGS/ps.txt" 2>&1
-	compose logs --no-color --timestamps >"$LOGS/containers.log" 2>&1
+	compose ps -a >"$LOGS/ps.txt" 2>&1 || return
+	compose logs --no-color --timestamps >"$LOGS/containers.log" 2>&1 || return
 	note "the containers' state in $LOGS/ps.txt, their logs in $LOGS/containers.log"
 }
 
 # down: the stack removed with its volumes; --timeout bounds each
 # container's stop (SIGKILL after it).
 down() {
-	compose down -v --remove-orphans --timeout 20
+	compose down -v --remove-orphans --timeout 20 || return
 	note "compose down -v: the stack and its volumes removed"
 }
 
@@ -177,26 +213,35 @@ dump_dockerd() {
 
 # engine_stop: the dockerd this script started, stopped.
 engine_stop() {
-	stop_dockerd
+	stop_dockerd || return
 	note "dockerd stopped"
 }
 
 cleanup() {
-	local status=$?
+	local status=$? rc
 	set +e
+	in_teardown
+	if [ -n "$STEP_PID" ]; then
+		kill_tree TERM "$STEP_PID"
+		wait "$STEP_PID" 2>/dev/null
+	fi
 	# What a step interrupted midway kept (the dockerd it started).
 	[ -f "$WORK/state" ] && . "$WORK/state"
 	if [ -n "$UP" ]; then
 		if [ "$status" -ne 0 ]; then
 			teardown state 120 save_state
 		fi
-		teardown down 120 down || {
-			[ "$status" -ne 0 ] || status=1
+		teardown down 120 down
+		rc=$?
+		if [ "$rc" -ne 0 ]; then
+			[ "$status" -ne 0 ] || status=$rc
 			dump_dockerd >&2
-		}
+		fi
 	fi
 	if [ -n "$DOCKERD_PID" ]; then
-		teardown engine 60 engine_stop || [ "$status" -ne 0 ] || status=1
+		teardown engine 60 engine_stop
+		rc=$?
+		[ "$rc" -eq 0 ] || [ "$status" -ne 0 ] || status=$rc
 	fi
 	# A debootstrap still running after a failure finishes (its tarball
 	# serves the next run) before this exits: no process is left behind.
@@ -212,10 +257,23 @@ cleanup() {
 	fi
 	exit "$status"
 }
+# in_teardown: the trap of the teardown. A signal then does not end this
+# shell (the limit's SIGTERM reaches only it; a second Ctrl-C also reaches
+# the part under way, which may stop, and the next parts still run).
+in_teardown() { trap 'echo "compose-test: signal during the teardown; it goes on" >&2' INT TERM; }
+
+# on_signal: a signal (make compose-test's limit, Ctrl-C) stops the step
+# under way; the line printed names it, and the cleanup stops its
+# processes. Ctrl-C comes twice at once (from the terminal and forwarded
+# by timeout): the trap is the teardown's before anything else, so the
+# second cannot end the cleanup the first began.
+on_signal() {
+	in_teardown
+	echo "  ${STEP:-(between steps)}: stopped by a signal" >&2
+	exit 130
+}
 trap cleanup EXIT
-# A signal (make compose-test's limit, Ctrl-C) ends the step under way
-# (its processes got the signal too), which the line printed says.
-trap 'echo "  ${STEP:-start}: stopped by a signal" >&2; exit 130' INT TERM
+trap on_signal INT TERM
 
 rand() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 

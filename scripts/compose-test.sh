@@ -2,8 +2,8 @@
 # compose-test.sh is `make compose-test` (run by .ci/run): compose.yaml's
 # whole stack built and started for real in a Docker engine, driven through
 # its published ports with the demo session of `make run`, checked, and
-# torn down. The Makefile runs it under flock /tmp/suite-ports.lock, since
-# the stack publishes the suite's fixed ports.
+# torn down. It holds flock /tmp/suite-ports.lock from start to end of its
+# teardown, since the stack publishes the suite's fixed ports.
 #
 #  1. engine: the Docker engine `docker info` answers, else Debian's
 #     docker.io (installed when missing) started here as a dockerd of its
@@ -59,6 +59,10 @@ VERSITYGW_IMAGE=$(sed -n 's/^ *image: *\(versity\/versitygw:[^ ]*\) *$/\1/p' com
 [ -n "$VERSITYGW_IMAGE" ] || { echo "compose-test: compose.yaml names no versity/versitygw image" >&2; exit 1; }
 VERSITYGW_VERSION=${VERSITYGW_IMAGE##*:}
 
+# The suite's fixed ports: held until this shell exits, after its teardown
+# (fd 9, closed for dockerd, which may outlive a killed run).
+exec 9>/tmp/suite-ports.lock
+flock 9
 rm -rf "$LOGS"
 mkdir -p "$LOGS" "$CACHE" "$DEMO_BIN"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/compose-test.XXXXXX")
@@ -144,12 +148,14 @@ teardown() {
 	local name=$1 limit=$2 t0=$SECONDS pid rc watchdog
 	shift 2
 	: >"$WORK/note"
-	rm -f "$WORK/stopped"
+	rm -f "$WORK/stopped" "$WORK/rc"
 	(
-		# A second Ctrl-C does not stop this part's own loops (the tools
-		# it runs may still take it).
+		# Ctrl-C does not stop a part: the teardown runs to its end.
 		trap '' INT
 		"$@"
+		# Its own status: a signal to this shell as it ends would give
+		# wait the signal's.
+		echo "$?" >"$WORK/rc"
 	) >>"$LOGS/down.log" 2>&1 &
 	pid=$!
 	(
@@ -167,10 +173,13 @@ teardown() {
 		rc=$?
 		kill -0 "$pid" 2>/dev/null || break
 	done
+	[ ! -s "$WORK/rc" ] || rc=$(cat "$WORK/rc")
 	kill_tree TERM "$watchdog"
 	wait "$watchdog" 2>/dev/null
 	if [ -s "$WORK/stopped" ]; then
-		# Stopped at the limit: what ignored the SIGTERM gets SIGKILL.
+		# Stopped at the limit, whatever its status (a tool may exit 0 on
+		# SIGTERM): a failure. What ignored the SIGTERM gets SIGKILL.
+		[ "$rc" -ne 0 ] || rc=124
 		local p alive until=$((SECONDS + 10))
 		while [ "$SECONDS" -lt "$until" ]; do
 			alive=
@@ -221,12 +230,16 @@ cleanup() {
 	local status=$? rc
 	set +e
 	in_teardown
-	if [ -n "$STEP_PID" ]; then
-		kill_tree TERM "$STEP_PID"
-		wait "$STEP_PID" 2>/dev/null
-	fi
 	# What a step interrupted midway kept (the dockerd it started).
 	[ -f "$WORK/state" ] && . "$WORK/state"
+	# The step under way, stopped: every child of this shell but the
+	# dockerd and debootstrap the steps started (a signal may come before
+	# a step's pid is known).
+	local child
+	for child in $(cat /proc/$$/task/*/children 2>/dev/null); do
+		case $child in "$DOCKERD_PID" | "${DEBOOTSTRAP_PID:-}") ;; *) kill_tree TERM "$child" ;; esac
+	done
+	[ -z "$STEP_PID" ] || wait "$STEP_PID" 2>/dev/null
 	if [ -n "$UP" ]; then
 		if [ "$status" -ne 0 ]; then
 			teardown state 120 save_state
@@ -242,12 +255,24 @@ cleanup() {
 		teardown engine 60 engine_stop
 		rc=$?
 		[ "$rc" -eq 0 ] || [ "$status" -ne 0 ] || status=$rc
+		# dockerd is in a session of its own, out of the part's reach: a
+		# part stopped at its limit leaves it to this.
+		if [ "$(cat "/proc/$DOCKERD_PID/comm" 2>/dev/null)" = dockerd ]; then
+			echo "compose-test: dockerd $DOCKERD_PID still runs after the engine's stop; killing it" >&2
+			kill -KILL "$DOCKERD_PID" 2>/dev/null
+		fi
 	fi
 	# A debootstrap still running after a failure finishes (its tarball
 	# serves the next run) before this exits: no process is left behind.
+	# At most 10 minutes, then it is stopped.
 	if [ -n "${DEBOOTSTRAP_PID:-}" ] && kill -0 "$DEBOOTSTRAP_PID" 2>/dev/null; then
-		echo "compose-test: waiting for the background debootstrap to finish" >&2
-		wait "$DEBOOTSTRAP_PID" 2>/dev/null || while kill -0 "$DEBOOTSTRAP_PID" 2>/dev/null; do sleep 1; done
+		echo "compose-test: waiting for the background debootstrap to finish (at most 600 s)" >&2
+		local until=$((SECONDS + 600))
+		while kill -0 "$DEBOOTSTRAP_PID" 2>/dev/null && [ "$SECONDS" -lt "$until" ]; do sleep 1; done
+		if kill -0 "$DEBOOTSTRAP_PID" 2>/dev/null; then
+			echo "compose-test: debootstrap still runs after 600 s; stopping it" >&2
+			kill_tree TERM "$DEBOOTSTRAP_PID"
+		fi
 	fi
 	rm -rf "$WORK"
 	if [ "$status" -eq 0 ]; then
@@ -283,7 +308,8 @@ rand() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 # 30 s for its containers and containerd to stop).
 stop_dockerd() {
 	kill -TERM "$DOCKERD_PID" 2>/dev/null || return 0
-	for _ in $(seq 1 300); do
+	local until=$((SECONDS + 30))
+	while [ "$SECONDS" -lt "$until" ]; do
 		kill -0 "$DOCKERD_PID" 2>/dev/null || { DOCKERD_PID=; return 0; }
 		sleep 0.1
 	done
@@ -328,7 +354,7 @@ engine() {
 	# compose-test's limit) leaves it up for the teardown, which stops it.
 	setsid dockerd --data-root "$CACHE/docker" --exec-root "$RUN_DIR/exec" \
 		--pidfile "$RUN_DIR/dockerd.pid" --host "$DOCKER_HOST" \
-		--iptables=false --ip-forward=false >"$LOGS/dockerd.log" 2>&1 &
+		--iptables=false --ip-forward=false >"$LOGS/dockerd.log" 2>&1 9>&- &
 	DOCKERD_PID=$!
 	keep "DOCKERD_PID=$DOCKERD_PID"
 	for _ in $(seq 1 600); do

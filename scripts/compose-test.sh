@@ -71,7 +71,6 @@ DEBOOTSTRAP_PID=
 STARTED=$SECONDS
 UP=
 STEP=
-STEP_PID=
 
 # note TEXT: the detail printed after a step's time.
 note() { printf '%s' "$*" >"$WORK/note"; }
@@ -88,7 +87,7 @@ keep() { printf '%s\n' "$*" >>"$WORK/state"; }
 # compose-test's limit, Ctrl-C) is handled at once: the trap below stops
 # the step's processes and says which step it stopped.
 step() {
-	local name=$1 t0=$SECONDS rc
+	local name=$1 t0=$SECONDS rc pid
 	shift
 	: >"$WORK/note"
 	: >"$WORK/state"
@@ -98,10 +97,9 @@ step() {
 		set -e
 		"$@"
 	) >"$LOGS/$name.log" 2>&1 &
-	STEP_PID=$!
-	wait "$STEP_PID"
+	pid=$!
+	wait "$pid"
 	rc=$?
-	STEP_PID=
 	set -e
 	. "$WORK/state"
 	if [ "$rc" -eq 0 ]; then
@@ -232,14 +230,12 @@ cleanup() {
 	in_teardown
 	# What a step interrupted midway kept (the dockerd it started).
 	[ -f "$WORK/state" ] && . "$WORK/state"
-	# The step under way, stopped: every child of this shell but the
-	# dockerd and debootstrap the steps started (a signal may come before
-	# a step's pid is known).
+	# The step under way, stopped: every child of this shell (a signal may
+	# come before a step's pid is known). dockerd and debootstrap are not
+	# among them: the steps' subshells that started them have ended.
 	local child
-	for child in $(cat /proc/$$/task/*/children 2>/dev/null); do
-		case $child in "$DOCKERD_PID" | "${DEBOOTSTRAP_PID:-}") ;; *) kill_tree TERM "$child" ;; esac
-	done
-	[ -z "$STEP_PID" ] || wait "$STEP_PID" 2>/dev/null
+	for child in $(cat /proc/$$/task/*/children 2>/dev/null); do kill_tree TERM "$child"; done
+	wait 2>/dev/null
 	if [ -n "$UP" ]; then
 		if [ "$status" -ne 0 ]; then
 			teardown state 120 save_state

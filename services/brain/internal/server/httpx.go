@@ -119,16 +119,15 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 // intParam parses the query parameter name as an integer in min..max; def
 // when absent. It reads the integers a JSON body's integer fields read (a
 // JSON number whose value is one: "10", "1e1", "10.0"; strictjson's rule),
-// so wait_seconds means the same in a query as in a body; "+5", " 5" and
-// "0x5" are not JSON numbers.
+// so wait_seconds means the same in a query as in a body; "+5" and "0x5"
+// are not JSON numbers, and the space JSON allows around one is refused.
 func intParam(q url.Values, name string, min, max, def int64) (int64, error) {
 	if !q.Has(name) {
 		return def, nil
 	}
 	v := q.Get(name)
 	var n int64
-	if v == "" || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || v[len(v)-1] < '0' || v[len(v)-1] > '9' ||
-		strictjson.Unmarshal([]byte(v), &n) != nil {
+	if v != strings.TrimSpace(v) || strictjson.Unmarshal([]byte(v), &n) != nil {
 		return 0, httpapi.BadRequest("%s: want an integer %d..%d, got %q", name, min, max, v)
 	}
 	if n < min || n > max {

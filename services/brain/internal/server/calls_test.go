@@ -126,6 +126,8 @@ func TestWaitAndGet(t *testing.T) {
 		// The integers a body's wait_seconds takes, and no others.
 		{"?wait_seconds=%2B5", 400, []string{"wait_seconds", "integer", `"+5"`}},
 		{"?wait_seconds=%205", 400, []string{"wait_seconds", "integer"}},
+		{"?wait_seconds=+5", 400, []string{"wait_seconds", "integer", `" 5"`, `a "+" in a query string is a space`}},
+		{"?wait_seconds=5%20", 400, []string{"wait_seconds", "integer", `"5 "`}},
 		{"?wait_seconds=0x1", 400, []string{"wait_seconds", "integer"}},
 		{"?wait_seconds=1.5", 400, []string{"wait_seconds", "integer"}},
 		{"?wait_seconds=", 400, []string{"wait_seconds", "integer"}},

@@ -128,7 +128,12 @@ func intParam(q url.Values, name string, min, max, def int64) (int64, error) {
 	v := q.Get(name)
 	var n int64
 	if v != strings.TrimSpace(v) || strictjson.Unmarshal([]byte(v), &n) != nil {
-		return 0, httpapi.BadRequest("%s: want an integer %d..%d, got %q", name, min, max, v)
+		hint := ""
+		if strings.HasPrefix(v, " ") {
+			// An unencoded + in a query string stands for a space.
+			hint = ` (a "+" in a query string is a space; a number takes no sign but "-")`
+		}
+		return 0, httpapi.BadRequest("%s: want an integer %d..%d, got %q%s", name, min, max, v, hint)
 	}
 	if n < min || n > max {
 		return 0, httpapi.BadRequest("%s: must be %d..%d, got %d", name, min, max, n)

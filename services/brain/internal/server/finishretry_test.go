@@ -3,14 +3,19 @@ package server
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/brain-tools/suite/services/brain/internal/store"
 )
 
 // execSQL runs statements on b's store from outside brain, as an operator
@@ -153,5 +158,85 @@ func TestFinalWriteAtShutdown(t *testing.T) {
 	next := startBrain(t, func(o *Options) { o.DataDir, o.DatabaseURL = dir, "" })
 	if _, c := next.getCall("t1", run.ID, 0); c.Status != "failed" || deref(c.ErrorCode) != "brain_restarted" {
 		t.Errorf("the call after a restart: %s %s, want failed brain_restarted", c.Status, deref(c.ErrorCode))
+	}
+}
+
+// committedThenLost is a store whose next CreateCall of a call of tool
+// commits and then reports a lost connection, as a database that crashed
+// (or failed over) between its commit and its answer does.
+type committedThenLost struct {
+	store.Store
+	tool string
+	arm  atomic.Bool
+	id   atomic.Pointer[string]
+}
+
+func (s *committedThenLost) CreateCall(ctx context.Context, c *store.Call, evs ...*store.Event) error {
+	err := s.Store.CreateCall(ctx, c, evs...)
+	if err == nil && c.Tool == s.tool && s.arm.CompareAndSwap(true, false) {
+		id := c.ID
+		s.id.Store(&id)
+		return fmt.Errorf("create tool call: %w", io.ErrUnexpectedEOF)
+	}
+	return err
+}
+
+// TestCreateCommittedThenLost: a call whose write committed though brain
+// was told it failed (a connection lost with its commit) is answered as
+// not sent, and ends so in the store soon after: not sent, not left
+// running (on PostgreSQL its replica would renew its lease for as long as
+// it lives), its slot (max_concurrency) free again, and its session
+// closed at once.
+func TestCreateCommittedThenLost(t *testing.T) {
+	if testStore == storeReplicas {
+		t.Skip("wraps the store of one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	t.Parallel()
+	lossy := &committedThenLost{tool: "held"}
+	b, ct := startWaitingBrain(t, false, 60, func(o *Options) {
+		o.wrapStore = func(s store.Store) store.Store { lossy.Store = s; return lossy }
+	})
+	s := b.session("t1", "held")
+	lossy.arm.Store(true)
+	r := b.do("POST", "/sessions/"+s.ID+"/tool_calls", "t1", map[string]any{"tool": "held", "arguments": map[string]any{}, "wait_seconds": 0})
+	if r.status != http.StatusServiceUnavailable {
+		t.Fatalf("the create whose answer was lost: %d %s, want 503", r.status, r.body)
+	}
+	id := *lossy.id.Load()
+	deadline := time.Now().Add(15 * time.Second)
+	var c CallJSON
+	for {
+		_, c = b.getCall("t1", id, 0)
+		if c.Status != "running" && c.Status != "queued" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stored call 15 s after its write was reported failed: %s, want it ended", c.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c.Status != "failed" || deref(c.ErrorCode) != "cancelled" || c.UnknownOutcome || ct.count(id) != 0 {
+		t.Fatalf("the stored call: %s %s unknown_outcome %v, sent %d times; want failed, cancelled, not sent", c.Status, deref(c.ErrorCode), c.UnknownOutcome, ct.count(id))
+	}
+	// Both slots of held are free: two calls reach the tool at once.
+	for range 2 {
+		b.call("t1", s.ID, "held", map[string]any{}, 0)
+	}
+	for range 2 {
+		receive(t, ct.arrived, 10*time.Second, "a held call did not reach its tool: the lost create kept a slot")
+	}
+	ct.release <- struct{}{}
+	ct.release <- struct{}{}
+	if r := b.do("POST", "/sessions/"+s.ID+"/close", "t1", map[string]any{}); r.status != http.StatusOK {
+		t.Fatalf("close the session: %d %s", r.status, r.body)
+	}
+	var results int
+	for _, e := range b.events("t1", s.ID) {
+		if e.Type == "tool.result" && e.CallID == id {
+			results++
+		}
+	}
+	if results != 1 {
+		t.Errorf("%d tool.result events for the lost create, want 1", results)
 	}
 }

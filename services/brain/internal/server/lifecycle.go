@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -286,7 +287,8 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 		case errors.As(err, &se):
 			return nil, httpapi.Conflict("session %q is %s", c.SessionID, se.Status)
 		}
-		return nil, fmt.Errorf("create tool call: %w", err)
+		s.settleUncertainCreate(c, t, err)
+		return nil, fmt.Errorf("%w; the call was not sent, and should the store hold it after all, brain ends it as not sent", err)
 	}
 	rc.ord = c.Ord
 	rc.set(c)
@@ -302,6 +304,127 @@ func (s *Server) start(reqCtx context.Context, sp callSpec) (*running, error) {
 	}
 	s.spawn(func() { s.execute(ctx, rc) })
 	return rc, nil
+}
+
+// settleUncertainCreate has call c, a call of t whose write failed with
+// err for a reason of the store's, ended as not sent (storeRefusal) should
+// the store hold it after all: a write whose connection was lost with its
+// commit (a database crash, a failover) may have committed. Nobody runs
+// such a call, and on a shared store this replica, its owner, would renew
+// its lease for as long as it lives: the call would stay running, its
+// session could not be closed and its slot (max_concurrency) would stay
+// taken. One goroutine (settleLoop) reads such calls back, however many
+// writes an outage fails.
+func (s *Server) settleUncertainCreate(c store.Call, t *config.Tool, err error) {
+	if s.callsCtx.Err() != nil {
+		return // stopping: the lease's, as for any call brain leaves
+	}
+	s.settleMu.Lock()
+	defer s.settleMu.Unlock()
+	if len(s.unsettled) >= maxUnsettled {
+		s.log.Warn("too many tool calls whose write failed to read back; this one is left to its lease", "call_id", c.ID, "tool", c.Tool)
+		return
+	}
+	s.unsettled = append(s.unsettled, unsettled{id: c.ID, tenant: c.TenantID, t: t, err: err, at: time.Now()})
+	if len(s.unsettled) == 1 {
+		s.settleOnce.Do(func() { go s.settleLoop() })
+		select {
+		case s.settleKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// unsettled is a call settleLoop is to read back.
+type unsettled struct {
+	id, tenant string
+	t          *config.Tool
+	err        error
+	at         time.Time
+}
+
+// maxUnsettled bounds the calls settleLoop holds: past it, a call whose
+// write failed is left to its lease, which runs out when brain stops.
+const maxUnsettled = 10000
+
+// settleAfter is how long after a failed write settleLoop first reads the
+// call back (a commit a lost connection left under way has ended by then).
+var settleAfter = time.Second
+
+// settleLoop reads back the calls settleUncertainCreate names, each at
+// least settleAfter after its failure, until brain stops: a call the store
+// does not hold, or holds ended, is done with; one it holds unfinished
+// ends as not sent. While the store fails, it tries again after a pause
+// that doubles up to 10 s; calls left when brain stops are their lease's
+// (taken over, brain_restarted, once it runs out).
+func (s *Server) settleLoop() {
+	pause := settleAfter
+	for {
+		select {
+		case <-s.callsCtx.Done():
+			return
+		case <-s.settleKick:
+		}
+		for {
+			select {
+			case <-s.callsCtx.Done():
+				return
+			case <-time.After(pause):
+			}
+			s.settleMu.Lock()
+			due := slices.Clone(s.unsettled)
+			s.settleMu.Unlock()
+			done, failed := 0, false
+			for _, u := range due {
+				if time.Since(u.at) < settleAfter {
+					break
+				}
+				if err := s.settle(u); err != nil {
+					failed = true
+					break
+				}
+				done++
+			}
+			s.settleMu.Lock()
+			s.unsettled = s.unsettled[done:]
+			left := len(s.unsettled)
+			s.settleMu.Unlock()
+			if failed {
+				pause = min(2*pause, 10*time.Second)
+			} else {
+				pause = settleAfter
+			}
+			if left == 0 {
+				break
+			}
+		}
+	}
+}
+
+// settle reads call u back and ends it as not sent when the store holds
+// it unfinished; it fails only when the store does.
+func (s *Server) settle(u unsettled) error {
+	ctx, cancel := context.WithTimeout(s.callsCtx, storeWait)
+	defer cancel()
+	got, err := s.store.Call(ctx, u.tenant, u.id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case store.Terminal(got.Status):
+		return nil
+	}
+	s.log.Warn("tool call stored though its write failed; ending it as not sent", "call_id", u.id, "tool", got.Tool, "write_err", u.err)
+	if _, err := s.finishWith(s.callsCtx, u.t, got, storeRefusal(u.t, u.err), true); err != nil {
+		// Another replica's by now (it took the call over), or brain is
+		// stopping: either way no longer this one's.
+		s.log.Warn("end a tool call stored though its write failed", "call_id", u.id, "tool", got.Tool, "err", err)
+	}
+	if u.t.MaxConcurrency > 0 {
+		s.queueFor(u.tenant, u.t).done(nil) // a slot it held is free
+	}
+	return nil
 }
 
 // storeCall stores c with evs once settled is closed (nil: at once): a

@@ -119,6 +119,10 @@ type Options struct {
 	// paused process would, or only the renewals, as a renewal stuck on
 	// the database would.
 	leaseHook func(ctx context.Context, renewal bool)
+	// wrapStore, when set (tests only), wraps the store brain opened: a
+	// test makes one of its writes fail after it committed, as a
+	// connection lost with its commit would.
+	wrapStore func(store.Store) store.Store
 }
 
 // Limits are the most custom tools, secrets and toolsets one tenant
@@ -225,6 +229,13 @@ type Server struct {
 	// call, by answer ID, closed when the store says they were settled.
 	settled map[string]chan struct{}
 	calls   sync.WaitGroup
+	// unsettled are the calls whose write failed that settleLoop is to
+	// read back (settleUncertainCreate), under settleMu; settleKick wakes
+	// the loop, which settleOnce starts.
+	settleMu   sync.Mutex
+	unsettled  []unsettled
+	settleKick chan struct{}
+	settleOnce sync.Once
 	// healthySince is when this replica's renewals began to succeed again
 	// (UnixNano), 0 while the last one failed: it claims no other
 	// replica's calls before a lease has passed since (takeUpExpired).
@@ -290,6 +301,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		remoteEnding: map[string]time.Time{},
 		settled:      map[string]chan struct{}{},
 		work:         make(chan func()),
+		settleKick:   make(chan struct{}, 1),
 	}
 	if s.lease == 0 {
 		s.lease = DefaultLease
@@ -338,6 +350,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.waitsEnd, s.endWaits = waits.Done(), endWaits
 	if err := s.openStore(ctx, o); err != nil {
 		return nil, fmt.Errorf("new server: %w", err)
+	}
+	if o.wrapStore != nil {
+		s.store = o.wrapStore(s.store)
 	}
 	s.registerGauges()
 	s.handler = s.routes()

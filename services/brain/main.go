@@ -33,7 +33,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -195,8 +194,8 @@ func (ec *envConfig) validate() (slog.Level, error) {
 		errs = append(errs, fmt.Errorf("BRAIN_ADDR %q: %w", ec.Addr, err))
 	}
 	if ec.DatabaseURL != "" {
-		if u, err := url.Parse(ec.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			errs = append(errs, errors.New("BRAIN_DATABASE_URL: want a postgres:// or postgresql:// URL"))
+		if err := pgbound.CheckURL("BRAIN_DATABASE_URL", ec.DatabaseURL); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if ec.DatabaseTimeout != 0 && (ec.DatabaseTimeout < 100*time.Millisecond || ec.DatabaseTimeout > 10*time.Minute) {
@@ -395,7 +394,20 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 // runMigrate is `brain migrate`: it applies the schema versions the store
 // has not had yet and prints what it did; run again, it applies nothing.
 // It takes no flags or arguments.
+// subcommandHelp prints usage (one line of brain's usage) on stdout when
+// args ask for help (-h, -help, --help), and says so.
+func subcommandHelp(args []string, stdout io.Writer, usage string) bool {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprintf(stdout, "Usage:\n  %s\n\nThe store is BRAIN_DATA_DIR's SQLite or BRAIN_DATABASE_URL's PostgreSQL (see brain -h).\n", usage)
+		return true
+	}
+	return false
+}
+
 func runMigrate(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
+	if subcommandHelp(args, stdout, "brain migrate    bring the store to this build's schema version") {
+		return flag.ErrHelp
+	}
 	if len(args) > 0 {
 		err := fmt.Errorf("migrate: unexpected argument %q (brain migrate takes none)", args[0])
 		fmt.Fprintf(stderr, "brain: %v\n", err)
@@ -452,7 +464,10 @@ func storeName(ec envConfig) string {
 // brain and putting FILE in place of brain.db (README). On PostgreSQL it
 // refuses and names pg_dump.
 func runBackup(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
-	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+	if subcommandHelp(args, stdout, "brain backup FILE    write a consistent copy of the SQLite store, running or not, to FILE (a new file)") {
+		return flag.ErrHelp
+	}
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") || args[0] == "" {
 		err := errors.New("backup: want one argument, the file to write (brain backup FILE)")
 		fmt.Fprintf(stderr, "brain: %v\n", err)
 		return &usageError{err}
@@ -465,6 +480,9 @@ func runBackup(ctx context.Context, args []string, environ map[string]string, st
 		return errors.New("backup: brain's store is PostgreSQL (BRAIN_DATABASE_URL): back it up with pg_dump, see services/brain/README.md")
 	}
 	if err := sqlite.Backup(ctx, filepath.Join(ec.DataDir, "brain.db"), args[0]); err != nil {
+		if errors.Is(err, sqlite.ErrNoDatabase) {
+			return fmt.Errorf("%w; is BRAIN_DATA_DIR right?", err)
+		}
 		return err
 	}
 	fmt.Fprintf(stdout, "backed up %s to %s\n", filepath.Join(ec.DataDir, "brain.db"), args[0])

@@ -71,7 +71,7 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 // their events in agreement.
 func checkIntegrity(t *testing.T, path string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+uriPath.Replace(path)+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +100,49 @@ func checkIntegrity(t *testing.T, path string) {
 		if n != 0 {
 			t.Errorf("%s: %d", c.name, n)
 		}
+	}
+}
+
+// TestBackupDestinations: Backup writes the file it is given, whatever its
+// name looks like to SQLite (":memory:", a "file:" URI with mode=memory),
+// and refuses, naming the problem, a destination it cannot write: none, an
+// existing file, a directory, a directory that does not exist.
+func TestBackupDestinations(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "brain.db")
+	open(t, path, nil)
+	cwd := t.TempDir()
+	t.Chdir(cwd) // relative destinations are the working directory's
+	if err := os.WriteFile("taken.db", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		dest    string
+		written string // the file that must hold the copy, or
+		refused string // what the refusal says
+	}{
+		{dest: "", refused: "the file to write is empty"},
+		{dest: ":memory:", written: filepath.Join(cwd, ":memory:")},
+		{dest: "file:uri.db?mode=memory", written: filepath.Join(cwd, "file:uri.db?mode=memory")},
+		{dest: "sub", written: filepath.Join(cwd, "sub")},
+		{dest: "taken.db", refused: "the file exists"},
+		{dest: cwd, refused: "the file exists"},
+		{dest: filepath.Join(cwd, "missing", "x.db"), refused: "directory " + filepath.Join(cwd, "missing") + " does not exist"},
+		{dest: "taken.db/x.db", refused: filepath.Join(cwd, "taken.db") + " is not a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dest, func(t *testing.T) {
+			err := Backup(ctx, path, tt.dest)
+			if tt.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.refused) {
+					t.Fatalf("Backup to %q: %v, want a refusal saying %q", tt.dest, err, tt.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Backup to %q: %v", tt.dest, err)
+			}
+			checkIntegrity(t, tt.written)
+		})
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/pressly/goose/v3"
 )
@@ -152,6 +154,9 @@ func Migrate(ctx context.Context, path string) (applied []int64, version int64, 
 	return applied, version, nil
 }
 
+// ErrNoDatabase is Backup's error for a database that is not there.
+var ErrNoDatabase = errors.New("no database there")
+
 // Backup writes a consistent copy of the database at path to dest with
 // VACUUM INTO: one read transaction, so a brain running on the database
 // goes on writing (WAL) while it runs, and the copy is the database as of
@@ -159,20 +164,42 @@ func Migrate(ctx context.Context, path string) (applied []int64, version int64, 
 // database (no WAL beside it): restore it by putting it in place of
 // brain.db while brain is stopped.
 func Backup(ctx context.Context, path, dest string) error {
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("backup %s: %w", path, ErrNoDatabase)
+	} else if err != nil {
 		return fmt.Errorf("backup %s: %w", path, err)
+	}
+	if dest == "" {
+		return errors.New("backup: the file to write is empty; give its path")
 	}
 	if _, err := os.Lstat(dest); err == nil {
 		return fmt.Errorf("backup to %s: the file exists; give a new file", dest)
+	}
+	// VACUUM INTO takes "file:…" as a URI (mode=memory writes nowhere)
+	// and ":memory:" as no file at all: an absolute path is a file, always.
+	abs, err := filepath.Abs(dest)
+	if err != nil {
+		return fmt.Errorf("backup to %s: %w", dest, err)
+	}
+	switch fi, err := os.Stat(filepath.Dir(abs)); {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("backup to %s: directory %s does not exist; create it first", dest, filepath.Dir(abs))
+	case err != nil:
+		return fmt.Errorf("backup to %s: %w", dest, err)
+	case !fi.IsDir():
+		return fmt.Errorf("backup to %s: %s is not a directory", dest, filepath.Dir(abs))
 	}
 	db, err := sql.Open("sqlite", "file:"+uriPath.Replace(path)+"?_pragma=busy_timeout(5000)&mode=ro")
 	if err != nil {
 		return fmt.Errorf("backup %s: %w", path, err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dest); err != nil {
-		os.Remove(dest)
+	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, abs); err != nil {
+		os.Remove(abs)
 		return fmt.Errorf("backup %s to %s: %w", path, dest, err)
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("backup %s to %s: no file was written", path, dest)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ package pgbound
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/brain-tools/suite/pkg/bounded"
@@ -96,4 +98,21 @@ func release(ctx context.Context) {
 	if cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
 		cancel()
 	}
+}
+
+// CheckURL reports what is wrong with raw as the database URL of the
+// suite's services (named by the environment variable name): a
+// postgres:// or postgresql:// URL, the scheme in lower case (pgx takes
+// anything else for a key=value string), that pgx can parse. The error
+// names the variable and says what pgx found (its bad port, its bad
+// escape), never the password.
+func CheckURL(name, raw string) error {
+	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+		return fmt.Errorf("%s: want a postgres:// or postgresql:// URL (the scheme in lower case)", name)
+	}
+	if _, err := pgx.ParseConfig(raw); err != nil {
+		// pgconn's error quotes the URL with its password masked.
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package pgbound_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,42 @@ func TestClosePool(t *testing.T) {
 	}
 	if !pgbound.ClosePool(quiet, bound) {
 		t.Error("a pool with nothing in use did not close within the bound")
+	}
+}
+
+// TestCheckURL: a database URL is taken only as pgx will take it, and a
+// refusal names the variable and the fault, never the password.
+func TestCheckURL(t *testing.T) {
+	tests := []struct {
+		url, want string // want "" = taken
+	}{
+		{"postgres://u:pw@127.0.0.1:5432/brain", ""},
+		{"postgresql://127.0.0.1/brain?sslmode=disable", ""},
+		{"postgres:///brain?host=/tmp/pg", ""},
+		{"", "want a postgres:// or postgresql:// URL"},
+		{"mysql://u:pw@h/db", "want a postgres:// or postgresql:// URL"},
+		{"POSTGRES://u:pw@h/db", "the scheme in lower case"},
+		{"host=h dbname=db", "want a postgres:// or postgresql:// URL"},
+		{"postgres://u:secretpw@127.0.0.1:abc/brain", "invalid port"},
+		{"postgres://u:secretpw@127.0.0.1:99999/brain", "invalid port"},
+		{"postgres://u:sec%ZZretpw@h/db", "invalid percent-encoded token"},
+		{"postgres://u:secretpw@h/db?sslmode=sometimes", "sslmode is invalid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			err := pgbound.CheckURL("BRAIN_DATABASE_URL", tt.url)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "BRAIN_DATABASE_URL: ") {
+				t.Fatalf("got %v, want BRAIN_DATABASE_URL: …%s…", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("the refusal shows the password: %v", err)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/brain-tools/suite/pkg/pgbound"
 	"github.com/brain-tools/suite/pkg/service"
 )
 
@@ -152,8 +153,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		return nil, fmt.Errorf("approvals: APPROVAL_RETENTION must be 0 (keep every approval) or at least 1m, got %s", cfg.Retention)
 	case cfg.DatabaseTimeout != 0 && (cfg.DatabaseTimeout < 100*time.Millisecond || cfg.DatabaseTimeout > 10*time.Minute):
 		return nil, fmt.Errorf("approvals: APPROVAL_DATABASE_TIMEOUT must be 0 (10s) or 100ms..10m, got %s", cfg.DatabaseTimeout)
-	case cfg.DatabaseURL != "" && !strings.HasPrefix(cfg.DatabaseURL, "postgres://") && !strings.HasPrefix(cfg.DatabaseURL, "postgresql://"):
-		return nil, errors.New("approvals: APPROVAL_DATABASE_URL: want a postgres:// or postgresql:// URL")
+	}
+	if cfg.DatabaseURL != "" {
+		if err := pgbound.CheckURL("APPROVAL_DATABASE_URL", cfg.DatabaseURL); err != nil {
+			return nil, fmt.Errorf("approvals: %w", err)
+		}
 	}
 	wh, err := newWebhook(cfg.WebhookURL, cfg.WebhookSecret, logger)
 	if err != nil {

@@ -442,7 +442,11 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 		// there before the signal arrived: tell them again and wait for it
 		// (a dead replica's calls are ended when its lease runs out).
 		if time.Now().After(deadline) {
-			return httpapi.Unavailable("session %q still has calls in flight on other brain replicas after %s; send the %s again", id, s.endWait(), to)
+			verb := "close"
+			if to == store.SessionInterrupted {
+				verb = "interrupt"
+			}
+			return httpapi.Unavailable("session %q still has calls in flight on other brain replicas after %s; send the %s again", id, s.endWait(), verb)
 		}
 		time.Sleep(pause)
 		s.notify(ctx, endSig)

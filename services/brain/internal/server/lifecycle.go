@@ -349,14 +349,15 @@ const maxUnsettled = 10000
 
 // settleAfter is how long after a failed write settleLoop first reads the
 // call back (a commit a lost connection left under way has ended by then).
-var settleAfter = time.Second
+const settleAfter = time.Second
 
 // settleLoop reads back the calls settleUncertainCreate names, each at
 // least settleAfter after its failure, until brain stops: a call the store
 // does not hold, or holds ended, is done with; one it holds unfinished
-// ends as not sent. While the store fails, it tries again after a pause
-// that doubles up to 10 s; calls left when brain stops are their lease's
-// (taken over, brain_restarted, once it runs out).
+// ends as not sent. While the store fails, it tries again every two
+// settleAfter (one read a try: a call ends within about two seconds of
+// the store answering again); calls left when brain stops are their
+// lease's (taken over, brain_restarted, once it runs out).
 func (s *Server) settleLoop() {
 	pause := settleAfter
 	for {
@@ -390,7 +391,7 @@ func (s *Server) settleLoop() {
 			left := len(s.unsettled)
 			s.settleMu.Unlock()
 			if failed {
-				pause = min(2*pause, 10*time.Second)
+				pause = 2 * settleAfter
 			} else {
 				pause = settleAfter
 			}
@@ -1118,7 +1119,10 @@ func (s *Server) takeUp(ctx context.Context, calls []*store.Call) (skipped []str
 			// function tool's.
 			o := invoke.Refused(invoke.CodeNotInConfig, fmt.Sprintf("tool %s changed kind in brain's host config while the call waited; the call was not sent", c.Tool))
 			out = &o
-		case sess.Status != store.SessionActive:
+		case sess.Status != store.SessionActive || s.sessionEnding(c.SessionID):
+			// A session being interrupted or closed, here or on another
+			// replica, waits for this call to end: it ends as the session
+			// would have ended it (register would refuse it).
 			o := invoke.Cancelled(t, false, errSessionEnded)
 			out = &o
 		}

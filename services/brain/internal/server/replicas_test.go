@@ -1149,3 +1149,54 @@ func TestRespondWhileDatabaseSilent(t *testing.T) {
 		t.Errorf("an answer given again: %d %s, want 409", r.status, r.body)
 	}
 }
+
+// TestCloseWhileReplicaDead: a session whose calls wait on a replica that
+// died (a function call in requires_input, a call queued for a slot, calls
+// running) closes through another replica on the first try, once the
+// dead one's lease runs out: the replica that takes its calls over ends
+// the waiting ones cancelled, not sent, since their session is being
+// closed, rather than refusing them for that and leaving the close to
+// wait for them until it gives up (503).
+func TestCloseWhileReplicaDead(t *testing.T) {
+	t.Parallel()
+	ct := newCountingTools(t)
+	doc, env := waitingConfigJSON(ct.URL, false, 300)
+	b := startReplicasWith(t, doc, env, 3, false)
+	victim := b.replicas[0]
+	owner, other := &brain{t: t, url: victim.url}, &brain{t: t, url: b.replicas[1].url}
+	s := owner.session("t1", "lookup", "held")
+	_, fn := owner.call("t1", s.ID, "lookup", map[string]string{"order_id": "A-1"}, 0)
+	var held []CallJSON
+	for range 3 { // held takes two at a time: the third queues
+		_, c := owner.call("t1", s.ID, "held", map[string]any{}, 0)
+		held = append(held, c)
+	}
+	for range 2 {
+		receive(t, ct.arrived, 10*time.Second, "a held call did not reach its tool")
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	<-victim.done
+	r := other.do("POST", "/sessions/"+s.ID+"/close", "t1", map[string]any{})
+	took := time.Since(killed)
+	if r.status != http.StatusOK {
+		t.Fatalf("close through another replica %s after the kill: %d %s, want 200", took.Round(time.Millisecond), r.status, r.body)
+	}
+	t.Logf("closed %s after the kill (lease %s)", took.Round(time.Millisecond), testLease)
+	for _, w := range []struct {
+		id, status, code string
+		sent             bool
+	}{
+		{fn.ID, "cancelled", "cancelled", false},
+		{held[0].ID, "failed", "brain_restarted", true},
+		{held[1].ID, "failed", "brain_restarted", true},
+		{held[2].ID, "cancelled", "cancelled", false},
+	} {
+		_, c := other.getCall("t1", w.id, 0)
+		if c.Status != w.status || deref(c.ErrorCode) != w.code || ct.count(w.id) != map[bool]int{false: 0, true: 1}[w.sent] {
+			t.Errorf("call %s: %s %s, sent %d times; want %s %s", w.id, c.Status, deref(c.ErrorCode), ct.count(w.id), w.status, w.code)
+		}
+	}
+}

@@ -112,6 +112,15 @@ func (s *Server) onSignal(sig store.Signal) {
 // about two leases.
 func (s *Server) endWait() time.Duration { return 2*s.lease + shutdownGrace }
 
+// sessionEnding reports whether session id is being interrupted or
+// closed, on this replica or another.
+func (s *Server) sessionEnding(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.ending[id]
+	return ok || s.remotelyEnding(id)
+}
+
 // remotelyEnding reports whether another replica is ending session id.
 // Called with s.mu held.
 func (s *Server) remotelyEnding(id string) bool {

@@ -213,7 +213,10 @@ func Classify(r *http.Request, err error) *Error {
 // without a word, its server killed or a proxy between cut), a statement
 // past its deadline (package pgbound), a database that refused or ended
 // the connection (an error with an SQLSTATE of class 08, connection
-// exception, or 57, operator intervention: shutting down, starting up) —
+// exception, or 57, operator intervention: shutting down, starting up), a
+// statement its driver says never reached the server (pgconn's
+// SafeToRetry: a connection the driver had already closed, its server
+// restarted, or one that could not be made) —
 // from one that failed: the first is a 503 the client waits out, the
 // second a 500. Classify counts a deadline as the dependency's only while
 // the request's own has not passed: that one is this server's failure.
@@ -224,6 +227,10 @@ func Unreachable(err error) bool {
 		if c := coded.SQLState(); strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57") {
 			return true
 		}
+	}
+	var unsent interface{ SafeToRetry() bool }
+	if errors.As(err, &unsent) && unsent.SafeToRetry() {
+		return true
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr)
 }

@@ -228,6 +228,14 @@ type sqlStateErr string
 func (e sqlStateErr) Error() string    { return "SQLSTATE " + string(e) }
 func (e sqlStateErr) SQLState() string { return string(e) }
 
+// unsentErr is a driver's error for a statement that never reached the
+// server, as pgconn's for a connection it had already closed ("conn
+// closed") is.
+type unsentErr bool
+
+func (e unsentErr) Error() string     { return "conn closed" }
+func (e unsentErr) SafeToRetry() bool { return bool(e) }
+
 func TestFailureLevel(t *testing.T) {
 	tests := []struct {
 		name string
@@ -237,6 +245,8 @@ func TestFailureLevel(t *testing.T) {
 		{"deadline", fmt.Errorf("renew: %w", context.DeadlineExceeded), slog.LevelWarn},
 		{"database shutting down", sqlStateErr("57P01"), slog.LevelWarn},
 		{"connection cut mid-answer", fmt.Errorf("renew: %w", io.ErrUnexpectedEOF), slog.LevelWarn},
+		{"a connection the driver had closed", fmt.Errorf("set session status: %w", unsentErr(true)), slog.LevelWarn},
+		{"a driver error that may have reached the server", unsentErr(false), slog.LevelError},
 		{"a statement's own failure", sqlStateErr("23505"), slog.LevelError},
 		{"anything else", errors.New("boom"), slog.LevelError},
 	}

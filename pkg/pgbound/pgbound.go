@@ -103,16 +103,30 @@ func release(ctx context.Context) {
 // CheckURL reports what is wrong with raw as the database URL of the
 // suite's services (named by the environment variable name): a
 // postgres:// or postgresql:// URL, the scheme in lower case (pgx takes
-// anything else for a key=value string), that pgx can parse. The error
-// names the variable and says what pgx found (its bad port, its bad
-// escape), never the password.
+// anything else for a key=value string), with at most one @ before its
+// host (a raw @ in a password is read as the host's start), that pgxpool
+// can parse, pool settings included. The error names the variable and
+// pgx's reason, never the URL: pgx's own message quotes it with the
+// password masked only up to a stray @.
 func CheckURL(name, raw string) error {
-	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+	rest, ok := strings.CutPrefix(raw, "postgres://")
+	if !ok {
+		rest, ok = strings.CutPrefix(raw, "postgresql://")
+	}
+	if !ok {
 		return fmt.Errorf("%s: want a postgres:// or postgresql:// URL (the scheme in lower case)", name)
 	}
-	if _, err := pgx.ParseConfig(raw); err != nil {
-		// pgconn's error quotes the URL with its password masked.
-		return fmt.Errorf("%s: %w", name, err)
+	authority, _, _ := strings.Cut(rest, "/")
+	authority, _, _ = strings.Cut(authority, "?")
+	if strings.Count(authority, "@") > 1 {
+		return fmt.Errorf("%s: more than one @ before the host: an @ in the user name or password is written %%40", name)
+	}
+	if _, err := pgxpool.ParseConfig(raw); err != nil {
+		msg := err.Error()
+		if i := strings.LastIndex(msg, "`: "); strings.HasPrefix(msg, "cannot parse `") && i >= 0 {
+			msg = msg[i+3:]
+		}
+		return fmt.Errorf("%s: cannot parse the URL: %s", name, msg)
 	}
 	return nil
 }

@@ -183,6 +183,11 @@ func TestCheckURL(t *testing.T) {
 		{"postgres://u:secretpw@127.0.0.1:99999/brain", "invalid port"},
 		{"postgres://u:sec%ZZretpw@h/db", "invalid percent-encoded token"},
 		{"postgres://u:secretpw@h/db?sslmode=sometimes", "sslmode is invalid"},
+		{"postgres://u:pw@secret@127.0.0.1:5432/db", "more than one @ before the host"},
+		{"postgres://u:pw@secret@127.0.0.1:99999/db", "more than one @ before the host"},
+		{"postgres://u:pw%40secret@127.0.0.1:5432/db?application_name=a@b", ""},
+		{"postgres://u:secretpw@h/db?pool_max_conns=abc", "pool_max_conns"},
+		{"postgres://u:secretpw@h/db?pool_max_conns=0", "pool_max_conns"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {

@@ -394,24 +394,35 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 // runMigrate is `brain migrate`: it applies the schema versions the store
 // has not had yet and prints what it did; run again, it applies nothing.
 // It takes no flags or arguments.
-// subcommandHelp prints usage (one line of brain's usage) on stdout when
-// args ask for help (-h, -help, --help), and says so.
+// Usage lines of brain's commands.
+const (
+	migrateUsage = "brain migrate        bring the store (BRAIN_DATA_DIR's SQLite or BRAIN_DATABASE_URL's PostgreSQL) to this build's schema version"
+	backupUsage  = "brain backup FILE    write a consistent copy of the SQLite store in BRAIN_DATA_DIR, running or not, to FILE (a new file; PostgreSQL: pg_dump)"
+)
+
+// subcommandHelp prints usage (a command's usage line) on stdout when args
+// ask for help (-h, -help, --help), and says so.
 func subcommandHelp(args []string, stdout io.Writer, usage string) bool {
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprintf(stdout, "Usage:\n  %s\n\nThe store is BRAIN_DATA_DIR's SQLite or BRAIN_DATABASE_URL's PostgreSQL (see brain -h).\n", usage)
+		fmt.Fprintf(stdout, "Usage:\n  %s\n", usage)
 		return true
 	}
 	return false
 }
 
+// usageFailure prints err and usage (a command's usage line) on stderr and
+// returns err as a *usageError.
+func usageFailure(stderr io.Writer, err error, usage string) error {
+	fmt.Fprintf(stderr, "brain: %v\nUsage:\n  %s\n", err, usage)
+	return &usageError{err}
+}
+
 func runMigrate(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
-	if subcommandHelp(args, stdout, "brain migrate    bring the store to this build's schema version") {
+	if subcommandHelp(args, stdout, migrateUsage) {
 		return flag.ErrHelp
 	}
 	if len(args) > 0 {
-		err := fmt.Errorf("migrate: unexpected argument %q (brain migrate takes none)", args[0])
-		fmt.Fprintf(stderr, "brain: %v\n", err)
-		return &usageError{err}
+		return usageFailure(stderr, fmt.Errorf("migrate: unexpected argument %q (brain migrate takes none)", args[0]), migrateUsage)
 	}
 	ec, err := service.ParseEnv[envConfig](environ)
 	if err != nil {
@@ -464,13 +475,14 @@ func storeName(ec envConfig) string {
 // brain and putting FILE in place of brain.db (README). On PostgreSQL it
 // refuses and names pg_dump.
 func runBackup(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
-	if subcommandHelp(args, stdout, "brain backup FILE    write a consistent copy of the SQLite store, running or not, to FILE (a new file)") {
+	if subcommandHelp(args, stdout, backupUsage) {
 		return flag.ErrHelp
 	}
-	if len(args) != 1 || strings.HasPrefix(args[0], "-") || args[0] == "" {
-		err := errors.New("backup: want one argument, the file to write (brain backup FILE)")
-		fmt.Fprintf(stderr, "brain: %v\n", err)
-		return &usageError{err}
+	switch {
+	case len(args) != 1 || strings.HasPrefix(args[0], "-"):
+		return usageFailure(stderr, errors.New("backup: want one argument, the file to write"), backupUsage)
+	case args[0] == "":
+		return usageFailure(stderr, errors.New("backup: the file to write is empty"), backupUsage)
 	}
 	ec, err := service.ParseEnv[envConfig](environ)
 	if err != nil {

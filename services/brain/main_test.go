@@ -295,9 +295,11 @@ func TestCommandLine(t *testing.T) {
 		{"mcp discover -h, as before", []string{"mcp", "discover", "-h"}, 0, nil, []string{"usage: brain mcp discover URL"}},
 		{"mcp discover without URL, as before", []string{"mcp", "discover"}, 1, nil, []string{"brain: usage: brain mcp discover URL"}},
 		{"migrate -h", []string{"migrate", "-h"}, 0, []string{"brain migrate ", "schema version"}, nil},
-		{"backup --help", []string{"backup", "--help"}, 0, []string{"brain backup FILE ", "a new file"}, nil},
-		{"migrate with an argument", []string{"migrate", "now"}, 2, nil, []string{`brain: migrate: unexpected argument "now"`}},
-		{"backup of an empty name", []string{"backup", ""}, 2, nil, []string{"backup: want one argument, the file to write"}},
+		{"backup --help", []string{"backup", "--help"}, 0, []string{"brain backup FILE ", "a new file; PostgreSQL: pg_dump"}, nil},
+		{"migrate with an argument", []string{"migrate", "now"}, 2, nil, []string{`brain: migrate: unexpected argument "now"`, "Usage:\n  brain migrate "}},
+		{"migrate with a flag", []string{"migrate", "-x"}, 2, nil, []string{`brain: migrate: unexpected argument "-x"`, "Usage:\n  brain migrate "}},
+		{"backup without FILE", []string{"backup"}, 2, nil, []string{"backup: want one argument, the file to write", "Usage:\n  brain backup FILE "}},
+		{"backup of an empty name", []string{"backup", ""}, 2, nil, []string{"backup: the file to write is empty", "Usage:\n  brain backup FILE "}},
 		{"backup of no store", []string{"backup", "x.db"}, 1, nil, []string{"brain.db: no database there; is BRAIN_DATA_DIR right?"}},
 	}
 	check := func(t *testing.T, code int, stdout, stderr string, tt commandLineCase) {

@@ -240,3 +240,62 @@ func TestCreateCommittedThenLost(t *testing.T) {
 		t.Errorf("%d tool.result events for the lost create, want 1", results)
 	}
 }
+
+// endThenLost is a store whose next SetSessionStatus commits and then
+// reports a lost connection, or (lost false) fails before it commits.
+type endThenLost struct {
+	store.Store
+	arm, lost atomic.Bool
+}
+
+func (s *endThenLost) SetSessionStatus(ctx context.Context, tenantID, id string, from []string, to string, at time.Time, ev *store.Event) error {
+	if !s.arm.CompareAndSwap(true, false) {
+		return s.Store.SetSessionStatus(ctx, tenantID, id, from, to, at, ev)
+	}
+	if s.lost.Load() {
+		if err := s.Store.SetSessionStatus(ctx, tenantID, id, from, to, at, ev); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("set session status: %w", io.ErrUnexpectedEOF)
+}
+
+// TestEndCommittedThenLost: a close or interrupt whose write committed
+// though brain was told the connection was lost answers 200, as it is
+// done (a 503 would have the client send it again, to a 409); one whose
+// write did not commit answers 503, and the session stays as it was.
+func TestEndCommittedThenLost(t *testing.T) {
+	if testStore == storeReplicas {
+		t.Skip("wraps the store of one brain in this process: BRAIN_TEST_STORE=sqlite or postgres")
+	}
+	t.Parallel()
+	lossy := &endThenLost{}
+	b := startBrain(t, func(o *Options) {
+		o.wrapStore = func(s store.Store) store.Store { lossy.Store = s; return lossy }
+	})
+	for _, tt := range []struct {
+		action, status string
+		lost           bool
+		want           int
+		after          string
+	}{
+		{"close", "closed", true, http.StatusOK, "closed"},
+		{"interrupt", "interrupted", true, http.StatusOK, "interrupted"},
+		{"close", "closed", false, http.StatusServiceUnavailable, "active"},
+	} {
+		s := b.session("t1", "echo")
+		lossy.lost.Store(tt.lost)
+		lossy.arm.Store(true)
+		r := b.do("POST", "/sessions/"+s.ID+"/"+tt.action, "t1", map[string]any{})
+		var got SessionJSON
+		if r.status == http.StatusOK {
+			r.json(t, &got)
+		}
+		if r.status != tt.want || r.status == http.StatusOK && got.Status != tt.status {
+			t.Errorf("%s whose write was lost (committed %v): %d %s, want %d", tt.action, tt.lost, r.status, r.body, tt.want)
+		}
+		if got := b.do("GET", "/sessions/"+s.ID, "t1", nil); !strings.Contains(string(got.body), `"status":"`+tt.after+`"`) {
+			t.Errorf("%s (committed %v): the session after: %s, want %s", tt.action, tt.lost, got.body, tt.after)
+		}
+	}
+}

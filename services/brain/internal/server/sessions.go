@@ -451,6 +451,11 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 		time.Sleep(pause)
 		s.notify(ctx, endSig)
 	}
+	if err != nil && httpapi.Unreachable(err) && s.endCommitted(ctx, tenant, id, to, now) {
+		// The store committed the end and lost its answer (its connection
+		// cut with the commit): the end is done, as the caller asked.
+		err = nil
+	}
 	if err != nil {
 		// Let the next read take the store's word.
 		s.mu.Lock()
@@ -468,4 +473,24 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 	s.mu.Unlock()
 	httpapi.WriteJSON(w, http.StatusOK, sessionJSON(&cp))
 	return nil
+}
+
+// endCommitted reports whether the store holds session id ended as to at
+// at: the write of that end failed for the store's want of an answer, and
+// may have committed all the same. It reads the session until the store
+// answers, for as long as a store step may take (storeWait).
+func (s *Server) endCommitted(ctx context.Context, tenant, id, to string, at time.Time) bool {
+	ctx, cancel := context.WithTimeout(ctx, storeWait)
+	defer cancel()
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		got, err := s.store.Session(ctx, tenant, id)
+		if err == nil {
+			return got.Status == to && got.UpdatedAt.Equal(at)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(pause):
+		}
+	}
 }

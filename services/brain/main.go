@@ -144,6 +144,12 @@ func exitCode(err error, stderr io.Writer) int {
 	return 1
 }
 
+// The usage lines of brain's subcommands, in brain's usage and their own.
+const (
+	migrateUsage = "brain migrate                       bring the store (BRAIN_DATA_DIR's SQLite or BRAIN_DATABASE_URL's PostgreSQL) to this build's schema version"
+	backupUsage  = "brain backup FILE                   write a consistent copy of the SQLite store in BRAIN_DATA_DIR, running or not, to FILE (a new file; PostgreSQL: pg_dump)"
+)
+
 // usage prints brain's command lines, flags and where the rest of its
 // configuration comes from, on w.
 func usage(w io.Writer, fs *flag.FlagSet) {
@@ -152,8 +158,8 @@ func usage(w io.Writer, fs *flag.FlagSet) {
   brain -healthcheck                  GET /healthz of the brain at BRAIN_ADDR; exit 0 if 200
   brain -version                      print the version and exit
   brain mcp discover URL [--token-env NAME]   print bindings for an MCP server's tools
-  brain migrate                       bring the store (BRAIN_DATA_DIR or BRAIN_DATABASE_URL) to this build's schema version
-  brain backup FILE                   write a consistent copy of the running SQLite store to FILE (PostgreSQL: pg_dump)
+  `+migrateUsage+`
+  `+backupUsage+`
 
 The rest of the configuration is by environment variables: BRAIN_ADDR
 (default 127.0.0.1:8080), BRAIN_DATA_DIR or BRAIN_DATABASE_URL,
@@ -391,15 +397,6 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	})
 }
 
-// runMigrate is `brain migrate`: it applies the schema versions the store
-// has not had yet and prints what it did; run again, it applies nothing.
-// It takes no flags or arguments.
-// Usage lines of brain's commands.
-const (
-	migrateUsage = "brain migrate        bring the store (BRAIN_DATA_DIR's SQLite or BRAIN_DATABASE_URL's PostgreSQL) to this build's schema version"
-	backupUsage  = "brain backup FILE    write a consistent copy of the SQLite store in BRAIN_DATA_DIR, running or not, to FILE (a new file; PostgreSQL: pg_dump)"
-)
-
 // subcommandHelp prints usage (a command's usage line) on stdout when args
 // ask for help (-h, -help, --help), and says so.
 func subcommandHelp(args []string, stdout io.Writer, usage string) bool {
@@ -417,6 +414,9 @@ func usageFailure(stderr io.Writer, err error, usage string) error {
 	return &usageError{err}
 }
 
+// runMigrate is `brain migrate`: it applies the schema versions the store
+// has not had yet and prints what it did; run again, it applies nothing.
+// It takes no flags or arguments.
 func runMigrate(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	if subcommandHelp(args, stdout, migrateUsage) {
 		return flag.ErrHelp

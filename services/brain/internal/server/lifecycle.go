@@ -390,10 +390,9 @@ func (s *Server) settleLoop() {
 			s.unsettled = s.unsettled[done:]
 			left := len(s.unsettled)
 			s.settleMu.Unlock()
+			pause = settleAfter
 			if failed {
-				pause = 2 * settleAfter
-			} else {
-				pause = settleAfter
+				pause *= 2
 			}
 			if left == 0 {
 				break

@@ -18,6 +18,7 @@ import (
 	"github.com/brain-tools/suite/services/brain/internal/config"
 	"github.com/brain-tools/suite/services/brain/internal/mcpcall"
 	"github.com/brain-tools/suite/services/brain/internal/store"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/julienschmidt/httprouter"
 )
 
@@ -482,15 +483,8 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, id, to strin
 func (s *Server) endCommitted(ctx context.Context, tenant, id, to string, at time.Time) bool {
 	ctx, cancel := context.WithTimeout(ctx, storeWait)
 	defer cancel()
-	for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		got, err := s.store.Session(ctx, tenant, id)
-		if err == nil {
-			return got.Status == to && got.UpdatedAt.Equal(at)
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(pause):
-		}
-	}
+	got, err := backoff.Retry(ctx, func() (*store.Session, error) { return s.store.Session(ctx, tenant, id) },
+		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.5,
+			Multiplier: 2, MaxInterval: time.Second}), backoff.WithMaxElapsedTime(0))
+	return err == nil && got.Status == to && got.UpdatedAt.Equal(at)
 }

@@ -290,7 +290,7 @@ func BenchmarkToolCall(b *testing.B) {
 			return post(client, brainPGURL+"/sessions/"+pgSess.ID+"/tool_calls", apiKeys["t1"], callBody, http.StatusOK)
 		}},
 	}
-	const rounds = 4 // each path's measured runs (of b.N/rounds calls)
+	const rounds = benchRounds
 	for _, conc := range []int{1, 32} {
 		b.Run(fmt.Sprintf("c%d", conc), func(b *testing.B) {
 			if b.N < rounds*conc {
@@ -313,25 +313,27 @@ func BenchmarkToolCall(b *testing.B) {
 			// first round at ~35 % below the others took ~4 points off
 			// its share when the warm-up was 2×conc calls.
 			//
-			// Each path's calls are measured in rounds runs (of 2,000
-			// calls at -benchtime 8000x), not in twice as many of half
-			// the size: every switch to another path costs the path that
-			// comes in (its 32 clients ramping up and down, its first
-			// calls on caches and stacks the other path used), brain,
-			// with the longest calls and the most code, most of all. In
-			// five paired runs, brain kept 87-89 % of relay+store in runs
-			// of 2,000 calls and 84-87 % in runs of 1,000, the same calls
-			// in all.
-			//
 			// A path's background work (the garbage it left for the next
 			// collection, its store's WAL checkpoint, which runs every
-			// 200 ms) runs partly in the next path's run, so the paths of
-			// this process run in runOrder: each is preceded by each
-			// (itself included) equally often, and none pays more of
-			// another's leftover work than the others do. (Rotating the
-			// start of a fixed order put brain after relay+store, the
-			// other SQLite path, in six rounds of eight: about a point of
-			// brain's share in six paired runs.) brain-pg
+			// 200 ms) runs partly in the run after it, so the paths of
+			// this process run in runOrder: each has each path, itself
+			// included, run just before it equally often, as in steady use,
+			// where a store's checkpoint overlaps its own writes. The
+			// former order (eight rounds of per/2 calls, rotating which
+			// path went first) never ran relay+store after a SQLite path,
+			// itself or brain, and ran brain after relay+store in six
+			// rounds of eight: relay+store's leftover checkpoint always
+			// fell on another path. Measured on 2026-12-07 on a 2-core
+			// machine, relay+store ran ~6 % slower right after itself,
+			// brain ~2 % (the same exposure is not the same cost). The
+			// new order and run size together moved brain's share of
+			// relay+store from a median of about 85 % to 88-90 %; other
+			// fair orders (runOrder reversed, a random order per round)
+			// gave 89.5-91.5 %, the former order with runs of 2,000 calls
+			// ~85 %. Runs of 2,000 calls rather than 1,000 mean half as
+			// many switches of path; their own effect is unsettled (about
+			// +3 points in five paired runs in the new order, none in
+			// the former). brain-pg
 			// runs in rounds of its own after them: PostgreSQL's own
 			// processes (checkpoints, autovacuum) go on working after a
 			// round of it, on the same cores, and in shared rounds that CPU
@@ -403,6 +405,11 @@ func BenchmarkToolCall(b *testing.B) {
 	}
 }
 
+// benchRounds is how many runs (of b.N/benchRounds calls) BenchmarkToolCall
+// measures each path in: whole passes of runOrder (four runs of each path
+// a pass), so that the order's balance holds.
+const benchRounds = 4
+
 // runOrder is the order BenchmarkToolCall runs its four in-process paths
 // in (0 direct, 1 relay, 2 relay+store, 3 brain), over and over: a de
 // Bruijn sequence, in which each ordered pair of paths, a path and
@@ -448,5 +455,8 @@ func TestRunOrder(t *testing.T) {
 	}
 	if runOrder[len(runOrder)-1] != paths-1 {
 		t.Errorf("runOrder ends with path %d; the warm-ups end with path %d", runOrder[len(runOrder)-1], paths-1)
+	}
+	if perPass := len(runOrder) / paths; benchRounds <= 0 || benchRounds%perPass != 0 {
+		t.Errorf("benchRounds = %d, want a positive multiple of %d (whole passes of runOrder)", benchRounds, perPass)
 	}
 }

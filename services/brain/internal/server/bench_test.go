@@ -290,10 +290,9 @@ func BenchmarkToolCall(b *testing.B) {
 			return post(client, brainPGURL+"/sessions/"+pgSess.ID+"/tool_calls", apiKeys["t1"], callBody, http.StatusOK)
 		}},
 	}
-	const rounds = benchRounds
 	for _, conc := range []int{1, 32} {
 		b.Run(fmt.Sprintf("c%d", conc), func(b *testing.B) {
-			if b.N < rounds*conc {
+			if b.N < benchRounds*conc {
 				// The probe run (b.N = 1) before -benchtime's count:
 				// too few calls to measure anything.
 				b.ReportMetric(0, "ns/op")
@@ -305,7 +304,7 @@ func BenchmarkToolCall(b *testing.B) {
 			// brains alike) and of the PostgreSQL server, per path.
 			cpu := make([]time.Duration, len(paths))
 			pgCPU := make([]time.Duration, len(paths))
-			per := max(b.N/rounds, conc)
+			per := max(b.N/benchRounds, conc)
 			// Each path is warmed with a round's worth of calls, not just
 			// enough to open its connections: brain's first thousand calls
 			// at c32 run well below its steady rate (its call goroutines
@@ -318,22 +317,9 @@ func BenchmarkToolCall(b *testing.B) {
 			// 200 ms) runs partly in the run after it, so the paths of
 			// this process run in runOrder: each has each path, itself
 			// included, run just before it equally often, as in steady use,
-			// where a store's checkpoint overlaps its own writes. The
-			// former order (eight rounds of per/2 calls, rotating which
-			// path went first) never ran relay+store after a SQLite path,
-			// itself or brain, and ran brain after relay+store in six
-			// rounds of eight: relay+store's leftover checkpoint always
-			// fell on another path. Measured on 2026-12-07 on a 2-core
-			// machine, relay+store ran ~6 % slower right after itself,
-			// brain ~2 % (the same exposure is not the same cost). The
-			// new order and run size together moved brain's share of
-			// relay+store from a median of about 85 % to 88-90 %; other
-			// fair orders (runOrder reversed, a random order per round)
-			// gave 89.5-91.5 %, the former order with runs of 2,000 calls
-			// ~85 %. Runs of 2,000 calls rather than 1,000 mean half as
-			// many switches of path; their own effect is unsettled (about
-			// +3 points in five paired runs in the new order, none in
-			// the former). brain-pg
+			// where a store's checkpoint overlaps its own writes (the
+			// former order, which never did so for relay+store, and what
+			// changing it measured: services/brain/README.md). brain-pg
 			// runs in rounds of its own after them: PostgreSQL's own
 			// processes (checkpoints, autovacuum) go on working after a
 			// round of it, on the same cores, and in shared rounds that CPU
@@ -351,14 +337,14 @@ func BenchmarkToolCall(b *testing.B) {
 				measure(b, per, conc, p.do)
 			}
 			tx0, ops0 := srv.store.(*sqlite.DB).Stats()
-			for range rounds / (len(runOrder) / len(local)) {
+			for range benchRounds / (len(runOrder) / len(local)) {
 				for _, i := range runOrder {
 					run(i)
 				}
 			}
 			tx1, ops1 := srv.store.(*sqlite.DB).Stats()
 			measure(b, per, conc, paths[4].do)
-			for range rounds {
+			for range benchRounds {
 				run(4)
 			}
 			res := make([]benchResult, len(paths))

@@ -164,8 +164,9 @@ func post(client *http.Client, url, token string, body []byte, want int) error {
 // machine hits them alike (brain-pg in rounds of its own after the others:
 // see below). Each sub-benchmark reports calls/s and p50/p99 per
 // path, brain's added p50, the share of direct (and relay+store) throughput
-// it keeps, and the CPU time per call each path spends beyond the direct
-// call (this process's rusage; PostgreSQL's from /proc, its own metric).
+// it keeps, the CPU time per call each path spends, and for relay+store,
+// brain and brain-pg the part beyond the direct call's (this process's
+// rusage; PostgreSQL's from /proc, its own metric).
 //
 // brain's extra CPU over relay+store is user time, not syscalls: counted
 // per call at c32 (perf stat syscall tracepoints, each path alone), both
@@ -293,8 +294,9 @@ func BenchmarkToolCall(b *testing.B) {
 	for _, conc := range []int{1, 32} {
 		b.Run(fmt.Sprintf("c%d", conc), func(b *testing.B) {
 			if b.N < benchRounds*conc {
-				// The probe run (b.N = 1) before -benchtime's count:
-				// too few calls to measure anything.
+				// The probe run (b.N = 1) before -benchtime's count, or
+				// a -benchtime under benchRounds×conc calls: too few
+				// calls to measure anything.
 				b.ReportMetric(0, "ns/op")
 				return
 			}
